@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <interlink/parse.h>
+#include <interlink/wire.h>
+
+#define ETH_HLEN 14u
+#define VLAN_HLEN 4u
+#define ETHERTYPE_IPV4 0x0800u
+#define ETHERTYPE_VLAN 0x8100u
+#define IPPROTO_UDP_ 17u
+#define UDP_HLEN 8u
+
+const char *const il_verdict_names[IL_V_COUNT] = {
+	[IL_V_PASS] = "pass",
+	[IL_V_UDP] = "udp",
+	[IL_V_DATA] = "data",
+	[IL_V_NAK] = "nak",
+	[IL_V_CONTROL] = "control",
+	[IL_V_DROP_SHORT] = "short_frame",
+	[IL_V_DROP_BAD_IP] = "bad_ip",
+	[IL_V_DROP_FRAGMENT] = "fragment",
+	[IL_V_DROP_BAD_UDP_LEN] = "bad_udp_len",
+	[IL_V_DROP_VERSION] = "bad_version",
+	[IL_V_DROP_HDR_LEN] = "bad_hdr_len",
+	[IL_V_DROP_TYPE] = "unknown_type",
+	[IL_V_DROP_FLAGS] = "bad_flags",
+	[IL_V_DROP_TRUNCATED] = "truncated_packing",
+	[IL_V_DROP_PACKING] = "bad_packing",
+	[IL_V_DROP_BAD_NAK] = "bad_nak",
+};
+
+enum il_verdict il_check_packing(const uint8_t *body, uint32_t body_len, uint16_t msg_count)
+{
+	uint32_t off = 0;
+
+	if (msg_count == 0 || msg_count > IL_MAX_MSGS_PER_FRAME)
+		return IL_V_DROP_PACKING;
+	for (uint16_t i = 0; i < msg_count; i++) {
+		if (body_len - off < IL_MSG_HDR_LEN)
+			return IL_V_DROP_TRUNCATED;
+		uint32_t mlen = il_get16(body + off);
+		off += IL_MSG_HDR_LEN;
+		if (body_len - off < mlen)
+			return IL_V_DROP_TRUNCATED;
+		off += mlen;
+	}
+	return off == body_len ? 0 : IL_V_DROP_PACKING;
+}
+
+enum il_verdict il_parse_frame(const uint8_t *f, uint32_t len, uint16_t il_port,
+			       struct il_parsed *p)
+{
+	uint32_t off = ETH_HLEN;
+
+	if (len < ETH_HLEN)
+		return IL_V_DROP_SHORT;
+	uint16_t et = il_get16(f + 12);
+	if (et == ETHERTYPE_VLAN) {
+		if (len < ETH_HLEN + VLAN_HLEN)
+			return IL_V_DROP_SHORT;
+		et = il_get16(f + 16);
+		off += VLAN_HLEN;
+	}
+	if (et != ETHERTYPE_IPV4)
+		return IL_V_PASS;
+
+	if (len < off + 20)
+		return IL_V_DROP_SHORT;
+	const uint8_t *ip = f + off;
+	if ((ip[0] >> 4) != 4)
+		return IL_V_PASS; /* not really IPv4: not ours to judge */
+	uint32_t ihl = (ip[0] & 0x0fu) * 4u;
+	uint32_t tot = il_get16(ip + 2);
+	if (ihl < 20 || tot < ihl || len < off + ihl)
+		return IL_V_DROP_BAD_IP;
+	if (ip[9] != IPPROTO_UDP_)
+		return IL_V_PASS;
+	uint16_t frag = il_get16(ip + 6);
+	if (frag & 0x1fffu)
+		return IL_V_PASS; /* a non-first fragment carries no UDP header */
+	if (len < off + tot)
+		return IL_V_DROP_SHORT;
+
+	p->l3_off = (uint16_t)off;
+	p->l4_off = (uint16_t)(off + ihl);
+	p->dst_ip = il_get32(ip + 16);
+	if (tot - ihl < UDP_HLEN)
+		return IL_V_DROP_BAD_UDP_LEN;
+	const uint8_t *udp = ip + ihl;
+	uint32_t ulen = il_get16(udp + 4);
+	p->dst_port = il_get16(udp + 2);
+	if (ulen < UDP_HLEN || ulen != tot - ihl) {
+		/* A UDP length we cannot trust: drop only if it is ours. */
+		return p->dst_port == il_port ? IL_V_DROP_BAD_UDP_LEN : IL_V_PASS;
+	}
+	p->udp_len = (uint16_t)ulen;
+	p->il_off = (uint16_t)(p->l4_off + UDP_HLEN);
+	p->payload_len = (uint16_t)(ulen - UDP_HLEN);
+	if (p->dst_port != il_port)
+		return (frag & 0x2000u) ? IL_V_PASS : IL_V_UDP;
+	if (frag & 0x2000u)
+		return IL_V_DROP_FRAGMENT;
+
+	/* The Interlink header. */
+	const uint8_t *h = f + p->il_off;
+	uint32_t plen = p->payload_len;
+	if (plen < 4)
+		return IL_V_DROP_SHORT;
+	if (h[IL_OFF_VERSION] != IL_VERSION)
+		return IL_V_DROP_VERSION;
+	uint32_t hl = h[IL_OFF_HDR_LEN];
+	if (hl < IL_HDR_LEN || (hl & 3u))
+		return IL_V_DROP_HDR_LEN;
+	if (plen < IL_HDR_LEN)
+		return IL_V_DROP_SHORT;
+	if (hl > plen)
+		return IL_V_DROP_HDR_LEN;
+	uint8_t type = h[IL_OFF_TYPE];
+	if (type == 0 || type >= IL_T_COUNT)
+		return IL_V_DROP_TYPE;
+	if (h[IL_OFF_FLAGS] & ~IL_F_KNOWN_MASK)
+		return IL_V_DROP_FLAGS;
+	p->type = type;
+	p->hdr_len = (uint8_t)hl;
+	p->group_id = il_get16(h + IL_OFF_GROUP_ID);
+	p->msg_count = il_get16(h + IL_OFF_MSG_COUNT);
+
+	switch (type) {
+	case IL_T_DATA: {
+		enum il_verdict v = il_check_packing(h + hl, plen - hl, p->msg_count);
+		return v ? v : IL_V_DATA;
+	}
+	case IL_T_NAK: {
+		if (plen - hl < IL_RANGE_LEN)
+			return IL_V_DROP_BAD_NAK;
+		uint64_t first = il_get64(h + hl);
+		uint64_t last = il_get64(h + hl + 8);
+		if (first == 0 || last < first || last - first >= IL_NAK_MAX_SPAN)
+			return IL_V_DROP_BAD_NAK;
+		return IL_V_NAK;
+	}
+	default:
+		return IL_V_CONTROL;
+	}
+}

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The stage interface: every data-plane job (classify, sequence, NAK
+ * service, impairment, FEC, FT-TCP...) is a stage with one entry point:
+ *
+ *     uint16_t process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n);
+ *
+ * A stage takes a burst, keeps the survivors compacted at the front of
+ * pkts and returns their count; they go on to the next stage of the chain
+ * and finally to the chain's tx port. A stage may also emit packets to any
+ * port with il_emit() (retransmissions, repairs, pass-through) and drop
+ * packets, counting each drop under a named counter.
+ *
+ * Stages never allocate from the heap, block, lock or make syscalls in
+ * process(); they own per-instance state and run on exactly one lcore.
+ */
+#ifndef INTERLINK_STAGE_H
+#define INTERLINK_STAGE_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <rte_mbuf.h>
+#include <rte_ethdev.h>
+
+#include <interlink/config.h>
+
+#define IL_BURST 32
+#define IL_MAX_PORTS 8
+#define IL_MAX_STAGE_COUNTERS 32
+#define IL_NAME_LEN 32
+
+/* Per-packet metadata, kept in the mbuf private area. */
+enum il_kind {
+	IL_K_NONE = 0, /* unclassified or not ours: pass through */
+	IL_K_DATA,     /* native DATA, validated */
+	IL_K_NAK,      /* NAK, validated */
+	IL_K_RAW,      /* plain UDP matching a raw-mode group filter */
+	IL_K_CONTROL,  /* other valid Interlink message */
+};
+
+struct il_meta {
+	uint8_t kind;       /* enum il_kind */
+	uint8_t rx_port;    /* index into the app's port table */
+	uint16_t l3_off;
+	uint16_t l4_off;
+	uint16_t il_off;    /* UDP payload offset */
+	uint16_t group_idx; /* configured group index (DATA, RAW) */
+	uint16_t pad;
+};
+
+#define IL_MBUF_PRIV_SIZE RTE_ALIGN(sizeof(struct il_meta), RTE_MBUF_PRIV_ALIGN)
+
+static inline struct il_meta *il_meta(struct rte_mbuf *m)
+{
+	return (struct il_meta *)rte_mbuf_to_priv(m);
+}
+
+struct il_app;
+struct il_stage;
+
+/* Per-lcore transmit side: one buffered tx queue per port. */
+struct il_lcore_io {
+	unsigned lcore_id;
+	struct rte_eth_dev_tx_buffer *txb[IL_MAX_PORTS];
+	uint16_t txq[IL_MAX_PORTS];
+	uint16_t port_id[IL_MAX_PORTS]; /* DPDK port ids */
+	uint64_t tx_dropped[IL_MAX_PORTS]; /* tx ring full: counted drops */
+};
+
+struct il_stage_type {
+	const char *name;
+	const char *help;
+	/* Named counters, in the order of st->ctr[]. */
+	const char *const *counter_names;
+	unsigned n_counters;
+	/* Build the instance from its config node; on error fill err (naming
+	 * the key and what is allowed) and return -1. */
+	int (*create)(struct il_stage *st, const struct il_cfg *params, struct il_app *app,
+		      char *err, size_t errlen);
+	/* Called once the instance is bound to an lcore (io is valid). */
+	int (*bind)(struct il_stage *st, char *err, size_t errlen);
+	uint16_t (*process)(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n);
+	/* Periodic work from the owning lcore, at most every poll loop. */
+	void (*idle)(struct il_stage *st, uint64_t now_tsc);
+	void (*destroy)(struct il_stage *st);
+	/* Optional: extra JSON-able state for telemetry (key/value u64). */
+	unsigned (*state)(const struct il_stage *st, const char **keys, uint64_t *vals,
+			  unsigned max);
+};
+
+struct il_stage {
+	char name[IL_NAME_LEN];
+	const struct il_stage_type *type;
+	void *ctx;
+	struct il_app *app;
+	struct il_lcore_io *io; /* set when placed on an lcore */
+	int lcore;              /* -1 until placed */
+	uint64_t ctr[IL_MAX_STAGE_COUNTERS];
+	uint64_t pkts_in;       /* packets handed to process() */
+	uint64_t tsc_busy;      /* cycles spent in process() */
+};
+
+/* Queue a packet for transmission on app port index `port`; a full tx
+ * ring frees the packet and counts it in io->tx_dropped[port]. */
+static inline void il_emit(struct il_stage *st, uint16_t port, struct rte_mbuf *m)
+{
+	struct il_lcore_io *io = st->io;
+	rte_eth_tx_buffer(io->port_id[port], io->txq[port], io->txb[port], m);
+}
+
+static inline void il_drop(struct il_stage *st, unsigned ctr, struct rte_mbuf *m)
+{
+	st->ctr[ctr]++;
+	rte_pktmbuf_free(m);
+}
+
+/* Stage registry (dataplane/stages/registry.c). */
+const struct il_stage_type *il_stage_type_find(const char *name);
+void il_stage_types_list(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Interlink wire format: the single source of truth.
+ *
+ * docs/wire-format.md describes every message and field, and the Scapy
+ * layer in tests/conformance/interlink.py dissects them; tests/conformance/
+ * test_wire_contract.py fails when the three disagree (it compares the
+ * output of tools/il-wire-dump, built from this header, with both).
+ *
+ * Frames are Ethernet / IPv4 / UDP / Interlink header / body. Every
+ * multi-byte field is in network byte order. The header is 40 bytes and
+ * lands at offset 42 of an untagged frame, so nothing in it is naturally
+ * aligned: always access it through the il_getN and il_putN helpers below.
+ */
+#ifndef INTERLINK_WIRE_H
+#define INTERLINK_WIRE_H
+
+#include <stdint.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#define IL_VERSION 1
+/* UDP destination port of native Interlink traffic (configurable). */
+#define IL_UDP_PORT_DEFAULT 7400
+
+/* Message types. Numbers are stable forever; reserved ones are
+ * documented in docs/wire-format.md with the issue that fills them. */
+enum il_type {
+	IL_T_DATA = 1,       /* one or more packed application messages */
+	IL_T_NAK = 2,        /* receiver asks for a range of global seqs */
+	IL_T_UNAVAIL = 3,    /* appliance: range is no longer available */
+	IL_T_ACK = 4,        /* reserved: cumulative receiver ACK */
+	IL_T_STABLE = 5,     /* reserved: stability watermark (idle) */
+	IL_T_JOIN = 6,       /* reserved: member asks to join a group */
+	IL_T_LEAVE = 7,      /* reserved: member leaves a group */
+	IL_T_HEARTBEAT = 8,  /* reserved: liveness for failure detection */
+	IL_T_VIEW = 9,       /* reserved: new view (membership) */
+	IL_T_CREDIT = 10,    /* reserved: flow-control credit grant */
+	IL_T_FEC_REPAIR = 11, /* reserved: Maelstrom layered-XOR repair */
+	IL_T_LEC_REPAIR = 12, /* reserved: Ricochet lateral repair */
+	IL_T_FTCP_LOG = 13,  /* reserved: FT-TCP log record / logger ack */
+	IL_T_COUNT           /* first unassigned number */
+};
+
+/* Header flags. */
+#define IL_F_STAMPED 0x01      /* epoch and global_seq were set by the appliance */
+#define IL_F_RETRANS 0x02      /* reserved: frame is a retransmission */
+#define IL_F_STABLE_VALID 0x04 /* stable_seq carries a watermark */
+#define IL_F_RAW 0x08          /* header inserted by the appliance (raw mode) */
+#define IL_F_KNOWN_MASK 0x0f   /* bits 4..7 are reserved and must be zero */
+
+/* Common header, 40 bytes. Offsets are part of the contract. */
+struct il_hdr {
+	uint8_t version;     /*  0: IL_VERSION */
+	uint8_t type;        /*  1: enum il_type */
+	uint8_t hdr_len;     /*  2: header bytes incl. options, >= 40, multiple of 4 */
+	uint8_t flags;       /*  3: IL_F_* */
+	uint16_t group_id;   /*  4: group (independent sequence space) */
+	uint16_t msg_count;  /*  6: DATA: packed messages; other types: 0 */
+	uint32_t sender_id;  /*  8: sending host (raw mode: IPv4 source) */
+	uint32_t epoch;      /* 12: sequencer incarnation */
+	uint64_t sender_seq; /* 16: per-sender FIFO seq of the first message */
+	uint64_t global_seq; /* 24: per-group global seq of the first message */
+	uint64_t stable_seq; /* 32: stability watermark when IL_F_STABLE_VALID */
+} __attribute__((packed));
+
+#define IL_HDR_LEN 40u
+_Static_assert(sizeof(struct il_hdr) == IL_HDR_LEN, "il_hdr size");
+
+/* DATA body: msg_count records, back to back, no padding:
+ *   u16 len, u16 msg_flags (reserved, zero), then len payload bytes.
+ * Message i of a frame has global_seq + i and sender_seq + i. */
+struct il_msg {
+	uint16_t len;
+	uint16_t msg_flags;
+} __attribute__((packed));
+#define IL_MSG_HDR_LEN 4u
+_Static_assert(sizeof(struct il_msg) == IL_MSG_HDR_LEN, "il_msg size");
+
+/* NAK and UNAVAIL body: an inclusive range of global sequence numbers
+ * of group_id. In a NAK, sender_id is the requesting receiver; in an
+ * UNAVAIL, sender_id echoes the requester and global_seq holds the
+ * oldest sequence the appliance can still retransmit. */
+struct il_range {
+	uint64_t first_seq;
+	uint64_t last_seq;
+} __attribute__((packed));
+#define IL_RANGE_LEN 16u
+_Static_assert(sizeof(struct il_range) == IL_RANGE_LEN, "il_range size");
+
+/* Limits the parser enforces. */
+#define IL_MAX_MSGS_PER_FRAME 4096u
+#define IL_NAK_MAX_SPAN 65536u /* at most this many seqs per NAK */
+
+/* Byte offsets of the fields, for checksum arithmetic and the contract
+ * test (keep in step with struct il_hdr; _Static_asserts below). */
+#define IL_OFF_VERSION 0
+#define IL_OFF_TYPE 1
+#define IL_OFF_HDR_LEN 2
+#define IL_OFF_FLAGS 3
+#define IL_OFF_GROUP_ID 4
+#define IL_OFF_MSG_COUNT 6
+#define IL_OFF_SENDER_ID 8
+#define IL_OFF_EPOCH 12
+#define IL_OFF_SENDER_SEQ 16
+#define IL_OFF_GLOBAL_SEQ 24
+#define IL_OFF_STABLE_SEQ 32
+
+#define IL__OFF_OK(f, o) _Static_assert(__builtin_offsetof(struct il_hdr, f) == (o), #f)
+IL__OFF_OK(version, IL_OFF_VERSION);
+IL__OFF_OK(type, IL_OFF_TYPE);
+IL__OFF_OK(hdr_len, IL_OFF_HDR_LEN);
+IL__OFF_OK(flags, IL_OFF_FLAGS);
+IL__OFF_OK(group_id, IL_OFF_GROUP_ID);
+IL__OFF_OK(msg_count, IL_OFF_MSG_COUNT);
+IL__OFF_OK(sender_id, IL_OFF_SENDER_ID);
+IL__OFF_OK(epoch, IL_OFF_EPOCH);
+IL__OFF_OK(sender_seq, IL_OFF_SENDER_SEQ);
+IL__OFF_OK(global_seq, IL_OFF_GLOBAL_SEQ);
+IL__OFF_OK(stable_seq, IL_OFF_STABLE_SEQ);
+#undef IL__OFF_OK
+
+/* Unaligned big-endian accessors. */
+static inline uint16_t il_get16(const void *p)
+{
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return ntohs(v);
+}
+static inline uint32_t il_get32(const void *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return ntohl(v);
+}
+static inline uint64_t il_get64(const void *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return __builtin_bswap64(v);
+}
+static inline void il_put16(void *p, uint16_t v)
+{
+	v = htons(v);
+	memcpy(p, &v, 2);
+}
+static inline void il_put32(void *p, uint32_t v)
+{
+	v = htonl(v);
+	memcpy(p, &v, 4);
+}
+static inline void il_put64(void *p, uint64_t v)
+{
+	v = __builtin_bswap64(v);
+	memcpy(p, &v, 8);
+}
+
+static inline const char *il_type_name(unsigned t)
+{
+	static const char *const names[IL_T_COUNT] = {
+		[0] = "invalid", [IL_T_DATA] = "DATA", [IL_T_NAK] = "NAK",
+		[IL_T_UNAVAIL] = "UNAVAIL", [IL_T_ACK] = "ACK",
+		[IL_T_STABLE] = "STABLE", [IL_T_JOIN] = "JOIN",
+		[IL_T_LEAVE] = "LEAVE", [IL_T_HEARTBEAT] = "HEARTBEAT",
+		[IL_T_VIEW] = "VIEW", [IL_T_CREDIT] = "CREDIT",
+		[IL_T_FEC_REPAIR] = "FEC_REPAIR", [IL_T_LEC_REPAIR] = "LEC_REPAIR",
+		[IL_T_FTCP_LOG] = "FTCP_LOG",
+	};
+	return t < IL_T_COUNT ? names[t] : "unknown";
+}
+
+#endif /* INTERLINK_WIRE_H */

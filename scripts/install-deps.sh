@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Install every build and test dependency of Interlink from Debian 12's archive.
+# Idempotent: packages already present are skipped; safe to run on every build.
+set -euo pipefail
+
+PKGS=(
+  build-essential pkg-config meson ninja-build clang llvm lld
+  libdpdk-dev dpdk
+  libisal-dev liburing-dev libbenchmark-dev libcmocka-dev libyaml-dev
+  libpcap-dev
+  python3 python3-scapy python3-pytest python3-matplotlib python3-yaml
+  iproute2 iperf3 tcpdump ethtool procps psmisc
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}); run as root" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
