@@ -7,9 +7,14 @@
  *
  * A stage takes a burst, keeps the survivors compacted at the front of
  * pkts and returns their count; they go on to the next stage of the chain
- * and finally to the chain's tx port. A stage may also emit packets to any
- * port with il_emit() (retransmissions, repairs, pass-through) and drop
- * packets, counting each drop under a named counter.
+ * and finally to the chain's tx port. pkts always has room for
+ * IL_BURST_CAP entries, so a stage may return more packets than it was
+ * given (repairs, packets released by a delay line), never more than
+ * IL_BURST_CAP. A stage may also emit packets to any port with il_emit()
+ * (retransmissions, pass-through) and drop packets, counting each drop
+ * under a named counter. A stage whose type sets `poll` is called on every
+ * poll-loop iteration, with n == 0 when nothing arrived, so it can release
+ * held packets.
  *
  * Stages never allocate from the heap, block, lock or make syscalls in
  * process(); they own per-instance state and run on exactly one lcore.
@@ -19,12 +24,14 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <rte_mbuf.h>
 #include <rte_ethdev.h>
 
 #include <interlink/config.h>
 
 #define IL_BURST 32
+#define IL_BURST_CAP (4 * IL_BURST)
 #define IL_MAX_PORTS 8
 #define IL_MAX_STAGE_COUNTERS 32
 #define IL_NAME_LEN 32
@@ -80,8 +87,8 @@ struct il_stage_type {
 	/* Called once the instance is bound to an lcore (io is valid). */
 	int (*bind)(struct il_stage *st, char *err, size_t errlen);
 	uint16_t (*process)(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n);
-	/* Periodic work from the owning lcore, at most every poll loop. */
-	void (*idle)(struct il_stage *st, uint64_t now_tsc);
+	/* Call process() on every poll iteration, even with n == 0. */
+	bool poll;
 	void (*destroy)(struct il_stage *st);
 	/* Optional: extra JSON-able state for telemetry (key/value u64). */
 	unsigned (*state)(const struct il_stage *st, const char **keys, uint64_t *vals,

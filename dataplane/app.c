@@ -1,0 +1,511 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * From config to a running appliance: ports, groups, stage instances and
+ * their placement on lcores. Every error names the config key at fault.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rte_eal.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+
+#include <interlink/app.h>
+#include <interlink/port.h>
+#include <interlink/wire.h>
+
+#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+
+static const char *const top_keys[] = {
+	"name", "udp_port", "epoch", "appliance_ip", "mtu", "status_interval_ms", "eal",
+	"ports", "groups", "stages", "pipeline", "pool_size", NULL,
+};
+
+int il_app_port_index(const struct il_app *app, const char *name)
+{
+	for (unsigned i = 0; i < app->n_ports; i++)
+		if (!strcmp(app->ports[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+struct il_stage *il_app_stage(const struct il_app *app, const char *name)
+{
+	for (unsigned i = 0; i < app->n_stages; i++)
+		if (!strcmp(app->stages[i]->name, name))
+			return app->stages[i];
+	return NULL;
+}
+
+static int configure_ports(struct il_app *app, const struct il_cfg *ports, char *err,
+			   size_t errlen)
+{
+	static const char *const keys[] = {"device", "rx_desc", "tx_desc", "promisc", NULL};
+
+	if (!ports)
+		return ERR("config: key 'ports' is missing: name at least an 'in' and an 'out' port, "
+			   "each with a 'device' (a PCI address or a vdev string)");
+	if (il_cfg_expect(ports, IL_CFG_MAP, err, errlen))
+		return -1;
+	if (il_cfg_len(ports) == 0 || il_cfg_len(ports) > IL_MAX_PORTS)
+		return ERR("config: 'ports' must name 1..%d ports, it names %u", IL_MAX_PORTS,
+			   il_cfg_len(ports));
+	for (unsigned i = 0; i < il_cfg_len(ports); i++) {
+		const struct il_cfg *p = il_cfg_at(ports, i);
+		struct il_port *port = &app->ports[app->n_ports];
+		const char *name = il_cfg_key_at(ports, i), *dev;
+		uint64_t v;
+		bool b;
+
+		if (strlen(name) >= IL_NAME_LEN)
+			return ERR("config: port name '%s' is longer than %d characters", name,
+				   IL_NAME_LEN - 1);
+		snprintf(port->name, sizeof(port->name), "%s", name);
+		if (il_cfg_expect(p, IL_CFG_MAP, err, errlen) || il_cfg_check_keys(p, keys, err, errlen))
+			return -1;
+		if (il_cfg_str(p, "device", NULL, &dev, err, errlen))
+			return -1;
+		if (!dev || !*dev)
+			return ERR("config: key '%s.device' is missing: give a PCI address "
+				   "(0000:03:00.0) or a vdev string (net_memif0,role=server,...)",
+				   il_cfg_path(p));
+		if (strlen(dev) >= IL_DEVARGS_LEN)
+			return ERR("config: key '%s.device' is longer than %d characters",
+				   il_cfg_path(p), IL_DEVARGS_LEN - 1);
+		snprintf(port->device, sizeof(port->device), "%s", dev);
+		if (il_port_dev_name(dev, port->dev_name, sizeof(port->dev_name)))
+			return ERR("config: key '%s.device': '%s' is neither a PCI address nor a "
+				   "vdev string starting with net_", il_cfg_path(p), dev);
+		for (unsigned j = 0; j < app->n_ports; j++)
+			if (!strcmp(app->ports[j].dev_name, port->dev_name))
+				return ERR("config: ports '%s' and '%s' both use device '%s'",
+					   app->ports[j].name, name, port->dev_name);
+		if (il_cfg_u64(p, "rx_desc", 1024, 64, 16384, &v, err, errlen))
+			return -1;
+		port->rx_desc = (uint16_t)v;
+		if (il_cfg_u64(p, "tx_desc", 1024, 64, 16384, &v, err, errlen))
+			return -1;
+		port->tx_desc = (uint16_t)v;
+		if (il_cfg_bool(p, "promisc", true, &b, err, errlen))
+			return -1;
+		port->promisc = b;
+		app->n_ports++;
+	}
+	return 0;
+}
+
+static int configure_groups(struct il_app *app, const struct il_cfg *groups, char *err,
+			    size_t errlen)
+{
+	static const char *const keys[] = {"id", "address", "port", "raw", NULL};
+	static const char *const raw_keys[] = {"dst", "port", NULL};
+
+	if (!groups)
+		return ERR("config: key 'groups' is missing: list at least one group "
+			   "({ id: 1, address: 239.1.1.1 })");
+	if (il_cfg_expect(groups, IL_CFG_SEQ, err, errlen))
+		return -1;
+	if (il_cfg_len(groups) == 0 || il_cfg_len(groups) > IL_MAX_GROUPS)
+		return ERR("config: 'groups' must list 1..%d groups, it lists %u", IL_MAX_GROUPS,
+			   il_cfg_len(groups));
+	for (unsigned i = 0; i < il_cfg_len(groups); i++) {
+		const struct il_cfg *g = il_cfg_at(groups, i);
+		struct il_group *grp = &app->groups[i];
+		uint64_t v;
+
+		if (il_cfg_expect(g, IL_CFG_MAP, err, errlen) || il_cfg_check_keys(g, keys, err, errlen))
+			return -1;
+		if (!il_cfg_get(g, "id"))
+			return ERR("config: key '%s.id' is missing (a group id in 0..65535)",
+				   il_cfg_path(g));
+		if (il_cfg_u64(g, "id", 0, 0, 65535, &v, err, errlen))
+			return -1;
+		grp->id = (uint16_t)v;
+		if (app->group_idx_by_id[grp->id])
+			return ERR("config: key '%s.id': group %u is configured twice", il_cfg_path(g),
+				   grp->id);
+		if (il_cfg_ipv4(g, "address", 0, &grp->address, err, errlen))
+			return -1;
+		if (grp->address && (grp->address >> 28) != 0xe)
+			return ERR("config: key '%s.address': %u.%u.%u.%u is not a multicast address "
+				   "(224.0.0.0/4)", il_cfg_path(g), grp->address >> 24,
+				   (grp->address >> 16) & 255, (grp->address >> 8) & 255,
+				   grp->address & 255);
+		if (il_cfg_u64(g, "port", app->il_udp_port, 1, 65535, &v, err, errlen))
+			return -1;
+		grp->out_port = (uint16_t)v;
+		const struct il_cfg *raw = il_cfg_get(g, "raw");
+		if (raw) {
+			if (il_cfg_expect(raw, IL_CFG_MAP, err, errlen) ||
+			    il_cfg_check_keys(raw, raw_keys, err, errlen))
+				return -1;
+			if (!il_cfg_get(raw, "dst") || !il_cfg_get(raw, "port"))
+				return ERR("config: '%s' needs both 'dst' (IPv4) and 'port' (UDP "
+					   "destination port) of the plain UDP traffic to sequence",
+					   il_cfg_path(raw));
+			if (il_cfg_ipv4(raw, "dst", 0, &grp->raw_dst_ip, err, errlen) ||
+			    il_cfg_u64(raw, "port", 0, 1, 65535, &v, err, errlen))
+				return -1;
+			grp->raw_dst_port = (uint16_t)v;
+			if (grp->raw_dst_port == app->il_udp_port)
+				return ERR("config: key '%s.port': %u is the native Interlink port "
+					   "(udp_port); raw traffic needs another one",
+					   il_cfg_path(raw), grp->raw_dst_port);
+			if (!grp->address)
+				return ERR("config: key '%s.address' is missing: a raw-mode group "
+					   "needs the multicast address its sequenced frames go to",
+					   il_cfg_path(g));
+			for (unsigned j = 0; j < i; j++)
+				if (app->groups[j].raw && app->groups[j].raw_dst_ip == grp->raw_dst_ip &&
+				    app->groups[j].raw_dst_port == grp->raw_dst_port)
+					return ERR("config: '%s': groups %u and %u use the same raw "
+						   "filter", il_cfg_path(raw), app->groups[j].id,
+						   grp->id);
+			grp->raw = true;
+		}
+		app->group_idx_by_id[grp->id] = (uint16_t)(i + 1);
+		app->n_groups++;
+	}
+	return 0;
+}
+
+int il_app_configure(struct il_app *app, struct il_cfg *cfg, char *err, size_t errlen)
+{
+	const char *name;
+	uint64_t v;
+
+	app->cfg = cfg;
+	if (il_cfg_check_keys(cfg, top_keys, err, errlen))
+		return -1;
+	if (il_cfg_str(cfg, "name", "interlink", &name, err, errlen))
+		return -1;
+	if (!*name || strlen(name) >= IL_NAME_LEN || strspn(name,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != strlen(name))
+		return ERR("config: key 'name': '%s' must be 1..%d letters, digits, '-' or '_'",
+			   name, IL_NAME_LEN - 1);
+	snprintf(app->name, sizeof(app->name), "%s", name);
+	if (il_cfg_u64(cfg, "udp_port", IL_UDP_PORT_DEFAULT, 1, 65535, &v, err, errlen))
+		return -1;
+	app->il_udp_port = (uint16_t)v;
+	if (il_cfg_u64(cfg, "epoch", 0, 0, UINT32_MAX, &v, err, errlen))
+		return -1;
+	app->epoch = v ? (uint32_t)v : (uint32_t)time(NULL);
+	if (il_cfg_ipv4(cfg, "appliance_ip", 0xc0000201u, &app->appliance_ip, err, errlen))
+		return -1;
+	if (il_cfg_u64(cfg, "mtu", 1500, 576, 9600, &v, err, errlen))
+		return -1;
+	app->frame_max = (uint16_t)(v + 14);
+	if (configure_ports(app, il_cfg_get(cfg, "ports"), err, errlen))
+		return -1;
+	if (configure_groups(app, il_cfg_get(cfg, "groups"), err, errlen))
+		return -1;
+	return 0;
+}
+
+int il_app_eal_args(const struct il_app *app, const char *prog, char **argv, int max, char *err,
+		    size_t errlen)
+{
+	const struct il_cfg *eal = il_cfg_get(app->cfg, "eal");
+	int n = 0;
+	bool pci = false, prefix = false;
+	static char prefix_arg[IL_NAME_LEN + 16];
+
+	argv[n++] = (char *)prog;
+	if (eal) {
+		if (il_cfg_expect(eal, IL_CFG_SEQ, err, errlen))
+			return -1;
+		for (unsigned i = 0; i < il_cfg_len(eal); i++) {
+			const char *s = il_cfg_scalar(il_cfg_at(eal, i));
+			if (!s)
+				return ERR("config: '%s' must be a list of strings",
+					   il_cfg_path(il_cfg_at(eal, i)));
+			if (n >= max - 2)
+				return ERR("config: 'eal' has too many arguments");
+			if (!strncmp(s, "--file-prefix", 13))
+				prefix = true;
+			argv[n++] = (char *)s;
+		}
+	}
+	for (unsigned i = 0; i < app->n_ports; i++) {
+		if (n >= max - 3)
+			return ERR("config: too many EAL arguments");
+		if (il_port_is_vdev(app->ports[i].device)) {
+			argv[n++] = (char *)"--vdev";
+		} else {
+			argv[n++] = (char *)"-a";
+			pci = true;
+		}
+		argv[n++] = (char *)app->ports[i].device;
+	}
+	if (!pci && n < max - 1)
+		argv[n++] = (char *)"--no-pci";
+	if (!prefix && n < max - 1) {
+		snprintf(prefix_arg, sizeof(prefix_arg), "--file-prefix=%s", app->name);
+		argv[n++] = prefix_arg;
+	}
+	argv[n] = NULL;
+	return n;
+}
+
+static int create_stages(struct il_app *app, char *err, size_t errlen)
+{
+	const struct il_cfg *stages = il_cfg_get(app->cfg, "stages");
+	char list[512];
+
+	if (!stages)
+		return ERR("config: key 'stages' is missing: name the stage instances, e.g. "
+			   "{ classify: { type: classify }, seq: { type: sequencer } }");
+	if (il_cfg_expect(stages, IL_CFG_MAP, err, errlen))
+		return -1;
+	if (il_cfg_len(stages) > IL_MAX_STAGES)
+		return ERR("config: 'stages' names %u stages; at most %d", il_cfg_len(stages),
+			   IL_MAX_STAGES);
+	for (unsigned i = 0; i < il_cfg_len(stages); i++) {
+		const struct il_cfg *p = il_cfg_at(stages, i);
+		const char *name = il_cfg_key_at(stages, i), *type;
+
+		if (il_cfg_expect(p, IL_CFG_MAP, err, errlen))
+			return -1;
+		if (strlen(name) >= IL_NAME_LEN)
+			return ERR("config: stage name '%s' is longer than %d characters", name,
+				   IL_NAME_LEN - 1);
+		if (il_cfg_str(p, "type", NULL, &type, err, errlen))
+			return -1;
+		il_stage_types_list(list, sizeof(list));
+		if (!type)
+			return ERR("config: key '%s.type' is missing (one of: %s)", il_cfg_path(p),
+				   list);
+		const struct il_stage_type *t = il_stage_type_find(type);
+		if (!t)
+			return ERR("config: key '%s.type': unknown stage type '%s' (one of: %s)",
+				   il_cfg_path(p), type, list);
+		struct il_stage *st = rte_zmalloc("il_stage", sizeof(*st), RTE_CACHE_LINE_SIZE);
+		if (!st)
+			return ERR("out of memory creating stage '%s'", name);
+		snprintf(st->name, sizeof(st->name), "%s", name);
+		st->type = t;
+		st->app = app;
+		st->lcore = -1;
+		app->stages[app->n_stages++] = st;
+		if (t->create(st, p, app, err, errlen))
+			return -1;
+	}
+	return 0;
+}
+
+static int place_stages(struct il_app *app, char *err, size_t errlen)
+{
+	static const char *const wkeys[] = {"lcore", "chains", NULL};
+	static const char *const ckeys[] = {"rx", "tx", "stages", NULL};
+	const struct il_cfg *pl = il_cfg_get(app->cfg, "pipeline");
+
+	if (!pl)
+		return ERR("config: key 'pipeline' is missing: place chains on lcores, e.g. "
+			   "[{ lcore: 1, chains: [{ rx: in, stages: [classify, seq], tx: out }] }]");
+	if (il_cfg_expect(pl, IL_CFG_SEQ, err, errlen))
+		return -1;
+	if (il_cfg_len(pl) == 0 || il_cfg_len(pl) > IL_MAX_WORKERS)
+		return ERR("config: 'pipeline' must place 1..%d lcores", IL_MAX_WORKERS);
+	for (unsigned w = 0; w < il_cfg_len(pl); w++) {
+		const struct il_cfg *wc = il_cfg_at(pl, w);
+		struct il_worker *wk = &app->workers[w];
+		uint64_t lc;
+
+		if (il_cfg_expect(wc, IL_CFG_MAP, err, errlen) ||
+		    il_cfg_check_keys(wc, wkeys, err, errlen))
+			return -1;
+		if (il_cfg_u64(wc, "lcore", 1, 0, RTE_MAX_LCORE - 1, &lc, err, errlen))
+			return -1;
+		if (!rte_lcore_is_enabled((unsigned)lc) || lc == rte_get_main_lcore()) {
+			char avail[256] = "";
+			size_t off = 0;
+			unsigned id;
+			RTE_LCORE_FOREACH_WORKER(id)
+				off += (size_t)snprintf(avail + off, sizeof(avail) - off, "%s%u",
+							off ? ", " : "", id);
+			return ERR("config: key '%s.lcore': %u is not a worker lcore (main lcore %u "
+				   "runs the status line; enabled workers: %s; add lcores with "
+				   "eal: [--lcores, ...])", il_cfg_path(wc), (unsigned)lc,
+				   rte_get_main_lcore(), off ? avail : "none");
+		}
+		for (unsigned j = 0; j < w; j++)
+			if (app->workers[j].lcore_id == lc)
+				return ERR("config: key '%s.lcore': lcore %u is placed twice",
+					   il_cfg_path(wc), (unsigned)lc);
+		wk->lcore_id = (unsigned)lc;
+		wk->io.lcore_id = (unsigned)lc;
+		const struct il_cfg *chains = il_cfg_get(wc, "chains");
+		if (!chains || il_cfg_expect(chains, IL_CFG_SEQ, err, errlen) ||
+		    il_cfg_len(chains) == 0 || il_cfg_len(chains) > IL_MAX_CHAINS)
+			return ERR("config: key '%s.chains' must list 1..%d chains "
+				   "({ rx: PORT, stages: [...], tx: PORT })", il_cfg_path(wc),
+				   IL_MAX_CHAINS);
+		for (unsigned c = 0; c < il_cfg_len(chains); c++) {
+			const struct il_cfg *cc = il_cfg_at(chains, c);
+			struct il_chain *ch = &wk->chains[wk->n_chains];
+			const char *rx, *tx;
+
+			if (il_cfg_expect(cc, IL_CFG_MAP, err, errlen) ||
+			    il_cfg_check_keys(cc, ckeys, err, errlen))
+				return -1;
+			if (il_cfg_str(cc, "rx", NULL, &rx, err, errlen) ||
+			    il_cfg_str(cc, "tx", NULL, &tx, err, errlen))
+				return -1;
+			int rxi = rx ? il_app_port_index(app, rx) : -1;
+			int txi = tx ? il_app_port_index(app, tx) : -1;
+			if (rxi < 0)
+				return ERR("config: key '%s.rx': '%s' is not a configured port",
+					   il_cfg_path(cc), rx ? rx : "(missing)");
+			if (txi < 0)
+				return ERR("config: key '%s.tx': '%s' is not a configured port",
+					   il_cfg_path(cc), tx ? tx : "(missing)");
+			for (unsigned ow = 0; ow <= w; ow++)
+				for (unsigned oc = 0; oc < app->workers[ow].n_chains; oc++)
+					if (app->workers[ow].chains[oc].rx_port == rxi)
+						return ERR("config: key '%s.rx': port '%s' is already "
+							   "received by another chain (one rx queue "
+							   "per port)", il_cfg_path(cc), rx);
+			ch->rx_port = (uint16_t)rxi;
+			ch->tx_port = (uint16_t)txi;
+			const struct il_cfg *sl = il_cfg_get(cc, "stages");
+			if (sl && il_cfg_expect(sl, IL_CFG_SEQ, err, errlen))
+				return -1;
+			if (il_cfg_len(sl) > IL_MAX_CHAIN_STAGES)
+				return ERR("config: key '%s.stages': at most %d stages per chain",
+					   il_cfg_path(cc), IL_MAX_CHAIN_STAGES);
+			for (unsigned s = 0; s < il_cfg_len(sl); s++) {
+				const char *sn = il_cfg_scalar(il_cfg_at(sl, s));
+				struct il_stage *st = sn ? il_app_stage(app, sn) : NULL;
+				if (!st)
+					return ERR("config: key '%s': '%s' is not a stage named "
+						   "under 'stages'", il_cfg_path(il_cfg_at(sl, s)),
+						   sn ? sn : "?");
+				if (st->lcore >= 0 && st->lcore != (int)lc)
+					return ERR("config: key '%s': stage '%s' is already placed "
+						   "on lcore %d; a stage instance runs on one lcore",
+						   il_cfg_path(il_cfg_at(sl, s)), sn, st->lcore);
+				st->lcore = (int)lc;
+				st->io = &wk->io;
+				ch->stages[ch->n_stages++] = st;
+				if (st->type->poll)
+					ch->any_poll = true;
+			}
+			wk->n_chains++;
+		}
+		app->n_workers++;
+	}
+	/* Every placed lcore gets a tx queue on every port. */
+	for (unsigned p = 0; p < app->n_ports; p++)
+		app->ports[p].n_txq = app->n_workers;
+	for (unsigned w = 0; w < app->n_workers; w++)
+		for (unsigned p = 0; p < app->n_ports; p++) {
+			app->workers[w].io.txq[p] = (uint16_t)w;
+			app->workers[w].io.port_id[p] = app->ports[p].port_id;
+		}
+	return 0;
+}
+
+static void tx_drop_cb(struct rte_mbuf **pkts, uint16_t unsent, void *userdata)
+{
+	uint64_t *ctr = userdata;
+	*ctr += unsent;
+	rte_pktmbuf_free_bulk(pkts, unsent);
+}
+
+int il_app_start(struct il_app *app, char *err, size_t errlen)
+{
+	uint64_t v;
+	unsigned hist = 0;
+
+	for (unsigned p = 0; p < app->n_ports; p++)
+		if (il_port_lookup(&app->ports[p], err, errlen))
+			return -1;
+	if (create_stages(app, err, errlen))
+		return -1;
+	if (place_stages(app, err, errlen))
+		return -1;
+	for (unsigned s = 0; s < app->n_stages; s++)
+		if (app->stages[s]->lcore < 0)
+			fprintf(stderr, "interlink: warning: stage '%s' is not placed on any chain\n",
+				app->stages[s]->name);
+
+	/* Pool: every descriptor, every history slot, every burst in flight. */
+	const struct il_cfg *stages = il_cfg_get(app->cfg, "stages");
+	for (unsigned i = 0; i < il_cfg_len(stages); i++) {
+		uint64_t h;
+		if (il_cfg_u64(il_cfg_at(stages, i), "history", 0, 0, UINT32_MAX, &h, NULL, 0) == 0)
+			hist += (unsigned)h * app->n_groups;
+	}
+	unsigned need = 4096 + hist;
+	for (unsigned p = 0; p < app->n_ports; p++)
+		need += app->ports[p].rx_desc + app->ports[p].tx_desc * app->n_workers;
+	need += app->n_workers * app->n_ports * IL_BURST_CAP * 2;
+	if (il_cfg_u64(app->cfg, "pool_size", need, 1024, 1u << 26, &v, err, errlen))
+		return -1;
+	app->pool_size = (unsigned)v;
+	unsigned room = RTE_MBUF_DEFAULT_BUF_SIZE;
+	if ((unsigned)app->frame_max + 64 + RTE_PKTMBUF_HEADROOM > room)
+		room = app->frame_max + 64 + RTE_PKTMBUF_HEADROOM;
+	char pname[64];
+	snprintf(pname, sizeof(pname), "il_pool_%s", app->name);
+	app->pool = rte_pktmbuf_pool_create(pname, app->pool_size, 256, IL_MBUF_PRIV_SIZE,
+					    (uint16_t)room, (int)rte_socket_id());
+	if (!app->pool)
+		return ERR("cannot create a pool of %u mbufs of %u bytes (%s): raise the EAL "
+			   "memory (eal: [-m, MB]) or lower 'pool_size'/'history'",
+			   app->pool_size, room, rte_strerror(rte_errno));
+
+	for (unsigned p = 0; p < app->n_ports; p++)
+		if (il_port_setup(&app->ports[p], app->pool, app->frame_max, err, errlen))
+			return -1;
+	for (unsigned w = 0; w < app->n_workers; w++) {
+		struct il_lcore_io *io = &app->workers[w].io;
+		for (unsigned p = 0; p < app->n_ports; p++) {
+			io->port_id[p] = app->ports[p].port_id;
+			io->txb[p] = rte_zmalloc_socket("il_txb", RTE_ETH_TX_BUFFER_SIZE(IL_BURST), 0,
+							(int)rte_socket_id());
+			if (!io->txb[p])
+				return ERR("out of memory for tx buffers");
+			rte_eth_tx_buffer_init(io->txb[p], IL_BURST);
+			rte_eth_tx_buffer_set_err_callback(io->txb[p], tx_drop_cb, &io->tx_dropped[p]);
+		}
+	}
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		struct il_stage *st = app->stages[s];
+		if (st->lcore >= 0 && st->type->bind && st->type->bind(st, err, errlen))
+			return -1;
+	}
+	for (unsigned p = 0; p < app->n_ports; p++)
+		if (il_port_start(&app->ports[p], err, errlen))
+			return -1;
+	return 0;
+}
+
+void il_app_flush(struct il_app *app)
+{
+	for (unsigned w = 0; w < app->n_workers; w++)
+		for (unsigned p = 0; p < app->n_ports; p++)
+			if (app->workers[w].io.txb[p])
+				rte_eth_tx_buffer_flush(app->ports[p].port_id, (uint16_t)w,
+							app->workers[w].io.txb[p]);
+}
+
+void il_app_stop(struct il_app *app)
+{
+	il_app_flush(app);
+	for (unsigned p = 0; p < app->n_ports; p++)
+		il_port_stop(&app->ports[p]);
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		struct il_stage *st = app->stages[s];
+		if (st->type->destroy)
+			st->type->destroy(st);
+		rte_free(st);
+	}
+	app->n_stages = 0;
+	for (unsigned w = 0; w < app->n_workers; w++)
+		for (unsigned p = 0; p < app->n_ports; p++)
+			rte_free(app->workers[w].io.txb[p]);
+}

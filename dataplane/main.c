@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * interlink: the appliance binary.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
+#include <interlink/app.h>
+
+extern const char il_default_config[];
+
+static struct il_app app;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	app.quit = true;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: interlink [options] [-- EAL options]\n"
+		"  -c, --config FILE     YAML config (default: the embedded sequencer config,\n"
+		"                        see --print-config)\n"
+		"  -s, --set KEY=VALUE   override a config key, e.g. --set groups.0.id=7\n"
+		"                        or --set 'eal=[--no-huge, -m, \"512\"]' (repeatable)\n"
+		"  -d, --duration SEC    stop after SEC seconds (default: run until SIGINT/SIGTERM)\n"
+		"  -i, --idle-exit MS    stop once no port has received a frame for MS ms\n"
+		"  -j, --json FILE       write the final summary as JSON to FILE\n"
+		"  -q, --quiet           no status line\n"
+		"      --print-config    print the effective config and exit\n"
+		"      --list-stages     list the stage types and exit\n"
+		"  -h, --help            this help\n");
+}
+
+static int list_stages(void)
+{
+	extern size_t il_stage_types_count(void);
+	extern const struct il_stage_type *il_stage_type_at(size_t i);
+	for (size_t i = 0; i < il_stage_types_count(); i++) {
+		const struct il_stage_type *t = il_stage_type_at(i);
+		printf("%-12s %s\n", t->name, t->help);
+	}
+	return 0;
+}
+
+static uint64_t rx_total(void)
+{
+	uint64_t v = 0;
+	for (unsigned p = 0; p < app.n_ports; p++) {
+		struct rte_eth_stats s;
+		if (rte_eth_stats_get(app.ports[p].port_id, &s) == 0)
+			v += s.ipackets;
+	}
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"set", required_argument, NULL, 's'},
+		{"duration", required_argument, NULL, 'd'},
+		{"idle-exit", required_argument, NULL, 'i'},
+		{"json", required_argument, NULL, 'j'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"print-config", no_argument, NULL, 'P'},
+		{"list-stages", no_argument, NULL, 'L'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *cfg_path = NULL, *json = NULL;
+	const char *sets[64];
+	unsigned n_sets = 0;
+	double duration = 0, idle_ms = 0;
+	bool quiet = false, print_cfg = false;
+	char err[1024];
+	int c;
+
+	while ((c = getopt_long(argc, argv, "c:s:d:i:j:qh", opts, NULL)) != -1) {
+		char *end;
+		switch (c) {
+		case 'c':
+			cfg_path = optarg;
+			break;
+		case 's':
+			if (n_sets == 64 || !strchr(optarg, '=')) {
+				fprintf(stderr, "interlink: --set expects KEY=VALUE (at most 64), got '%s'\n",
+					optarg);
+				return 2;
+			}
+			sets[n_sets++] = optarg;
+			break;
+		case 'd':
+			duration = strtod(optarg, &end);
+			if (*end || duration <= 0) {
+				fprintf(stderr, "interlink: --duration expects seconds > 0, got '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'i':
+			idle_ms = strtod(optarg, &end);
+			if (*end || idle_ms <= 0) {
+				fprintf(stderr, "interlink: --idle-exit expects milliseconds > 0, got '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'j':
+			json = optarg;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'P':
+			print_cfg = true;
+			break;
+		case 'L':
+			return list_stages();
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+
+	struct il_cfg *cfg = cfg_path ? il_cfg_load_file(cfg_path, err, sizeof(err))
+				      : il_cfg_load_string(il_default_config, "(embedded default)",
+							   err, sizeof(err));
+	if (!cfg) {
+		fprintf(stderr, "interlink: %s\n", err);
+		return 2;
+	}
+	for (unsigned i = 0; i < n_sets; i++) {
+		char key[256];
+		const char *eq = strchr(sets[i], '=');
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - sets[i]), sets[i]);
+		if (il_cfg_set(cfg, key, eq + 1, err, sizeof(err))) {
+			fprintf(stderr, "interlink: %s\n", err);
+			return 2;
+		}
+	}
+	if (print_cfg) {
+		if (cfg_path) {
+			char cmd[512];
+			snprintf(cmd, sizeof(cmd), "cat '%s'", cfg_path);
+			return system(cmd) == 0 ? 0 : 1;
+		}
+		fputs(il_default_config, stdout);
+		return 0;
+	}
+	if (il_app_configure(&app, cfg, err, sizeof(err))) {
+		fprintf(stderr, "interlink: %s\n", err);
+		return 2;
+	}
+
+	/* EAL arguments: config 'eal', ports, then whatever follows "--". */
+	char *eargv[128];
+	int eargc = il_app_eal_args(&app, argv[0], eargv, 96, err, sizeof(err));
+	if (eargc < 0) {
+		fprintf(stderr, "interlink: %s\n", err);
+		return 2;
+	}
+	for (int i = optind; i < argc && eargc < 126; i++)
+		eargv[eargc++] = argv[i];
+	eargv[eargc] = NULL;
+	if (rte_eal_init(eargc, eargv) < 0) {
+		fprintf(stderr, "interlink: EAL initialisation failed (%s); EAL arguments were:",
+			rte_strerror(rte_errno));
+		for (int i = 1; i < eargc; i++)
+			fprintf(stderr, " %s", eargv[i]);
+		fprintf(stderr, "\n");
+		return 2;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+
+	if (il_app_start(&app, err, sizeof(err))) {
+		fprintf(stderr, "interlink: %s\n", err);
+		rte_eal_cleanup();
+		return 2;
+	}
+	il_telemetry_register(&app);
+
+	uint64_t interval_ms;
+	if (il_cfg_u64(cfg, "status_interval_ms", 1000, 0, 3600000, &interval_ms, err, sizeof(err))) {
+		fprintf(stderr, "interlink: %s\n", err);
+		return 2;
+	}
+	if (!quiet) {
+		printf("interlink: %s epoch %u, %u ports, %u groups, %u stages on %u lcores\n",
+		       app.name, app.epoch, app.n_ports, app.n_groups, app.n_stages, app.n_workers);
+		fflush(stdout);
+	}
+
+	const uint64_t hz = rte_get_tsc_hz();
+	app.start_tsc = rte_rdtsc();
+	for (unsigned w = 0; w < app.n_workers; w++)
+		rte_eal_remote_launch(il_worker_main, &app, app.workers[w].lcore_id);
+
+	uint64_t last_status = app.start_tsc, last_rx = 0, last_rx_change = app.start_tsc;
+	while (!app.quit) {
+		usleep(20000);
+		uint64_t now = rte_rdtsc();
+		double elapsed = (double)(now - app.start_tsc) / (double)hz;
+		if (duration > 0 && elapsed >= duration)
+			break;
+		if (idle_ms > 0) {
+			uint64_t rx = rx_total();
+			if (rx != last_rx) {
+				last_rx = rx;
+				last_rx_change = now;
+			} else if ((double)(now - last_rx_change) * 1000.0 / (double)hz >= idle_ms) {
+				break;
+			}
+		}
+		if (!quiet && interval_ms &&
+		    (double)(now - last_status) * 1000.0 / (double)hz >= (double)interval_ms) {
+			il_status_line(&app, elapsed, (double)(now - last_status) / (double)hz);
+			last_status = now;
+		}
+	}
+	app.quit = true;
+	rte_eal_mp_wait_lcore();
+	double elapsed = (double)(rte_rdtsc() - app.start_tsc) / (double)hz;
+	il_app_flush(&app);
+	il_summary(&app, elapsed, json);
+	il_app_stop(&app);
+	il_cfg_free(cfg);
+	rte_eal_cleanup();
+	return 0;
+}

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * classify: parse every frame once, tag it in the mbuf metadata (DATA,
+ * NAK, RAW, CONTROL or nothing) for the stages after it, and drop what is
+ * malformed, counted by reason. Untagged frames pass through untouched.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_malloc.h>
+
+#include <interlink/app.h>
+#include <interlink/parse.h>
+
+#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+
+enum {
+	CL_C_UNKNOWN_GROUP = IL_V_COUNT,
+	CL_C_RAW_MATCHED,
+	CL_C_DROP_MULTISEG,
+	CL_C_COUNT
+};
+
+static const char *cl_counter_names[CL_C_COUNT];
+
+#define MAX_RAW 64
+
+struct classify {
+	struct il_app *app;
+	uint16_t il_port;
+	uint16_t n_raw;
+	uint64_t raw_key[MAX_RAW]; /* dst ip << 16 | dst port */
+	uint16_t raw_group[MAX_RAW];
+};
+
+static inline bool is_drop(enum il_verdict v)
+{
+	return v >= IL_V_DROP_FIRST;
+}
+
+static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct classify *c = st->ctx;
+	const struct il_app *app = c->app;
+	uint16_t out = 0;
+
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		struct il_meta *mt = il_meta(m);
+		struct il_parsed p;
+		enum il_verdict v;
+
+		if (i + 1 < n)
+			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+		v = il_parse_frame(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, c->il_port, &p);
+		mt->kind = IL_K_NONE;
+		if (unlikely(m->nb_segs > 1) && v != IL_V_PASS && v != IL_V_UDP) {
+			il_drop(st, CL_C_DROP_MULTISEG, m);
+			continue;
+		}
+		st->ctr[v]++;
+		if (unlikely(is_drop(v))) {
+			rte_pktmbuf_free(m);
+			continue;
+		}
+		if (v == IL_V_PASS) {
+			pkts[out++] = m;
+			continue;
+		}
+		mt->l3_off = p.l3_off;
+		mt->l4_off = p.l4_off;
+		mt->il_off = p.il_off;
+		if (v == IL_V_UDP) {
+			uint64_t key = (uint64_t)p.dst_ip << 16 | p.dst_port;
+			for (uint16_t r = 0; r < c->n_raw; r++)
+				if (c->raw_key[r] == key) {
+					mt->kind = IL_K_RAW;
+					mt->group_idx = c->raw_group[r];
+					st->ctr[CL_C_RAW_MATCHED]++;
+					break;
+				}
+			pkts[out++] = m;
+			continue;
+		}
+		if (v == IL_V_CONTROL) {
+			mt->kind = IL_K_CONTROL;
+			pkts[out++] = m;
+			continue;
+		}
+		uint16_t gi = app->group_idx_by_id[p.group_id];
+		if (unlikely(!gi)) {
+			il_drop(st, CL_C_UNKNOWN_GROUP, m);
+			continue;
+		}
+		mt->group_idx = (uint16_t)(gi - 1);
+		mt->kind = v == IL_V_DATA ? IL_K_DATA : IL_K_NAK;
+		pkts[out++] = m;
+	}
+	return out;
+}
+
+static int classify_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app,
+			   char *err, size_t errlen)
+{
+	static const char *const keys[] = {"type", NULL};
+
+	if (il_cfg_check_keys(p, keys, err, errlen))
+		return -1;
+	struct classify *c = rte_zmalloc("il_classify", sizeof(*c), RTE_CACHE_LINE_SIZE);
+	if (!c)
+		return ERR("out of memory for stage '%s'", st->name);
+	c->app = app;
+	c->il_port = app->il_udp_port;
+	for (unsigned g = 0; g < app->n_groups; g++) {
+		const struct il_group *grp = &app->groups[g];
+		if (!grp->raw)
+			continue;
+		if (c->n_raw == MAX_RAW) {
+			rte_free(c);
+			return ERR("config: 'groups': at most %d raw-mode groups", MAX_RAW);
+		}
+		c->raw_key[c->n_raw] = (uint64_t)grp->raw_dst_ip << 16 | grp->raw_dst_port;
+		c->raw_group[c->n_raw++] = (uint16_t)g;
+	}
+	st->ctx = c;
+	return 0;
+}
+
+static void classify_destroy(struct il_stage *st)
+{
+	rte_free(st->ctx);
+	st->ctx = NULL;
+}
+
+static void __attribute__((constructor)) classify_names(void)
+{
+	for (unsigned v = 0; v < IL_V_COUNT; v++)
+		cl_counter_names[v] = il_verdict_names[v];
+	cl_counter_names[CL_C_UNKNOWN_GROUP] = "drop_unknown_group";
+	cl_counter_names[CL_C_RAW_MATCHED] = "raw_matched";
+	cl_counter_names[CL_C_DROP_MULTISEG] = "drop_multiseg";
+}
+
+const struct il_stage_type il_stage_classify = {
+	.name = "classify",
+	.help = "parse and tag frames; drop malformed ones by reason; pass the rest",
+	.counter_names = cl_counter_names,
+	.n_counters = CL_C_COUNT,
+	.create = classify_create,
+	.process = classify_process,
+	.destroy = classify_destroy,
+};

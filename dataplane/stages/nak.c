@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * nak: serves receivers' NAKs from the sequencer's history. Held frames
+ * are retransmitted as they were stamped (same mbuf, one more reference),
+ * within a packets-per-second budget; sequences older than the history get
+ * an explicit UNAVAIL so no receiver waits forever.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_ip.h>
+#include <rte_malloc.h>
+#include <rte_udp.h>
+
+#include <interlink/wire.h>
+
+#include "seq.h"
+
+#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+
+enum {
+	NAK_C_NAKS,
+	NAK_C_RETX_FRAMES,
+	NAK_C_RETX_MSGS,
+	NAK_C_UNAVAIL_SENT,
+	NAK_C_UNAVAIL_SEQS,
+	NAK_C_RATE_LIMITED,
+	NAK_C_FUTURE,
+	NAK_C_CAPPED,
+	NAK_C_DROP_UNAVAIL_NO_MBUF,
+	NAK_C_COUNT
+};
+
+static const char *const nak_counter_names[NAK_C_COUNT] = {
+	[NAK_C_NAKS] = "naks",
+	[NAK_C_RETX_FRAMES] = "retransmitted_frames",
+	[NAK_C_RETX_MSGS] = "retransmitted_msgs",
+	[NAK_C_UNAVAIL_SENT] = "unavail_sent",
+	[NAK_C_UNAVAIL_SEQS] = "unavail_seqs",
+	[NAK_C_RATE_LIMITED] = "rate_limited_frames",
+	[NAK_C_FUTURE] = "nak_future",
+	[NAK_C_CAPPED] = "nak_capped",
+	[NAK_C_DROP_UNAVAIL_NO_MBUF] = "drop_unavail_no_mbuf",
+};
+
+struct nak {
+	char seq_name[IL_NAME_LEN];
+	char tx_name[IL_NAME_LEN];
+	struct il_seq *seq;
+	struct il_app *app;
+	uint16_t tx;
+	uint32_t max_frames;
+	/* Retransmission budget: a token bucket in frames. */
+	uint64_t rate_pps, burst;
+	double tokens;
+	uint64_t last_tsc;
+	double tokens_per_tsc;
+};
+
+static inline void refill(struct nak *k)
+{
+	uint64_t now = rte_rdtsc();
+	k->tokens += (double)(now - k->last_tsc) * k->tokens_per_tsc;
+	if (k->tokens > (double)k->burst)
+		k->tokens = (double)k->burst;
+	k->last_tsc = now;
+}
+
+/* Build an UNAVAIL frame for [first, last] of group gi, to the group's
+ * multicast address (or back to the requester if the group has none). */
+static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const uint8_t *nak_frame,
+			 const struct il_meta *nm, uint64_t first, uint64_t last)
+{
+	const struct il_app *app = k->app;
+	const struct il_group *grp = &app->groups[gi];
+	struct rte_mbuf *m = rte_pktmbuf_alloc(app->pool);
+	const uint16_t l3 = 14, l4 = 34, il = 42;
+	const uint16_t len = il + IL_HDR_LEN + IL_RANGE_LEN;
+
+	if (unlikely(!m)) {
+		st->ctr[NAK_C_DROP_UNAVAIL_NO_MBUF]++;
+		return;
+	}
+	uint8_t *f = (uint8_t *)rte_pktmbuf_append(m, len);
+	const struct rte_ipv4_hdr *nip = (const struct rte_ipv4_hdr *)(nak_frame + nm->l3_off);
+	memset(f, 0, len);
+	/* Ethernet */
+	if (grp->address) {
+		f[0] = 0x01;
+		f[1] = 0x00;
+		f[2] = 0x5e;
+		f[3] = (uint8_t)((grp->address >> 16) & 0x7f);
+		f[4] = (uint8_t)(grp->address >> 8);
+		f[5] = (uint8_t)grp->address;
+	} else {
+		memcpy(f, nak_frame + 6, 6);
+	}
+	memcpy(f + 6, app->ports[k->tx].mac, 6);
+	f[12] = 0x08;
+	f[13] = 0x00;
+	/* IPv4 */
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + l3);
+	ip->version_ihl = 0x45;
+	ip->total_length = rte_cpu_to_be_16(len - l3);
+	ip->time_to_live = 16;
+	ip->next_proto_id = IPPROTO_UDP;
+	ip->src_addr = rte_cpu_to_be_32(app->appliance_ip);
+	ip->dst_addr = grp->address ? rte_cpu_to_be_32(grp->address) : nip->src_addr;
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	/* UDP */
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + l4);
+	udp->src_port = rte_cpu_to_be_16(app->il_udp_port);
+	udp->dst_port = rte_cpu_to_be_16(grp->out_port);
+	udp->dgram_len = rte_cpu_to_be_16(len - l4);
+	/* Interlink */
+	uint8_t *h = f + il;
+	const uint8_t *nh = nak_frame + nm->il_off;
+	h[IL_OFF_VERSION] = IL_VERSION;
+	h[IL_OFF_TYPE] = IL_T_UNAVAIL;
+	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
+	il_put16(h + IL_OFF_GROUP_ID, grp->id);
+	memcpy(h + IL_OFF_SENDER_ID, nh + IL_OFF_SENDER_ID, 4);
+	il_put32(h + IL_OFF_EPOCH, k->seq->epoch);
+	il_put64(h + IL_OFF_GLOBAL_SEQ, il_seq_hist_low(k->seq, gi));
+	il_put64(h + IL_HDR_LEN, first);
+	il_put64(h + IL_HDR_LEN + 8, last);
+	udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp); /* 0 goes out as 0xffff */
+	m->l2_len = l3;
+	m->l3_len = 20;
+	st->ctr[NAK_C_UNAVAIL_SENT]++;
+	st->ctr[NAK_C_UNAVAIL_SEQS] += last - first + 1;
+	il_emit(st, k->tx, m);
+}
+
+static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
+{
+	const struct il_meta *mt = il_meta(m);
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	const uint8_t *h = f + mt->il_off;
+	uint8_t hl = h[IL_OFF_HDR_LEN];
+	uint64_t first = il_get64(h + hl), last = il_get64(h + hl + 8);
+	unsigned gi = mt->group_idx;
+	const struct il_seq_group *g = &k->seq->groups[gi];
+	uint64_t low = il_seq_hist_low(k->seq, gi);
+
+	st->ctr[NAK_C_NAKS]++;
+	if (first >= g->next) {
+		st->ctr[NAK_C_FUTURE]++;
+		return;
+	}
+	if (last >= g->next)
+		last = g->next - 1;
+	if (first < low) {
+		uint64_t gone_last = last < low ? last : low - 1;
+		send_unavail(st, k, gi, f, mt, first, gone_last);
+		if (last < low)
+			return;
+		first = low;
+	}
+	refill(k);
+	uint32_t idx = il_seq_hist_find(k->seq, gi, first);
+	uint32_t sent = 0;
+	for (; idx < g->n; idx++) {
+		const struct il_hist_ent *e = il_seq_hist_at(k->seq, gi, idx);
+		if (e->first > last)
+			break;
+		if (sent == k->max_frames) {
+			st->ctr[NAK_C_CAPPED]++;
+			break;
+		}
+		if (k->tokens < 1.0) {
+			st->ctr[NAK_C_RATE_LIMITED]++;
+			break;
+		}
+		k->tokens -= 1.0;
+		rte_mbuf_refcnt_update(e->m, 1);
+		il_emit(st, k->tx, e->m);
+		sent++;
+		st->ctr[NAK_C_RETX_FRAMES]++;
+		st->ctr[NAK_C_RETX_MSGS] += e->count;
+	}
+}
+
+static uint16_t nak_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct nak *k = st->ctx;
+	uint16_t out = 0;
+
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		if (likely(il_meta(m)->kind != IL_K_NAK)) {
+			pkts[out++] = m;
+			continue;
+		}
+		serve(st, k, m);
+		rte_pktmbuf_free(m);
+	}
+	return out;
+}
+
+static int nak_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app, char *err,
+		      size_t errlen)
+{
+	static const char *const keys[] = {"type", "sequencer", "tx", "rate_pps", "burst",
+					   "max_frames_per_nak", NULL};
+	const char *seq, *tx;
+	uint64_t v;
+
+	if (il_cfg_check_keys(p, keys, err, errlen))
+		return -1;
+	struct nak *k = rte_zmalloc("il_nak", sizeof(*k), RTE_CACHE_LINE_SIZE);
+	if (!k)
+		return ERR("out of memory for stage '%s'", st->name);
+	st->ctx = k;
+	k->app = app;
+	if (il_cfg_str(p, "sequencer", NULL, &seq, err, errlen) ||
+	    il_cfg_str(p, "tx", "out", &tx, err, errlen))
+		return -1;
+	if (!seq)
+		return ERR("config: key '%s.sequencer' is missing: name the sequencer stage whose "
+			   "history this stage serves", il_cfg_path(p));
+	snprintf(k->seq_name, sizeof(k->seq_name), "%s", seq);
+	int ti = il_app_port_index(app, tx);
+	if (ti < 0)
+		return ERR("config: key '%s.tx': '%s' is not a configured port", il_cfg_path(p), tx);
+	k->tx = (uint16_t)ti;
+	if (il_cfg_u64(p, "rate_pps", 1000000, 1, 1000000000, &k->rate_pps, err, errlen) ||
+	    il_cfg_u64(p, "burst", 4096, 1, 1u << 24, &k->burst, err, errlen) ||
+	    il_cfg_u64(p, "max_frames_per_nak", 4096, 1, IL_NAK_MAX_SPAN, &v, err, errlen))
+		return -1;
+	k->max_frames = (uint32_t)v;
+	k->tokens = (double)k->burst;
+	k->last_tsc = rte_rdtsc();
+	k->tokens_per_tsc = (double)k->rate_pps / (double)rte_get_tsc_hz();
+	return 0;
+}
+
+static int nak_bind(struct il_stage *st, char *err, size_t errlen)
+{
+	struct nak *k = st->ctx;
+	extern const struct il_stage_type il_stage_sequencer;
+	struct il_stage *seq = il_app_stage(k->app, k->seq_name);
+
+	if (!seq || seq->type != &il_stage_sequencer)
+		return ERR("config: key 'stages.%s.sequencer': '%s' is not a sequencer stage",
+			   st->name, k->seq_name);
+	if (seq->lcore != st->lcore)
+		return ERR("config: stage '%s' (lcore %d) must run on the lcore of its sequencer "
+			   "'%s' (lcore %d): the history is single-threaded", st->name, st->lcore,
+			   seq->name, seq->lcore);
+	k->seq = seq->ctx;
+	return 0;
+}
+
+static void nak_destroy(struct il_stage *st)
+{
+	rte_free(st->ctx);
+	st->ctx = NULL;
+}
+
+const struct il_stage_type il_stage_nak = {
+	.name = "nak",
+	.help = "serve NAKs from a sequencer's history (rate-limited); UNAVAIL beyond it",
+	.counter_names = nak_counter_names,
+	.n_counters = NAK_C_COUNT,
+	.create = nak_create,
+	.bind = nak_bind,
+	.process = nak_process,
+	.destroy = nak_destroy,
+};

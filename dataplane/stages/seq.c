@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * sequencer: stamps epoch and the next global sequence of its group on
+ * every DATA frame (native: in place; raw: header inserted), keeps a
+ * reference in the group's history ring for NAK service.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_ip.h>
+#include <rte_jhash.h>
+#include <rte_malloc.h>
+#include <rte_udp.h>
+
+#include <interlink/csum.h>
+#include <interlink/wire.h>
+
+#include "seq.h"
+
+#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+#define RAW_INSERT (IL_HDR_LEN + IL_MSG_HDR_LEN)
+
+static const char *const seq_counter_names[SEQ_C_COUNT] = {
+	[SEQ_C_STAMPED_FRAMES] = "stamped_frames",
+	[SEQ_C_STAMPED_MSGS] = "stamped_msgs",
+	[SEQ_C_RAW_INSERTED] = "raw_inserted",
+	[SEQ_C_HIST_EVICTED] = "history_evicted",
+	[SEQ_C_DROP_RAW_TOO_BIG] = "drop_raw_too_big",
+	[SEQ_C_DROP_NO_HEADROOM] = "drop_no_headroom",
+	[SEQ_C_RAW_SENDER_TABLE_FULL] = "raw_sender_table_full",
+};
+
+struct raw_key {
+	uint32_t ip;
+	uint16_t port;
+	uint16_t group_idx;
+};
+
+static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_seq_group *g,
+			     struct rte_mbuf *m, uint64_t first, uint32_t count)
+{
+	struct il_hist_ent *e = &g->ring[g->head & s->mask];
+
+	if (g->n == s->depth) {
+		rte_pktmbuf_free(e->m);
+		st->ctr[SEQ_C_HIST_EVICTED]++;
+	} else {
+		g->n++;
+	}
+	rte_mbuf_refcnt_update(m, 1);
+	e->m = m;
+	e->first = first;
+	e->count = count;
+	g->head++;
+	g->stamped += count;
+	g->frames++;
+	st->ctr[SEQ_C_STAMPED_FRAMES]++;
+	st->ctr[SEQ_C_STAMPED_MSGS] += count;
+}
+
+static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
+{
+	const struct il_meta *mt = il_meta(m);
+	uint8_t *base = rte_pktmbuf_mtod(m, uint8_t *);
+	uint8_t *h = base + mt->il_off;
+	uint8_t *udp = base + mt->l4_off;
+	struct il_seq_group *g = &s->groups[mt->group_idx];
+	uint16_t cnt = il_get16(h + IL_OFF_MSG_COUNT);
+	uint64_t gs = g->next;
+	uint16_t ucs;
+	struct il_csum_delta d;
+
+	g->next += cnt;
+	memcpy(&ucs, udp + 6, 2);
+	if (ucs) {
+		/* The changed words: (hdr_len, flags), epoch, global_seq. */
+		il_csum_begin(&d, ucs);
+		il_csum_sub(&d, h + IL_OFF_HDR_LEN, 2);
+		il_csum_sub(&d, h + IL_OFF_EPOCH, 4);
+		il_csum_sub(&d, h + IL_OFF_GLOBAL_SEQ, 8);
+	}
+	h[IL_OFF_FLAGS] |= IL_F_STAMPED;
+	il_put32(h + IL_OFF_EPOCH, s->epoch);
+	il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
+	if (ucs) {
+		il_csum_add(&d, h + IL_OFF_HDR_LEN, 2);
+		il_csum_add(&d, h + IL_OFF_EPOCH, 4);
+		il_csum_add(&d, h + IL_OFF_GLOBAL_SEQ, 8);
+		ucs = il_udp_csum_fix(il_csum_end(&d));
+		memcpy(udp + 6, &ucs, 2);
+	}
+	hist_push(s, st, g, m, gs, cnt);
+}
+
+static uint64_t raw_sender_next(struct il_seq *s, struct il_stage *st, uint32_t ip_be,
+				uint16_t port_be, uint16_t gi)
+{
+	struct raw_key k = {.ip = ip_be, .port = port_be, .group_idx = gi};
+	int32_t pos = rte_hash_lookup(s->raw_senders, &k);
+
+	if (pos < 0) {
+		pos = rte_hash_add_key(s->raw_senders, &k);
+		if (pos < 0) {
+			st->ctr[SEQ_C_RAW_SENDER_TABLE_FULL]++;
+			return 0;
+		}
+		s->raw_sender_seq[pos] = 0;
+	}
+	return ++s->raw_sender_seq[pos];
+}
+
+/* Returns 0, or the counter to drop under. */
+static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
+{
+	struct il_meta *mt = il_meta(m);
+	const struct il_group *grp = &s->app->groups[mt->group_idx];
+	struct il_seq_group *g = &s->groups[mt->group_idx];
+	uint8_t *old = rte_pktmbuf_mtod(m, uint8_t *);
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(old + mt->l3_off);
+	uint32_t ip_end = mt->l3_off + rte_be_to_cpu_16(ip->total_length);
+
+	if (m->pkt_len > ip_end)
+		rte_pktmbuf_trim(m, (uint16_t)(m->pkt_len - ip_end)); /* Ethernet padding */
+	if (m->pkt_len + RAW_INSERT > (uint32_t)s->app->frame_max + (mt->l3_off - 14u))
+		return SEQ_C_DROP_RAW_TOO_BIG;
+	if (m->nb_segs != 1 || rte_pktmbuf_headroom(m) < RAW_INSERT)
+		return SEQ_C_DROP_NO_HEADROOM;
+
+	uint8_t *base = (uint8_t *)rte_pktmbuf_prepend(m, RAW_INSERT);
+	memmove(base, old, mt->il_off);
+	ip = (struct rte_ipv4_hdr *)(base + mt->l3_off);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(base + mt->l4_off);
+	uint8_t *h = base + mt->il_off;
+	uint16_t plen = (uint16_t)(rte_be_to_cpu_16(udp->dgram_len) - sizeof(*udp));
+	uint64_t gs = g->next++;
+	uint64_t sseq = raw_sender_next(s, st, ip->src_addr, udp->src_port, mt->group_idx);
+	uint16_t ucs = udp->dgram_cksum;
+	struct il_csum_delta d;
+	uint32_t new_dst = rte_cpu_to_be_32(grp->address);
+	uint16_t new_dport = rte_cpu_to_be_16(grp->out_port);
+	uint16_t new_ulen = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(udp->dgram_len) + RAW_INSERT));
+
+	/* The header and the one message record that wraps the payload. */
+	h[IL_OFF_VERSION] = IL_VERSION;
+	h[IL_OFF_TYPE] = IL_T_DATA;
+	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
+	h[IL_OFF_FLAGS] = IL_F_STAMPED | IL_F_RAW;
+	il_put16(h + IL_OFF_GROUP_ID, grp->id);
+	il_put16(h + IL_OFF_MSG_COUNT, 1);
+	memcpy(h + IL_OFF_SENDER_ID, &ip->src_addr, 4);
+	il_put32(h + IL_OFF_EPOCH, s->epoch);
+	il_put64(h + IL_OFF_SENDER_SEQ, sseq);
+	il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
+	il_put64(h + IL_OFF_STABLE_SEQ, 0);
+	il_put16(h + IL_HDR_LEN, plen);
+	il_put16(h + IL_HDR_LEN + 2, 0);
+
+	if (ucs) {
+		il_csum_begin(&d, ucs);
+		/* Pseudo-header and header: length twice, destination, port. */
+		il_csum_sub16(&d, udp->dgram_len);
+		il_csum_sub16(&d, udp->dgram_len);
+		il_csum_add16(&d, new_ulen);
+		il_csum_add16(&d, new_ulen);
+		il_csum_sub(&d, &ip->dst_addr, 4);
+		il_csum_add(&d, &new_dst, 4);
+		il_csum_sub16(&d, udp->dst_port);
+		il_csum_add16(&d, new_dport);
+		il_csum_add(&d, h, RAW_INSERT);
+		udp->dgram_cksum = il_udp_csum_fix(il_csum_end(&d));
+	}
+	udp->dgram_len = new_ulen;
+	udp->dst_port = new_dport;
+	if (ip->dst_addr != new_dst) {
+		/* Steer to the group's multicast address (and its MAC). */
+		uint8_t *mac = base;
+		ip->dst_addr = new_dst;
+		mac[0] = 0x01;
+		mac[1] = 0x00;
+		mac[2] = 0x5e;
+		mac[3] = (uint8_t)((grp->address >> 16) & 0x7f);
+		mac[4] = (uint8_t)(grp->address >> 8);
+		mac[5] = (uint8_t)grp->address;
+	}
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(ip->total_length) + RAW_INSERT));
+	ip->hdr_checksum = 0;
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	mt->kind = IL_K_DATA;
+	st->ctr[SEQ_C_RAW_INSERTED]++;
+	hist_push(s, st, g, m, gs, 1);
+	return 0;
+}
+
+static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct il_seq *s = st->ctx;
+	uint16_t out = 0;
+
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		uint8_t kind = il_meta(m)->kind;
+
+		if (likely(kind == IL_K_DATA)) {
+			stamp_native(s, st, m);
+		} else if (kind == IL_K_RAW) {
+			int c = stamp_raw(s, st, m);
+			if (c) {
+				il_drop(st, (unsigned)c, m);
+				continue;
+			}
+		}
+		pkts[out++] = m;
+	}
+	return out;
+}
+
+static int seq_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app, char *err,
+		      size_t errlen)
+{
+	static const char *const keys[] = {"type", "history", "raw_senders", NULL};
+	uint64_t depth, raw_cap;
+	char name[RTE_HASH_NAMESIZE];
+
+	if (il_cfg_check_keys(p, keys, err, errlen))
+		return -1;
+	if (il_cfg_u64(p, "history", 16384, 2, 1u << 24, &depth, err, errlen))
+		return -1;
+	if (depth & (depth - 1))
+		return ERR("config: key '%s.history': %lu is not a power of two (frames kept per "
+			   "group for retransmission, e.g. 16384)", il_cfg_path(p), depth);
+	if (il_cfg_u64(p, "raw_senders", 4096, 8, 1u << 20, &raw_cap, err, errlen))
+		return -1;
+	struct il_seq *s = rte_zmalloc("il_seq", sizeof(*s), RTE_CACHE_LINE_SIZE);
+	if (!s)
+		return ERR("out of memory for stage '%s'", st->name);
+	st->ctx = s;
+	s->app = app;
+	s->depth = (uint32_t)depth;
+	s->mask = (uint32_t)depth - 1;
+	s->epoch = app->epoch;
+	s->groups = rte_zmalloc("il_seq_groups", sizeof(*s->groups) * app->n_groups,
+				RTE_CACHE_LINE_SIZE);
+	if (!s->groups)
+		return ERR("out of memory for stage '%s'", st->name);
+	for (unsigned g = 0; g < app->n_groups; g++) {
+		s->groups[g].next = 1;
+		s->groups[g].ring = rte_zmalloc("il_hist", sizeof(struct il_hist_ent) * depth,
+						RTE_CACHE_LINE_SIZE);
+		if (!s->groups[g].ring)
+			return ERR("out of memory for %lu history slots of stage '%s'", depth,
+				   st->name);
+	}
+	snprintf(name, sizeof(name), "il_raw_%.16s", st->name);
+	struct rte_hash_parameters hp = {
+		.name = name,
+		.entries = (uint32_t)raw_cap,
+		.key_len = sizeof(struct raw_key),
+		.hash_func = rte_jhash,
+		.socket_id = (int)rte_socket_id(),
+	};
+	s->raw_senders = rte_hash_create(&hp);
+	s->raw_sender_cap = (uint32_t)raw_cap;
+	s->raw_sender_seq = rte_zmalloc("il_raw_seq", sizeof(uint64_t) * raw_cap, 0);
+	if (!s->raw_senders || !s->raw_sender_seq)
+		return ERR("cannot create the raw-sender table of stage '%s'", st->name);
+	return 0;
+}
+
+static void seq_destroy(struct il_stage *st)
+{
+	struct il_seq *s = st->ctx;
+	if (!s)
+		return;
+	for (unsigned g = 0; s->groups && g < s->app->n_groups; g++) {
+		struct il_seq_group *grp = &s->groups[g];
+		for (uint32_t i = 0; i < grp->n; i++)
+			rte_pktmbuf_free(grp->ring[(grp->head - grp->n + i) & s->mask].m);
+		rte_free(grp->ring);
+	}
+	rte_free(s->groups);
+	rte_hash_free(s->raw_senders);
+	rte_free(s->raw_sender_seq);
+	rte_free(s);
+	st->ctx = NULL;
+}
+
+static unsigned seq_state(const struct il_stage *st, const char **keys, uint64_t *vals,
+			  unsigned max)
+{
+	static char names[IL_MAX_GROUPS][3][32];
+	const struct il_seq *s = st->ctx;
+	unsigned n = 0;
+
+	for (unsigned g = 0; g < s->app->n_groups && n + 3 <= max; g++) {
+		snprintf(names[g][0], 32, "group%u_next", s->app->groups[g].id);
+		snprintf(names[g][1], 32, "group%u_history_low", s->app->groups[g].id);
+		snprintf(names[g][2], 32, "group%u_history_frames", s->app->groups[g].id);
+		keys[n] = names[g][0];
+		vals[n++] = s->groups[g].next;
+		keys[n] = names[g][1];
+		vals[n++] = il_seq_hist_low(s, g);
+		keys[n] = names[g][2];
+		vals[n++] = s->groups[g].n;
+	}
+	return n;
+}
+
+const struct il_stage_type il_stage_sequencer = {
+	.name = "sequencer",
+	.help = "stamp epoch + per-group global sequence on DATA (native and raw), keep history",
+	.counter_names = seq_counter_names,
+	.n_counters = SEQ_C_COUNT,
+	.create = seq_create,
+	.process = seq_process,
+	.destroy = seq_destroy,
+	.state = seq_state,
+};

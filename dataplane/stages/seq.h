@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Sequencer state shared with the NAK stage (same lcore, by construction).
+ */
+#ifndef IL_STAGE_SEQ_H
+#define IL_STAGE_SEQ_H
+
+#include <stdint.h>
+#include <rte_hash.h>
+#include <rte_mbuf.h>
+
+#include <interlink/app.h>
+
+/* One stamped frame in the history: it covers [first, first + count). */
+struct il_hist_ent {
+	struct rte_mbuf *m;
+	uint64_t first;
+	uint32_t count;
+};
+
+/* Per-group sequence space and retransmission history (a ring of frames,
+ * oldest at head - n). Frames hold one mbuf reference each. */
+struct il_seq_group {
+	uint64_t next;      /* next global sequence to assign (starts at 1) */
+	uint64_t stamped;   /* messages stamped */
+	uint64_t frames;    /* frames stamped */
+	uint32_t head;      /* next slot to write */
+	uint32_t n;         /* frames held */
+	struct il_hist_ent *ring;
+};
+
+struct il_seq {
+	struct il_app *app;
+	uint32_t depth, mask;
+	uint32_t epoch;
+	struct il_seq_group *groups; /* app->n_groups entries */
+	struct rte_hash *raw_senders; /* (group, ip, port) -> per-sender seq slot */
+	uint64_t *raw_sender_seq;
+	uint32_t raw_sender_cap;
+};
+
+enum seq_ctr {
+	SEQ_C_STAMPED_FRAMES,
+	SEQ_C_STAMPED_MSGS,
+	SEQ_C_RAW_INSERTED,
+	SEQ_C_HIST_EVICTED,
+	SEQ_C_DROP_RAW_TOO_BIG,
+	SEQ_C_DROP_NO_HEADROOM,
+	SEQ_C_RAW_SENDER_TABLE_FULL,
+	SEQ_C_COUNT
+};
+
+/* Oldest global sequence still held for group gi (next if none). */
+static inline uint64_t il_seq_hist_low(const struct il_seq *s, unsigned gi)
+{
+	const struct il_seq_group *g = &s->groups[gi];
+	if (!g->n)
+		return g->next;
+	return g->ring[(g->head - g->n) & s->mask].first;
+}
+
+/* Index (0 = oldest) of the first held frame whose range ends after seq. */
+static inline uint32_t il_seq_hist_find(const struct il_seq *s, unsigned gi, uint64_t seq)
+{
+	const struct il_seq_group *g = &s->groups[gi];
+	uint32_t lo = 0, hi = g->n;
+	uint32_t base = g->head - g->n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const struct il_hist_ent *e = &g->ring[(base + mid) & s->mask];
+		if (e->first + e->count <= seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static inline const struct il_hist_ent *il_seq_hist_at(const struct il_seq *s, unsigned gi,
+							 uint32_t idx)
+{
+	const struct il_seq_group *g = &s->groups[gi];
+	return &g->ring[(g->head - g->n + idx) & s->mask];
+}
+
+#endif

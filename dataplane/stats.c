@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Observability: DPDK telemetry endpoints, the once-per-second status line
+ * and the final summary (human table and JSON).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_telemetry.h>
+
+#include <interlink/app.h>
+#include <interlink/port.h>
+
+static struct il_app *tel_app;
+
+struct port_totals {
+	uint64_t rx, tx, missed, rx_err, tx_err, tx_dropped;
+};
+
+static void port_totals(const struct il_app *app, unsigned p, struct port_totals *t)
+{
+	struct rte_eth_stats s;
+	memset(t, 0, sizeof(*t));
+	if (rte_eth_stats_get(app->ports[p].port_id, &s) == 0) {
+		t->rx = s.ipackets;
+		t->tx = s.opackets;
+		t->missed = s.imissed;
+		t->rx_err = s.ierrors + s.rx_nombuf;
+		t->tx_err = s.oerrors;
+	}
+	for (unsigned w = 0; w < app->n_workers; w++)
+		t->tx_dropped += app->workers[w].io.tx_dropped[p];
+}
+
+static bool is_drop_counter(const char *name)
+{
+	return strncmp(name, "drop_", 5) == 0;
+}
+
+/* Sum of a named counter over all stages (e.g. "stamped_msgs"). */
+static uint64_t counter_sum(const struct il_app *app, const char *name)
+{
+	uint64_t v = 0;
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		const struct il_stage *st = app->stages[s];
+		for (unsigned c = 0; c < st->type->n_counters; c++)
+			if (!strcmp(st->type->counter_names[c], name))
+				v += st->ctr[c];
+	}
+	return v;
+}
+
+static uint64_t drops_total(const struct il_app *app)
+{
+	uint64_t v = 0;
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		const struct il_stage *st = app->stages[s];
+		for (unsigned c = 0; c < st->type->n_counters; c++)
+			if (is_drop_counter(st->type->counter_names[c]))
+				v += st->ctr[c];
+	}
+	for (unsigned p = 0; p < app->n_ports; p++) {
+		struct port_totals t;
+		port_totals(app, p, &t);
+		v += t.missed + t.rx_err + t.tx_err + t.tx_dropped;
+	}
+	return v;
+}
+
+/* ---- telemetry -------------------------------------------------------- */
+
+static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	rte_tel_data_start_dict(d);
+	for (unsigned s = 0; s < tel_app->n_stages; s++) {
+		const struct il_stage *st = tel_app->stages[s];
+		struct rte_tel_data *c = rte_tel_data_alloc();
+		if (!c)
+			return -1;
+		rte_tel_data_start_dict(c);
+		rte_tel_data_add_dict_u64(c, "pkts_in", st->pkts_in);
+		rte_tel_data_add_dict_u64(c, "cycles", st->tsc_busy);
+		for (unsigned i = 0; i < st->type->n_counters; i++)
+			rte_tel_data_add_dict_u64(c, st->type->counter_names[i], st->ctr[i]);
+		if (st->type->state && st->ctx) {
+			const char *keys[64];
+			uint64_t vals[64];
+			unsigned n = st->type->state(st, keys, vals, 64);
+			for (unsigned i = 0; i < n; i++)
+				rte_tel_data_add_dict_u64(c, keys[i], vals[i]);
+		}
+		rte_tel_data_add_dict_container(d, st->name, c, 0);
+	}
+	return 0;
+}
+
+static int tel_ports(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	rte_tel_data_start_dict(d);
+	for (unsigned p = 0; p < tel_app->n_ports; p++) {
+		struct port_totals t;
+		struct rte_tel_data *c = rte_tel_data_alloc();
+		if (!c)
+			return -1;
+		port_totals(tel_app, p, &t);
+		rte_tel_data_start_dict(c);
+		rte_tel_data_add_dict_u64(c, "rx_packets", t.rx);
+		rte_tel_data_add_dict_u64(c, "tx_packets", t.tx);
+		rte_tel_data_add_dict_u64(c, "rx_missed", t.missed);
+		rte_tel_data_add_dict_u64(c, "rx_errors", t.rx_err);
+		rte_tel_data_add_dict_u64(c, "tx_errors", t.tx_err);
+		rte_tel_data_add_dict_u64(c, "drop_tx_full", t.tx_dropped);
+		rte_tel_data_add_dict_u64(c, "link_up", il_port_link_up(&tel_app->ports[p]));
+		rte_tel_data_add_dict_container(d, tel_app->ports[p].name, c, 0);
+	}
+	return 0;
+}
+
+static int tel_info(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_string(d, "name", tel_app->name);
+	rte_tel_data_add_dict_u64(d, "epoch", tel_app->epoch);
+	rte_tel_data_add_dict_u64(d, "udp_port", tel_app->il_udp_port);
+	rte_tel_data_add_dict_u64(d, "groups", tel_app->n_groups);
+	rte_tel_data_add_dict_u64(d, "workers", tel_app->n_workers);
+	rte_tel_data_add_dict_u64(d, "uptime_s",
+				  (rte_rdtsc() - tel_app->start_tsc) / rte_get_tsc_hz());
+	rte_tel_data_add_dict_u64(d, "drops_total", drops_total(tel_app));
+	return 0;
+}
+
+void il_telemetry_register(struct il_app *app)
+{
+	tel_app = app;
+	rte_telemetry_register_cmd("/interlink/info", tel_info,
+				   "Appliance identity and uptime. No parameters");
+	rte_telemetry_register_cmd("/interlink/stats", tel_stats,
+				   "Per-stage counters and state. No parameters");
+	rte_telemetry_register_cmd("/interlink/ports", tel_ports,
+				   "Per-port packets, drops and link. No parameters");
+}
+
+/* ---- status line ------------------------------------------------------ */
+
+static struct port_totals last_ports[IL_MAX_PORTS];
+static uint64_t last_stamped;
+
+void il_status_line(struct il_app *app, double elapsed, double dt)
+{
+	char buf[512];
+	size_t off = 0;
+	uint64_t stamped = counter_sum(app, "stamped_msgs");
+
+	off += (size_t)snprintf(buf + off, sizeof(buf) - off, "[%6.1fs]", elapsed);
+	for (unsigned p = 0; p < app->n_ports && off < sizeof(buf); p++) {
+		struct port_totals t;
+		port_totals(app, p, &t);
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+					" %s%s rx %.2f tx %.2f Mpps |", app->ports[p].name,
+					il_port_link_up(&app->ports[p]) ? "" : "(down)",
+					(double)(t.rx - last_ports[p].rx) / dt / 1e6,
+					(double)(t.tx - last_ports[p].tx) / dt / 1e6);
+		last_ports[p] = t;
+	}
+	if (off < sizeof(buf))
+		snprintf(buf + off, sizeof(buf) - off,
+			 " ordered %.2f M msg/s (%" PRIu64 ") naks %" PRIu64 " retx %" PRIu64
+			 " unavail %" PRIu64 " drops %" PRIu64,
+			 (double)(stamped - last_stamped) / dt / 1e6, stamped,
+			 counter_sum(app, "naks"), counter_sum(app, "retransmitted_frames"),
+			 counter_sum(app, "unavail_sent"), drops_total(app));
+	last_stamped = stamped;
+	printf("%s\n", buf);
+	fflush(stdout);
+}
+
+/* ---- final summary ---------------------------------------------------- */
+
+void il_summary(struct il_app *app, double elapsed, const char *json_path)
+{
+	uint64_t stamped = counter_sum(app, "stamped_msgs");
+	uint64_t frames = counter_sum(app, "stamped_frames");
+	FILE *j = NULL;
+
+	printf("\n==== interlink summary: %s, epoch %u, %.2f s ====\n", app->name, app->epoch,
+	       elapsed);
+	printf("messages ordered   %" PRIu64 " in %" PRIu64 " frames (%.3f Mpps, %.3f M msg/s)\n",
+	       stamped, frames, elapsed > 0 ? (double)frames / elapsed / 1e6 : 0.0,
+	       elapsed > 0 ? (double)stamped / elapsed / 1e6 : 0.0);
+	printf("NAKs served        %" PRIu64 " (%" PRIu64 " frames retransmitted, %" PRIu64
+	       " UNAVAIL)\n",
+	       counter_sum(app, "naks"), counter_sum(app, "retransmitted_frames"),
+	       counter_sum(app, "unavail_sent"));
+	printf("%-10s %14s %14s %10s %10s %10s %10s\n", "port", "rx", "tx", "missed", "rx_err",
+	       "tx_err", "tx_full");
+	for (unsigned p = 0; p < app->n_ports; p++) {
+		struct port_totals t;
+		port_totals(app, p, &t);
+		printf("%-10s %14" PRIu64 " %14" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
+		       " %10" PRIu64 "\n",
+		       app->ports[p].name, t.rx, t.tx, t.missed, t.rx_err, t.tx_err, t.tx_dropped);
+	}
+	printf("%-12s %-10s %12s %10s  counters\n", "stage", "type", "pkts_in", "cyc/pkt");
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		const struct il_stage *st = app->stages[s];
+		printf("%-12s %-10s %12" PRIu64 " %10.1f ", st->name, st->type->name, st->pkts_in,
+		       st->pkts_in ? (double)st->tsc_busy / (double)st->pkts_in : 0.0);
+		for (unsigned c = 0; c < st->type->n_counters; c++)
+			if (st->ctr[c])
+				printf(" %s=%" PRIu64, st->type->counter_names[c], st->ctr[c]);
+		printf("\n");
+	}
+	printf("drops by reason   ");
+	uint64_t any = 0;
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		const struct il_stage *st = app->stages[s];
+		for (unsigned c = 0; c < st->type->n_counters; c++)
+			if (is_drop_counter(st->type->counter_names[c]) && st->ctr[c]) {
+				printf(" %s.%s=%" PRIu64, st->name, st->type->counter_names[c] + 5,
+				       st->ctr[c]);
+				any += st->ctr[c];
+			}
+	}
+	for (unsigned p = 0; p < app->n_ports; p++) {
+		struct port_totals t;
+		port_totals(app, p, &t);
+		if (t.tx_dropped)
+			printf(" %s.tx_full=%" PRIu64, app->ports[p].name, t.tx_dropped);
+		if (t.missed)
+			printf(" %s.rx_missed=%" PRIu64, app->ports[p].name, t.missed);
+		any += t.tx_dropped + t.missed;
+	}
+	printf("%s\n", any ? "" : " none");
+	fflush(stdout);
+
+	if (!json_path)
+		return;
+	j = fopen(json_path, "w");
+	if (!j) {
+		perror(json_path);
+		return;
+	}
+	fprintf(j, "{\n  \"name\": \"%s\",\n  \"epoch\": %u,\n  \"elapsed_s\": %.6f,\n", app->name,
+		app->epoch, elapsed);
+	fprintf(j, "  \"ports\": {");
+	for (unsigned p = 0; p < app->n_ports; p++) {
+		struct port_totals t;
+		port_totals(app, p, &t);
+		fprintf(j,
+			"%s\n    \"%s\": {\"rx\": %" PRIu64 ", \"tx\": %" PRIu64 ", \"rx_missed\": %" PRIu64
+			", \"rx_errors\": %" PRIu64 ", \"tx_errors\": %" PRIu64 ", \"drop_tx_full\": %" PRIu64
+			"}",
+			p ? "," : "", app->ports[p].name, t.rx, t.tx, t.missed, t.rx_err, t.tx_err,
+			t.tx_dropped);
+	}
+	fprintf(j, "\n  },\n  \"stages\": {");
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		const struct il_stage *st = app->stages[s];
+		fprintf(j, "%s\n    \"%s\": {\"type\": \"%s\", \"pkts_in\": %" PRIu64
+			   ", \"cycles\": %" PRIu64,
+			s ? "," : "", st->name, st->type->name, st->pkts_in, st->tsc_busy);
+		for (unsigned c = 0; c < st->type->n_counters; c++)
+			fprintf(j, ", \"%s\": %" PRIu64, st->type->counter_names[c], st->ctr[c]);
+		if (st->type->state && st->ctx) {
+			const char *keys[64];
+			uint64_t vals[64];
+			unsigned n = st->type->state(st, keys, vals, 64);
+			for (unsigned i = 0; i < n; i++)
+				fprintf(j, ", \"%s\": %" PRIu64, keys[i], vals[i]);
+		}
+		fprintf(j, "}");
+	}
+	fprintf(j, "\n  },\n  \"messages_ordered\": %" PRIu64 ",\n  \"frames_ordered\": %" PRIu64
+		   ",\n  \"drops_total\": %" PRIu64 "\n}\n",
+		stamped, frames, drops_total(app));
+	fclose(j);
+}

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_ethdev.h>
+#include <rte_errno.h>
+
+#include <interlink/app.h>
+#include <interlink/port.h>
+
+#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+
+bool il_port_is_vdev(const char *device)
+{
+	return strncmp(device, "net_", 4) == 0;
+}
+
+static bool is_pci(const char *s)
+{
+	/* [dddd:]bb:dd.f */
+	unsigned colons = 0, dots = 0;
+	for (const char *c = s; *c; c++) {
+		if (*c == ':')
+			colons++;
+		else if (*c == '.')
+			dots++;
+		else if (!isxdigit((unsigned char)*c))
+			return false;
+	}
+	return (colons == 1 || colons == 2) && dots == 1;
+}
+
+int il_port_dev_name(const char *device, char *out, size_t len)
+{
+	size_t n = strcspn(device, ",");
+	if (n == 0 || n >= len)
+		return -1;
+	memcpy(out, device, n);
+	out[n] = 0;
+	if (il_port_is_vdev(out))
+		return 0;
+	return is_pci(out) ? 0 : -1;
+}
+
+int il_port_lookup(struct il_port *p, char *err, size_t errlen)
+{
+	uint16_t id;
+	if (rte_eth_dev_get_port_by_name(p->dev_name, &id) != 0) {
+		/* PCI devices may register under a canonical name. */
+		RTE_ETH_FOREACH_DEV(id) {
+			char name[RTE_ETH_NAME_MAX_LEN];
+			if (rte_eth_dev_get_name_by_port(id, name) == 0 && strstr(name, p->dev_name)) {
+				p->port_id = id;
+				return 0;
+			}
+		}
+		return ERR("config: key 'ports.%s.device': device '%s' did not probe (is the "
+			   "driver available and the argument string right? see the EAL messages "
+			   "above)", p->name, p->dev_name);
+	}
+	p->port_id = id;
+	return 0;
+}
+
+int il_port_setup(struct il_port *p, struct rte_mempool *pool, uint16_t frame_max, char *err,
+		  size_t errlen)
+{
+	struct rte_eth_conf conf;
+	struct rte_eth_dev_info info;
+	int rc;
+
+	memset(&conf, 0, sizeof(conf));
+	rc = rte_eth_dev_info_get(p->port_id, &info);
+	if (rc)
+		return ERR("port '%s': cannot read device info: %s", p->name, rte_strerror(-rc));
+	if (frame_max > RTE_ETHER_MAX_LEN) {
+		conf.rxmode.mtu = frame_max - RTE_ETHER_HDR_LEN;
+		if (info.max_mtu < conf.rxmode.mtu)
+			return ERR("config: key 'mtu': port '%s' supports at most MTU %u",
+				   p->name, info.max_mtu);
+	}
+	if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
+		conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+	if (p->n_txq > info.max_tx_queues)
+		return ERR("port '%s' has %u tx queues; the pipeline places %u lcores on it",
+			   p->name, info.max_tx_queues, p->n_txq);
+	rc = rte_eth_dev_configure(p->port_id, 1, p->n_txq, &conf);
+	if (rc)
+		return ERR("port '%s': configure failed: %s", p->name, rte_strerror(-rc));
+	uint16_t rxd = p->rx_desc, txd = p->tx_desc;
+	rc = rte_eth_dev_adjust_nb_rx_tx_desc(p->port_id, &rxd, &txd);
+	if (rc)
+		return ERR("port '%s': descriptor counts rejected: %s", p->name, rte_strerror(-rc));
+	int sock = rte_eth_dev_socket_id(p->port_id);
+	if (sock < 0)
+		sock = 0;
+	rc = rte_eth_rx_queue_setup(p->port_id, 0, rxd, (unsigned)sock, NULL, pool);
+	if (rc)
+		return ERR("port '%s': rx queue setup failed: %s", p->name, rte_strerror(-rc));
+	for (uint16_t q = 0; q < p->n_txq; q++) {
+		rc = rte_eth_tx_queue_setup(p->port_id, q, txd, (unsigned)sock, NULL);
+		if (rc)
+			return ERR("port '%s': tx queue %u setup failed: %s", p->name, q,
+				   rte_strerror(-rc));
+	}
+	struct rte_ether_addr mac;
+	if (rte_eth_macaddr_get(p->port_id, &mac) == 0)
+		memcpy(p->mac, mac.addr_bytes, 6);
+	return 0;
+}
+
+int il_port_start(struct il_port *p, char *err, size_t errlen)
+{
+	int rc = rte_eth_dev_start(p->port_id);
+	if (rc)
+		return ERR("port '%s': start failed: %s", p->name, rte_strerror(-rc));
+	/* A bump in the wire sees every frame; some vdevs lack the knob. */
+	if (p->promisc) {
+		rte_eth_promiscuous_enable(p->port_id);
+		rte_eth_allmulticast_enable(p->port_id);
+	}
+	return 0;
+}
+
+void il_port_stop(struct il_port *p)
+{
+	rte_eth_dev_stop(p->port_id);
+	rte_eth_dev_close(p->port_id);
+}
+
+bool il_port_link_up(const struct il_port *p)
+{
+	struct rte_eth_link link;
+	if (rte_eth_link_get_nowait(p->port_id, &link))
+		return false;
+	return link.link_status == RTE_ETH_LINK_UP;
+}
+
+bool il_port_wait_link(uint16_t port_id, unsigned timeout_ms)
+{
+	for (unsigned t = 0; t <= timeout_ms; t += 10) {
+		struct rte_eth_link link;
+		if (rte_eth_link_get_nowait(port_id, &link) == 0 &&
+		    link.link_status == RTE_ETH_LINK_UP)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * The appliance: ports, groups, stage instances and their placement on
+ * lcores, all built from one config (dataplane/app.c).
+ */
+#ifndef INTERLINK_APP_H
+#define INTERLINK_APP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_mempool.h>
+
+#include <interlink/config.h>
+#include <interlink/stage.h>
+
+#define IL_MAX_GROUPS 256
+#define IL_MAX_STAGES 32
+#define IL_MAX_CHAINS 8
+#define IL_MAX_CHAIN_STAGES 8
+#define IL_MAX_WORKERS 16
+#define IL_DEVARGS_LEN 256
+
+struct il_port {
+	char name[IL_NAME_LEN];        /* config name: "in", "out", ... */
+	char device[IL_DEVARGS_LEN];   /* PCI address or vdev string */
+	char dev_name[IL_DEVARGS_LEN]; /* device name as DPDK knows it */
+	uint16_t port_id;              /* DPDK port id */
+	uint16_t rx_desc, tx_desc;
+	uint16_t n_txq;                /* one per lcore that transmits on it */
+	bool promisc;
+	uint8_t mac[6];
+};
+
+struct il_group {
+	uint16_t id;          /* wire group id */
+	uint32_t address;     /* multicast destination (host order), 0 = none */
+	uint16_t out_port;    /* UDP destination port of sequenced frames */
+	bool raw;             /* raw-mode filter configured */
+	uint32_t raw_dst_ip;  /* raw filter: destination address (host order) */
+	uint16_t raw_dst_port;/* raw filter: UDP destination port */
+};
+
+struct il_chain {
+	uint16_t rx_port; /* app port index */
+	uint16_t tx_port;
+	uint16_t n_stages;
+	bool any_poll;
+	struct il_stage *stages[IL_MAX_CHAIN_STAGES];
+};
+
+struct il_worker {
+	unsigned lcore_id;
+	uint16_t n_chains;
+	struct il_chain chains[IL_MAX_CHAINS];
+	struct il_lcore_io io;
+	uint64_t loops, busy_loops;
+};
+
+struct il_app {
+	struct il_cfg *cfg;
+	char name[IL_NAME_LEN];       /* also the EAL file prefix */
+	uint16_t il_udp_port;         /* native Interlink port */
+	uint32_t epoch;
+	uint32_t appliance_ip;        /* source of frames the appliance makes */
+	uint16_t frame_max;           /* largest frame the LAN carries (mtu + 14) */
+
+	uint16_t n_ports;
+	struct il_port ports[IL_MAX_PORTS];
+
+	uint16_t n_groups;
+	struct il_group groups[IL_MAX_GROUPS];
+	uint16_t group_idx_by_id[65536]; /* index + 1; 0 = unknown */
+
+	uint16_t n_stages;
+	struct il_stage *stages[IL_MAX_STAGES];
+
+	uint16_t n_workers;
+	struct il_worker workers[IL_MAX_WORKERS];
+
+	struct rte_mempool *pool;
+	unsigned pool_size;
+	volatile bool quit;
+	uint64_t start_tsc;
+};
+
+/* Reads everything but the EAL-dependent parts; errors name the key. */
+int il_app_configure(struct il_app *app, struct il_cfg *cfg, char *err, size_t errlen);
+/* Builds the EAL argument vector (ports become --vdev / -a). */
+int il_app_eal_args(const struct il_app *app, const char *prog, char **argv, int max,
+		    char *err, size_t errlen);
+/* After rte_eal_init: pool, ports, stages, placement. */
+int il_app_start(struct il_app *app, char *err, size_t errlen);
+/* Push out whatever the workers left in their tx buffers. */
+void il_app_flush(struct il_app *app);
+void il_app_stop(struct il_app *app);
+
+int il_app_port_index(const struct il_app *app, const char *name);
+struct il_stage *il_app_stage(const struct il_app *app, const char *name);
+static inline const struct il_group *il_app_group_by_id(const struct il_app *app, uint16_t id)
+{
+	uint16_t i = app->group_idx_by_id[id];
+	return i ? &app->groups[i - 1] : NULL;
+}
+
+/* Pipeline loop of one worker (dataplane/pipeline.c). */
+int il_worker_main(void *arg);
+/* The app the telemetry callbacks read. */
+void il_telemetry_register(struct il_app *app);
+void il_status_line(struct il_app *app, double elapsed_s, double dt_s);
+void il_summary(struct il_app *app, double elapsed_s, const char *json_path);
+
+#endif

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The data-plane <-> control-process channel.
+ *
+ * Two lockless single-producer/single-consumer rings of fixed-size
+ * (64-byte) messages in a shared-memory file (by default under /dev/shm)
+ * that both processes map:
+ *
+ *   up   ring: data plane -> control process (ACKs, JOIN/LEAVE, ...)
+ *   down ring: control process -> data plane (watermarks, credits, ...)
+ *
+ * The file begins with a header (magic, layout version, sizes) and one
+ * incarnation counter per side, bumped on every attach, so that a side
+ * that restarts is noticed by the other (see docs/control.md, "Restart
+ * and resynchronisation").
+ *
+ * Data-plane rules: il_chan_send_burst() and il_chan_recv_burst() never
+ * block, never allocate and make no syscall, except one eventfd write per
+ * call when (and only when) the consumer announced it is about to sleep.
+ * A full ring makes il_chan_send_burst() return fewer than asked; the
+ * shortfall is counted in the ring's shared drop counter and the caller
+ * moves on.
+ *
+ * Wake-up: the consumer of the up ring (the control process) sleeps on an
+ * eventfd. The data plane gets that eventfd from the control process over
+ * a unix stream socket (SCM_RIGHTS): il_chan_wake_fetch().
+ */
+#ifndef INTERLINK_CHAN_H
+#define INTERLINK_CHAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define IL_CHAN_MAGIC 0x314e414843324c49ULL /* "IL2CHAN1" little-endian */
+#define IL_CHAN_LAYOUT_VERSION 1u
+#define IL_CHAN_MSG_SIZE 64u
+#define IL_CHAN_PATH_DEFAULT "/dev/shm/interlink-chan"
+#define IL_CHAN_UP_SLOTS_DEFAULT 16384u
+#define IL_CHAN_DOWN_SLOTS_DEFAULT 4096u
+#define IL_CHAN_MIN_SLOTS 2u
+#define IL_CHAN_MAX_SLOTS (1u << 24)
+
+/* Which end of the channel a handle is. */
+enum il_chan_side {
+	IL_CHAN_DATAPLANE = 0, /* produces up, consumes down */
+	IL_CHAN_CONTROL = 1,   /* produces down, consumes up */
+};
+
+/* Message kinds. Numbers are part of the layout version: change one and
+ * IL_CHAN_LAYOUT_VERSION must move. Later work adds credit grants,
+ * FT-TCP log copies, view changes... */
+enum il_cm_type {
+	IL_CM_NONE = 0,
+	IL_CM_HELLO = 1,     /* both ways: a side (re)attached */
+	IL_CM_ACK = 2,       /* up: a receiver's cumulative ACK */
+	IL_CM_HEARTBEAT = 3, /* up: a receiver is alive */
+	IL_CM_JOIN = 4,      /* up: a receiver joins a group */
+	IL_CM_LEAVE = 5,     /* up: a receiver leaves a group */
+	IL_CM_WATERMARK = 6, /* down: a group's stability watermark moved */
+	IL_CM_TYPE_COUNT,
+	/* 0x8000..0xffff: private to tests and experiments. */
+	IL_CM_PRIVATE = 0x8000,
+};
+
+/* Sequence numbers in this channel are exclusive bounds ("next
+ * expected", as in TCP): cum_seq = S means the receiver holds every global
+ * sequence number below S of its group and epoch, so 0 means "nothing"
+ * and no sentinel is needed. stable_seq has the same meaning over every
+ * live receiver. */
+
+struct il_cm_hello {
+	uint32_t side;        /* enum il_chan_side of the sender */
+	uint32_t epoch;       /* data plane: sequencer epoch; control: 0 */
+	uint64_t incarnation; /* sender's incarnation (>= 1) */
+	uint64_t peer_incarnation; /* the receiver's incarnation as the sender saw it */
+};
+
+struct il_cm_ack {
+	uint32_t receiver; /* receiving host id (wire: sender_id of the ACK) */
+	uint32_t epoch;
+	uint64_t cum_seq;  /* exclusive, see above */
+	uint64_t rx_ns;    /* arrival time at the data plane (CLOCK_MONOTONIC) */
+};
+
+/* JOIN, LEAVE and HEARTBEAT. */
+struct il_cm_member {
+	uint32_t receiver;
+	uint32_t epoch;
+	uint64_t seq;   /* JOIN: first seq the member is responsible for */
+	uint64_t rx_ns;
+};
+
+struct il_cm_watermark {
+	uint32_t epoch;
+	uint32_t receivers;  /* live receivers the minimum was taken over */
+	uint64_t stable_seq; /* exclusive, see above; never decreases in an epoch */
+};
+
+#define IL_CM_PAYLOAD_SIZE (IL_CHAN_MSG_SIZE - 8u)
+
+struct il_cmsg {
+	uint16_t type;  /* enum il_cm_type */
+	uint16_t len;   /* payload bytes in use */
+	uint16_t group; /* group id, 0 where not applicable */
+	uint16_t flags; /* reserved, zero */
+	union {
+		struct il_cm_hello hello;
+		struct il_cm_ack ack;
+		struct il_cm_member member; /* JOIN, LEAVE, HEARTBEAT */
+		struct il_cm_watermark wm;
+		uint64_t u64[IL_CM_PAYLOAD_SIZE / 8];
+		uint8_t raw[IL_CM_PAYLOAD_SIZE];
+	} u;
+};
+_Static_assert(sizeof(struct il_cmsg) == IL_CHAN_MSG_SIZE, "il_cmsg must fill one slot");
+
+struct il_chan_params {
+	uint32_t up_slots;   /* power of two, IL_CHAN_MIN_SLOTS..IL_CHAN_MAX_SLOTS */
+	uint32_t down_slots; /* idem */
+};
+
+/* Counters of one ring, as kept in shared memory (either side reads). */
+struct il_chan_ring_stats {
+	uint64_t enqueued; /* messages ever published (the producer index) */
+	uint64_t dequeued; /* messages ever consumed (the consumer index) */
+	uint64_t drops;    /* messages refused because the ring was full */
+	uint64_t wakeups;  /* eventfd writes by the producer */
+	uint64_t sleeps;   /* times the consumer announced it would sleep */
+	uint32_t slots;
+};
+
+struct il_chan;
+
+/* Open the channel file at path as `side`.
+ * - params == NULL: attach only; the file must exist.
+ * - params != NULL: create the file if absent (atomically: a fully
+ *   initialised temporary file is linked into place, so a racing peer
+ *   never maps a half-built header); if present, its sizes must equal
+ *   params.
+ * Either way: bump this side's incarnation, discard what is queued on the
+ * ring this side consumes (it was meant for the previous incarnation; the
+ * peer re-sends state when it sees the new incarnation) and clear that
+ * ring's sleeping flag. Fails if a live process already holds this side.
+ * Returns 0, or -1 with a message in err. */
+int il_chan_open(const char *path, enum il_chan_side side, const struct il_chan_params *params,
+		 struct il_chan **out, char *err, size_t errlen);
+
+/* Unmap and forget; the file stays (the peer may still use it). Closes
+ * the wake fd the handle owns. */
+void il_chan_close(struct il_chan *ch);
+
+/* Remove the channel file (both sides gone for good, or tests). */
+int il_chan_unlink(const char *path);
+
+/* Fast path. */
+
+/* Enqueue up to n messages on this side's outgoing ring, in order.
+ * Returns how many went in (the first ones); the rest are counted as
+ * drops. Writes the wake fd at most once, only if the consumer is
+ * sleeping. */
+unsigned il_chan_send_burst(struct il_chan *ch, const struct il_cmsg *msgs, unsigned n);
+
+/* Dequeue up to n messages from this side's incoming ring. */
+unsigned il_chan_recv_burst(struct il_chan *ch, struct il_cmsg *msgs, unsigned n);
+
+/* Messages waiting on the incoming ring / free slots on the outgoing one. */
+unsigned il_chan_rx_pending(const struct il_chan *ch);
+unsigned il_chan_tx_free(const struct il_chan *ch);
+
+/* Sleeping consumer (the control process; a data-plane service thread
+ * could use the same on the down ring).
+ * il_chan_sleep_prepare(): announce the intention to sleep, then look at
+ * the ring again. Returns true if the caller may block on its eventfd (the
+ * producer is then bound to write it after its next enqueue); false if
+ * messages arrived meanwhile (the announcement is withdrawn; drain
+ * again). After waking, for whatever reason, call il_chan_sleep_end(). */
+bool il_chan_sleep_prepare(struct il_chan *ch);
+void il_chan_sleep_end(struct il_chan *ch);
+
+/* The eventfd to write when the consumer of the outgoing ring sleeps.
+ * The handle takes ownership (closes the previous one and on close).
+ * -1: none (wake-ups skipped, e.g. while the control process is down). */
+void il_chan_set_wake_fd(struct il_chan *ch, int fd);
+int il_chan_wake_fd(const struct il_chan *ch);
+
+/* Incarnations and resynchronisation. */
+enum il_chan_side il_chan_side(const struct il_chan *ch);
+uint64_t il_chan_incarnation(const struct il_chan *ch); /* this side's */
+/* The peer's current incarnation in the header (0: never attached). */
+uint64_t il_chan_peer_incarnation(const struct il_chan *ch);
+/* True once per peer (re)attach since this handle last looked; *inc gets
+ * the new incarnation. One relaxed load when nothing changed: cheap
+ * enough for a data-plane housekeeping poll. */
+bool il_chan_peer_restarted(struct il_chan *ch, uint64_t *inc);
+/* Send IL_CM_HELLO (side, epoch, incarnations). Returns 1 if enqueued. */
+unsigned il_chan_send_hello(struct il_chan *ch, uint32_t epoch);
+
+/* Shared counters of the up or down ring and the layout. */
+void il_chan_stats(const struct il_chan *ch, bool up, struct il_chan_ring_stats *st);
+
+/* Wake-fd passing over a unix stream socket with SCM_RIGHTS.
+ * Control process: listen (a stale socket file is replaced), then for
+ * each accepted connection il_chan_wake_serve() sends the eventfd plus its
+ * incarnation and the caller closes the connection.
+ * Data plane: il_chan_wake_fetch() connects, receives the fd (blocking,
+ * local, bounded by a 1 s receive timeout) and returns it; *inc (if not
+ * NULL) gets the serving incarnation. Slow path: call it at start-up and
+ * when il_chan_peer_restarted() reports a new control incarnation, from a
+ * housekeeping thread, not from a fast-path lcore. */
+int il_chan_wake_listen(const char *sock_path, char *err, size_t errlen);
+int il_chan_wake_serve(int conn_fd, int event_fd, uint64_t incarnation);
+int il_chan_wake_fetch(const char *sock_path, uint64_t *inc, char *err, size_t errlen);
+
+/* "<path>.sock": the default wake socket beside a channel file. */
+int il_chan_default_sock_path(const char *chan_path, char *buf, size_t len);
+
+const char *il_cm_type_name(uint16_t type);
+
+#endif

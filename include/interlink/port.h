@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * The port layer (drivers/): any DPDK device, a PCI NIC or a vdev string,
+ * set up the same way for every binary of the project.
+ */
+#ifndef INTERLINK_PORT_H
+#define INTERLINK_PORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <rte_mempool.h>
+
+struct il_port;
+
+bool il_port_is_vdev(const char *device);
+/* The device name DPDK registers ("net_memif0", "0000:03:00.0"). */
+int il_port_dev_name(const char *device, char *out, size_t len);
+/* Resolve the DPDK port id of a probed device. */
+int il_port_lookup(struct il_port *p, char *err, size_t errlen);
+int il_port_setup(struct il_port *p, struct rte_mempool *pool, uint16_t frame_max, char *err,
+		  size_t errlen);
+int il_port_start(struct il_port *p, char *err, size_t errlen);
+void il_port_stop(struct il_port *p);
+bool il_port_link_up(const struct il_port *p);
+/* Wait up to timeout_ms for the link; true if up. */
+bool il_port_wait_link(uint16_t port_id, unsigned timeout_ms);
+
+#endif
