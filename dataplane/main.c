@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -54,14 +55,30 @@ static int list_stages(void)
 	return 0;
 }
 
+/* memif needs the directory of its socket to exist. */
+static void make_socket_dirs(void)
+{
+	for (unsigned p = 0; p < app.n_ports; p++) {
+		const char *s = strstr(app.ports[p].device, "socket=");
+		char path[IL_DEVARGS_LEN];
+		if (!s)
+			continue;
+		snprintf(path, sizeof(path), "%.*s", (int)strcspn(s + 7, ","), s + 7);
+		for (char *c = path + 1; *c; c++)
+			if (*c == '/') {
+				*c = 0;
+				mkdir(path, 0755);
+				*c = '/';
+			}
+	}
+}
+
 static uint64_t rx_total(void)
 {
 	uint64_t v = 0;
-	for (unsigned p = 0; p < app.n_ports; p++) {
-		struct rte_eth_stats s;
-		if (rte_eth_stats_get(app.ports[p].port_id, &s) == 0)
-			v += s.ipackets;
-	}
+	for (unsigned w = 0; w < app.n_workers; w++)
+		for (unsigned p = 0; p < app.n_ports; p++)
+			v += app.workers[w].io.rx[p];
 	return v;
 }
 
@@ -167,6 +184,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	make_socket_dirs();
 	/* EAL arguments: config 'eal', ports, then whatever follows "--". */
 	char *eargv[128];
 	int eargc = il_app_eal_args(&app, argv[0], eargv, 96, err, sizeof(err));

@@ -14,7 +14,9 @@ static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struc
 	struct rte_mbuf *pkts[IL_BURST_CAP];
 	uint16_t n = rte_eth_rx_burst(app->ports[ch->rx_port].port_id, 0, pkts, IL_BURST);
 	uint16_t got = n;
+	struct il_lcore_io *io = &w->io;
 
+	io->rx[ch->rx_port] += n;
 	if (n == 0 && !ch->any_poll)
 		return 0;
 	for (uint16_t s = 0; s < ch->n_stages; s++) {
@@ -26,7 +28,7 @@ static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struc
 		n = st->type->process(st, pkts, n);
 		st->tsc_busy += rte_rdtsc() - t0;
 	}
-	struct il_lcore_io *io = &w->io;
+	io->tx_queued[ch->tx_port] += n;
 	for (uint16_t i = 0; i < n; i++)
 		rte_eth_tx_buffer(io->port_id[ch->tx_port], io->txq[ch->tx_port], io->txb[ch->tx_port],
 				  pkts[i]);

@@ -22,16 +22,22 @@ struct port_totals {
 static void port_totals(const struct il_app *app, unsigned p, struct port_totals *t)
 {
 	struct rte_eth_stats s;
+	uint64_t queued = 0;
 	memset(t, 0, sizeof(*t));
+	/* Packets are counted by the workers: some PMDs (memif) reset their
+	 * own statistics when the peer goes away. Errors come from the PMD. */
 	if (rte_eth_stats_get(app->ports[p].port_id, &s) == 0) {
-		t->rx = s.ipackets;
-		t->tx = s.opackets;
 		t->missed = s.imissed;
 		t->rx_err = s.ierrors + s.rx_nombuf;
 		t->tx_err = s.oerrors;
 	}
-	for (unsigned w = 0; w < app->n_workers; w++)
-		t->tx_dropped += app->workers[w].io.tx_dropped[p];
+	for (unsigned w = 0; w < app->n_workers; w++) {
+		const struct il_lcore_io *io = &app->workers[w].io;
+		t->rx += io->rx[p];
+		queued += io->tx_queued[p];
+		t->tx_dropped += io->tx_dropped[p];
+	}
+	t->tx = queued - t->tx_dropped;
 }
 
 static bool is_drop_counter(const char *name)

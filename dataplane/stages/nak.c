@@ -82,6 +82,11 @@ static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const 
 		return;
 	}
 	uint8_t *f = (uint8_t *)rte_pktmbuf_append(m, len);
+	if (unlikely(!f)) {
+		rte_pktmbuf_free(m);
+		st->ctr[NAK_C_DROP_UNAVAIL_NO_MBUF]++;
+		return;
+	}
 	const struct rte_ipv4_hdr *nip = (const struct rte_ipv4_hdr *)(nak_frame + nm->l3_off);
 	memset(f, 0, len);
 	/* Ethernet */

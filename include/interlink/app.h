@@ -18,7 +18,7 @@
 #define IL_MAX_CHAINS 8
 #define IL_MAX_CHAIN_STAGES 8
 #define IL_MAX_WORKERS 16
-#define IL_DEVARGS_LEN 256
+#include <interlink/port.h>
 
 struct il_port {
 	char name[IL_NAME_LEN];        /* config name: "in", "out", ... */

@@ -104,4 +104,8 @@ bool il_tbucket_take(struct il_tbucket *tb, uint32_t len, uint64_t now);
 /* Earliest time len bytes will be available (now if already). */
 uint64_t il_tbucket_ready_at(struct il_tbucket *tb, uint32_t len, uint64_t now);
 
+#ifdef __cplusplus
+}
+#endif
+
 #endif

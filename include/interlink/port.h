@@ -10,6 +10,10 @@
 #include <stdint.h>
 #include <rte_mempool.h>
 
+#ifndef IL_DEVARGS_LEN
+#define IL_DEVARGS_LEN 256
+#endif
+
 struct il_port;
 
 bool il_port_is_vdev(const char *device);

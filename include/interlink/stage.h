@@ -72,6 +72,8 @@ struct il_lcore_io {
 	uint16_t txq[IL_MAX_PORTS];
 	uint16_t port_id[IL_MAX_PORTS]; /* DPDK port ids */
 	uint64_t tx_dropped[IL_MAX_PORTS]; /* tx ring full: counted drops */
+	uint64_t tx_queued[IL_MAX_PORTS];  /* handed to the tx buffer */
+	uint64_t rx[IL_MAX_PORTS];         /* received by this lcore */
 };
 
 struct il_stage_type {
@@ -112,6 +114,7 @@ struct il_stage {
 static inline void il_emit(struct il_stage *st, uint16_t port, struct rte_mbuf *m)
 {
 	struct il_lcore_io *io = st->io;
+	io->tx_queued[port]++;
 	rte_eth_tx_buffer(io->port_id[port], io->txq[port], io->txb[port], m);
 }
 

@@ -138,6 +138,7 @@ static void test_loss_validation(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';
 		assert_int_equal(il_loss_init(&l, &bad[i].cfg, err, sizeof(err)), -1);
+		print_message("  error: %s\n", err);
 		CHECK_ERR_NAMES(err, bad[i].names);
 		CHECK_ERR_NAMES(err, bad[i].range);
 	}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * interlink-control: options (main.c) and the event loop (loop.c).
+ */
+#ifndef INTERLINK_CONTROL_CONTROL_H
+#define INTERLINK_CONTROL_CONTROL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/un.h>
+
+#define CTL_PATH_LEN sizeof(((struct sockaddr_un *)0)->sun_path)
+
+struct ctl_opts {
+	char chan_path[256];
+	char sock_path[CTL_PATH_LEN]; /* wake-fd server */
+	char mgmt_path[CTL_PATH_LEN]; /* "" when disabled */
+	uint32_t up_slots;
+	uint32_t down_slots;
+	unsigned tick_ms;
+	bool recreate;
+	int verbose;
+};
+
+/* Runs until SIGINT/SIGTERM; returns the process exit code. */
+int ctl_run(const struct ctl_opts *o);
+
+#endif

@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The control process's event loop: one io_uring, no busy polling.
+ *
+ * Always in flight, one each:
+ *   READ    on the eventfd the data plane writes when we sleep
+ *   TIMEOUT housekeeping tick (resend what a full ring refused, notice a
+ *           peer restart, later: heartbeats and failure detection)
+ *   READ    on a signalfd (SIGINT, SIGTERM: clean shutdown)
+ *   RECVMSG on the management datagram socket
+ *   ACCEPT  on the wake socket (hands the eventfd to the data plane)
+ *
+ * One iteration: drain the up ring, apply, publish watermarks down,
+ * announce sleep (il_chan_sleep_prepare) and block in
+ * io_uring_submit_and_wait() only if the ring is still empty.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <interlink/chan.h>
+
+#include "control.h"
+#include "membership.h"
+
+#define RX_BURST 64
+#define DRAIN_BURSTS 256 /* then look at the uring, so signals get through */
+#define MGMT_BUF 256
+#define REPLY_BUF 8192
+
+enum ev {
+	EV_WAKE = 1,
+	EV_TICK,
+	EV_SIGNAL,
+	EV_MGMT,
+	EV_ACCEPT,
+};
+
+struct ctl {
+	const struct ctl_opts *o;
+	struct il_chan *ch;
+	struct io_uring ring;
+	bool ring_ok;
+	int efd, sfd, mgmt_fd, lfd;
+
+	uint64_t efd_val;
+	struct signalfd_siginfo si;
+	struct __kernel_timespec tick;
+	char mbuf[MGMT_BUF];
+	struct sockaddr_un maddr;
+	struct iovec miov;
+	struct msghdr mmsg;
+
+	struct il_mship ms;
+	bool dp_known;    /* a data-plane HELLO has been seen */
+	uint32_t dp_epoch;
+	uint64_t dp_inc;
+	bool hello_due;   /* our HELLO still has to go down */
+	bool stop;
+
+	struct {
+		uint64_t msgs, batches, wakes, ticks, sleeps_skipped;
+		uint64_t hellos, dp_restarts, before_hello, unknown_type;
+		uint64_t mgmt_cmds, wake_served;
+	} st;
+};
+
+static void logmsg(const struct ctl *c, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void logmsg(const struct ctl *c, int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > c->o->verbose)
+		return;
+	fprintf(stderr, "interlink-control: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct io_uring_sqe *sqe_get(struct ctl *c)
+{
+	struct io_uring_sqe *s = io_uring_get_sqe(&c->ring);
+
+	if (s == NULL) {
+		/* Five operations in a ring of 16 never fill it; if it ever
+		 * does, make room rather than lose an arming. */
+		io_uring_submit(&c->ring);
+		s = io_uring_get_sqe(&c->ring);
+	}
+	return s;
+}
+
+static void arm(struct ctl *c, enum ev ev)
+{
+	struct io_uring_sqe *s = sqe_get(c);
+
+	if (s == NULL) {
+		logmsg(c, 0, "io_uring submission queue full; stopping");
+		c->stop = true;
+		return;
+	}
+	switch (ev) {
+	case EV_WAKE:
+		io_uring_prep_read(s, c->efd, &c->efd_val, sizeof(c->efd_val), 0);
+		break;
+	case EV_TICK:
+		io_uring_prep_timeout(s, &c->tick, 0, 0);
+		break;
+	case EV_SIGNAL:
+		io_uring_prep_read(s, c->sfd, &c->si, sizeof(c->si), 0);
+		break;
+	case EV_MGMT:
+		c->miov.iov_base = c->mbuf;
+		c->miov.iov_len = sizeof(c->mbuf) - 1;
+		memset(&c->mmsg, 0, sizeof(c->mmsg));
+		c->mmsg.msg_name = &c->maddr;
+		c->mmsg.msg_namelen = sizeof(c->maddr);
+		c->mmsg.msg_iov = &c->miov;
+		c->mmsg.msg_iovlen = 1;
+		io_uring_prep_recvmsg(s, c->mgmt_fd, &c->mmsg, 0);
+		break;
+	case EV_ACCEPT:
+		io_uring_prep_accept(s, c->lfd, NULL, NULL, SOCK_CLOEXEC);
+		break;
+	}
+	io_uring_sqe_set_data64(s, ev);
+}
+
+static void send_hello(struct ctl *c)
+{
+	if (il_chan_send_hello(c->ch, 0) == 1) {
+		c->hello_due = false;
+		c->st.hellos++;
+	}
+}
+
+/* A data-plane HELLO is in-band: everything before it in the ring came
+ * from the previous incarnation, everything after it describes the new
+ * one. So state is reset here and not when the header counter moves. */
+static void on_dp_hello(struct ctl *c, const struct il_cm_hello *h)
+{
+	if (c->dp_known && h->incarnation == c->dp_inc && h->epoch == c->dp_epoch) {
+		/* A repeat (e.g. answering our HELLO): nothing lost. */
+		return;
+	}
+	if (c->dp_known)
+		c->st.dp_restarts++;
+	logmsg(c, 1, "data plane incarnation %llu epoch %u: resynchronising",
+	       (unsigned long long)h->incarnation, h->epoch);
+	c->dp_known = true;
+	c->dp_inc = h->incarnation;
+	c->dp_epoch = h->epoch;
+	il_mship_reset(&c->ms, h->epoch);
+	/* Tell it we heard: it may be waiting for our incarnation to resend
+	 * its state (JOINs, latest ACKs). */
+	c->hello_due = true;
+}
+
+static void dispatch(struct ctl *c, const struct il_cmsg *m, uint64_t now)
+{
+	switch (m->type) {
+	case IL_CM_HELLO:
+		if (m->u.hello.side == IL_CHAN_DATAPLANE)
+			on_dp_hello(c, &m->u.hello);
+		break;
+	case IL_CM_ACK:
+	case IL_CM_JOIN:
+	case IL_CM_LEAVE:
+	case IL_CM_HEARTBEAT:
+		if (!c->dp_known) {
+			/* Without a HELLO we do not know the epoch these belong to. */
+			c->st.before_hello++;
+			break;
+		}
+		il_mship_apply(&c->ms, m, now);
+		break;
+	default:
+		c->st.unknown_type++;
+		break;
+	}
+}
+
+/* Returns true if the ring may still hold messages. */
+static bool drain(struct ctl *c)
+{
+	struct il_cmsg msgs[RX_BURST];
+	uint64_t now = mono_ns();
+
+	for (unsigned b = 0; b < DRAIN_BURSTS; b++) {
+		unsigned n = il_chan_recv_burst(c->ch, msgs, RX_BURST);
+
+		if (n == 0)
+			return false;
+		c->st.batches++;
+		c->st.msgs += n;
+		for (unsigned i = 0; i < n; i++)
+			dispatch(c, &msgs[i], now);
+	}
+	return true;
+}
+
+static void publish(struct ctl *c)
+{
+	struct il_cmsg out[RX_BURST];
+	unsigned n, k;
+
+	if (c->hello_due)
+		send_hello(c);
+	do {
+		n = il_mship_collect(&c->ms, out, RX_BURST);
+		k = il_chan_send_burst(c->ch, out, n);
+		il_mship_published(&c->ms, out, k);
+		/* A full ring: what did not fit stays pending for the tick. */
+	} while (n == RX_BURST && k == n);
+}
+
+static size_t reply_status(struct ctl *c, char *r, size_t len)
+{
+	struct il_chan_ring_stats up, down;
+	size_t o = 0;
+
+	il_chan_stats(c->ch, true, &up);
+	il_chan_stats(c->ch, false, &down);
+#define OUT(...) (o += (size_t)snprintf(r + o, o < len ? len - o : 0, __VA_ARGS__))
+	OUT("incarnation %llu\n", (unsigned long long)il_chan_incarnation(c->ch));
+	OUT("dp_incarnation %llu\n", (unsigned long long)(c->dp_known ? c->dp_inc : 0));
+	OUT("dp_epoch %u\n", c->dp_epoch);
+	OUT("up_enqueued %llu\nup_dequeued %llu\nup_drops %llu\nup_wakeups %llu\nup_sleeps %llu\n",
+	    (unsigned long long)up.enqueued, (unsigned long long)up.dequeued,
+	    (unsigned long long)up.drops, (unsigned long long)up.wakeups,
+	    (unsigned long long)up.sleeps);
+	OUT("down_enqueued %llu\ndown_drops %llu\n", (unsigned long long)down.enqueued,
+	    (unsigned long long)down.drops);
+	OUT("msgs %llu\nbatches %llu\nwakes %llu\nticks %llu\n", (unsigned long long)c->st.msgs,
+	    (unsigned long long)c->st.batches, (unsigned long long)c->st.wakes,
+	    (unsigned long long)c->st.ticks);
+	OUT("dp_restarts %llu\nbefore_hello %llu\nunknown_type %llu\n",
+	    (unsigned long long)c->st.dp_restarts, (unsigned long long)c->st.before_hello,
+	    (unsigned long long)c->st.unknown_type);
+	OUT("joins %llu\nleaves %llu\nacks %llu\nacks_stale %llu\nacks_unknown %llu\n",
+	    (unsigned long long)c->ms.st.joins, (unsigned long long)c->ms.st.leaves,
+	    (unsigned long long)c->ms.st.acks, (unsigned long long)c->ms.st.acks_stale,
+	    (unsigned long long)c->ms.st.acks_unknown);
+	OUT("wrong_epoch %llu\nwatermarks_published %llu\ngroups %u\n",
+	    (unsigned long long)c->ms.st.wrong_epoch, (unsigned long long)c->ms.st.published,
+	    c->ms.n_groups);
+#undef OUT
+	return o < len ? o : len - 1;
+}
+
+static size_t reply_groups(struct ctl *c, char *r, size_t len)
+{
+	size_t o = 0;
+
+	for (unsigned i = 0; i < c->ms.n_groups && o < len; i++) {
+		const struct il_mgroup *g = il_mship_group(&c->ms, c->ms.groups[i]);
+
+		o += (size_t)snprintf(r + o, len - o,
+				      "group %u receivers %u watermark %llu published %llu view %llu\n",
+				      g->id, g->n, (unsigned long long)g->stab.watermark,
+				      (unsigned long long)g->published,
+				      (unsigned long long)g->view_id);
+	}
+	if (o == 0)
+		o = (size_t)snprintf(r, len, "no groups\n");
+	return o < len ? o : len - 1;
+}
+
+static void on_mgmt(struct ctl *c, int res)
+{
+	static char reply[REPLY_BUF];
+	size_t n;
+	char *cmd;
+
+	if (res < 0) {
+		logmsg(c, 0, "management socket: %s", strerror(-res));
+		return;
+	}
+	c->st.mgmt_cmds++;
+	c->mbuf[res] = '\0';
+	cmd = c->mbuf;
+	cmd[strcspn(cmd, "\r\n")] = '\0';
+	if (strcmp(cmd, "ping") == 0)
+		n = (size_t)snprintf(reply, sizeof(reply), "pong\n");
+	else if (strcmp(cmd, "status") == 0)
+		n = reply_status(c, reply, sizeof(reply));
+	else if (strcmp(cmd, "groups") == 0)
+		n = reply_groups(c, reply, sizeof(reply));
+	else
+		n = (size_t)snprintf(reply, sizeof(reply),
+				     "error: unknown command '%.64s' (commands: ping, status, groups)\n",
+				     cmd);
+	if (c->mmsg.msg_namelen > sizeof(sa_family_t))
+		sendto(c->mgmt_fd, reply, n, MSG_DONTWAIT | MSG_NOSIGNAL,
+		       (struct sockaddr *)&c->maddr, c->mmsg.msg_namelen);
+}
+
+static void on_tick(struct ctl *c)
+{
+	uint64_t inc;
+
+	c->st.ticks++;
+	/* The in-band HELLO resets state; the header only tells us early. */
+	if (il_chan_peer_restarted(c->ch, &inc))
+		logmsg(c, 1, "data plane attached (incarnation %llu)", (unsigned long long)inc);
+	/* A HELLO or watermark a full ring refused goes out now. */
+	publish(c);
+}
+
+static void on_cqe(struct ctl *c, struct io_uring_cqe *cqe)
+{
+	enum ev ev = (enum ev)io_uring_cqe_get_data64(cqe);
+	int res = cqe->res;
+
+	switch (ev) {
+	case EV_WAKE:
+		c->st.wakes++;
+		if (res < 0 && res != -EINTR && res != -EAGAIN) {
+			logmsg(c, 0, "eventfd read: %s", strerror(-res));
+			c->stop = true;
+			return;
+		}
+		arm(c, EV_WAKE);
+		break;
+	case EV_TICK:
+		on_tick(c);
+		arm(c, EV_TICK);
+		break;
+	case EV_SIGNAL:
+		if (res == (int)sizeof(c->si)) {
+			logmsg(c, 1, "signal %u: shutting down", c->si.ssi_signo);
+			c->stop = true;
+		} else {
+			arm(c, EV_SIGNAL);
+		}
+		break;
+	case EV_MGMT:
+		on_mgmt(c, res);
+		arm(c, EV_MGMT);
+		break;
+	case EV_ACCEPT:
+		if (res >= 0) {
+			if (il_chan_wake_serve(res, c->efd, il_chan_incarnation(c->ch)) == 0)
+				c->st.wake_served++;
+			close(res);
+		} else {
+			logmsg(c, 0, "wake socket accept: %s", strerror(-res));
+		}
+		arm(c, EV_ACCEPT);
+		break;
+	}
+}
+
+static int reap(struct ctl *c)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+
+	io_uring_for_each_cqe(&c->ring, head, cqe)
+	{
+		on_cqe(c, cqe);
+		n++;
+	}
+	io_uring_cq_advance(&c->ring, n);
+	return (int)n;
+}
+
+static int mgmt_open(struct ctl *c)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+
+	if (c->o->mgmt_path[0] == '\0')
+		return 0;
+	strcpy(sa.sun_path, c->o->mgmt_path); /* length checked by main.c */
+	if (lstat(sa.sun_path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			logmsg(c, 0, "--mgmt %s: exists and is not a socket", sa.sun_path);
+			return -1;
+		}
+		unlink(sa.sun_path);
+	}
+	c->mgmt_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (c->mgmt_fd < 0 || bind(c->mgmt_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		logmsg(c, 0, "--mgmt %s: cannot bind: %s", sa.sun_path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int setup(struct ctl *c)
+{
+	struct il_chan_params p = { .up_slots = c->o->up_slots, .down_slots = c->o->down_slots };
+	char err[512];
+	sigset_t mask;
+	int rc;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) != 0 ||
+	    (c->sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0) {
+		logmsg(c, 0, "signalfd: %s", strerror(errno));
+		return -1;
+	}
+	/* Blocking eventfd: io_uring waits on it by polling internally; the
+	 * data plane's writes cannot block short of 2^64-2 pending. */
+	c->efd = eventfd(0, EFD_CLOEXEC);
+	if (c->efd < 0) {
+		logmsg(c, 0, "eventfd: %s", strerror(errno));
+		return -1;
+	}
+	if (c->o->recreate && access(c->o->chan_path, F_OK) == 0) {
+		struct il_chan *probe;
+
+		/* Only a file of another shape is replaced: one that fits is
+		 * kept, the data plane may be attached to it. */
+		if (il_chan_open(c->o->chan_path, IL_CHAN_CONTROL, &p, &probe, err, sizeof(err)) ==
+		    0) {
+			c->ch = probe;
+		} else if (strstr(err, "already attached") == NULL) {
+			logmsg(c, 1, "%s; --recreate: replacing it", err);
+			il_chan_unlink(c->o->chan_path);
+		}
+	}
+	if (c->ch == NULL &&
+	    il_chan_open(c->o->chan_path, IL_CHAN_CONTROL, &p, &c->ch, err, sizeof(err)) != 0) {
+		logmsg(c, 0, "--chan %s", err);
+		return -1;
+	}
+	c->lfd = il_chan_wake_listen(c->o->sock_path, err, sizeof(err));
+	if (c->lfd < 0) {
+		logmsg(c, 0, "--wake-sock %s", err);
+		return -1;
+	}
+	if (mgmt_open(c) != 0)
+		return -1;
+	if (il_mship_init(&c->ms, 0) != 0) {
+		logmsg(c, 0, "out of memory");
+		return -1;
+	}
+	rc = io_uring_queue_init(16, &c->ring, 0);
+	if (rc != 0) {
+		logmsg(c, 0, "io_uring_queue_init: %s", strerror(-rc));
+		return -1;
+	}
+	c->ring_ok = true;
+	c->tick.tv_sec = c->o->tick_ms / 1000;
+	c->tick.tv_nsec = (long long)(c->o->tick_ms % 1000) * 1000000;
+	arm(c, EV_WAKE);
+	arm(c, EV_TICK);
+	arm(c, EV_SIGNAL);
+	arm(c, EV_ACCEPT);
+	if (c->mgmt_fd >= 0)
+		arm(c, EV_MGMT);
+	c->hello_due = true;
+	logmsg(c, 1, "channel %s incarnation %llu (up %u, down %u slots), wake socket %s%s%s",
+	       c->o->chan_path, (unsigned long long)il_chan_incarnation(c->ch), c->o->up_slots,
+	       c->o->down_slots, c->o->sock_path, c->mgmt_fd >= 0 ? ", management " : "",
+	       c->mgmt_fd >= 0 ? c->o->mgmt_path : "");
+	return 0;
+}
+
+static void teardown(struct ctl *c)
+{
+	if (c->ring_ok)
+		io_uring_queue_exit(&c->ring);
+	if (c->lfd >= 0) {
+		close(c->lfd);
+		unlink(c->o->sock_path);
+	}
+	if (c->mgmt_fd >= 0) {
+		close(c->mgmt_fd);
+		unlink(c->o->mgmt_path);
+	}
+	if (c->efd >= 0)
+		close(c->efd);
+	if (c->sfd >= 0)
+		close(c->sfd);
+	/* The channel file stays: the data plane may still be attached. */
+	il_chan_close(c->ch);
+	il_mship_free(&c->ms);
+}
+
+int ctl_run(const struct ctl_opts *o)
+{
+	struct ctl *c = calloc(1, sizeof(*c));
+	int code = 0;
+
+	if (c == NULL)
+		return 1;
+	c->o = o;
+	c->efd = c->sfd = c->mgmt_fd = c->lfd = -1;
+	if (setup(c) != 0) {
+		teardown(c);
+		free(c);
+		return 1;
+	}
+	while (!c->stop) {
+		bool more = drain(c);
+		int rc;
+
+		publish(c);
+		if (!more && il_chan_sleep_prepare(c->ch)) {
+			rc = io_uring_submit_and_wait(&c->ring, 1);
+			il_chan_sleep_end(c->ch);
+		} else {
+			/* Work left: collect completions without waiting. */
+			c->st.sleeps_skipped++;
+			rc = io_uring_submit(&c->ring);
+		}
+		if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+			logmsg(c, 0, "io_uring_submit: %s", strerror(-rc));
+			code = 1;
+			break;
+		}
+		reap(c);
+	}
+	logmsg(c, 1, "stopped: %llu messages in %llu batches, %llu wake-ups",
+	       (unsigned long long)c->st.msgs, (unsigned long long)c->st.batches,
+	       (unsigned long long)c->st.wakes);
+	teardown(c);
+	free(c);
+	return code;
+}
