@@ -484,6 +484,11 @@ bool il_chan_sleep_prepare(struct il_chan *ch)
 	struct shm_ring *r = ch->rx.r;
 	uint64_t head;
 
+	/* Counted per announcement, withdrawn or not: the producer may have
+	 * seen it either way, so wakeups <= sleeps always holds. */
+	atomic_store_explicit(&r->cons.sleeps,
+			      atomic_load_explicit(&r->cons.sleeps, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 	atomic_store_explicit(&r->cons.sleeping, 1, memory_order_relaxed);
 	/* The other half of the fence pair in il_chan_send_burst(). */
 	atomic_thread_fence(memory_order_seq_cst);
@@ -492,9 +497,6 @@ bool il_chan_sleep_prepare(struct il_chan *ch)
 		atomic_store_explicit(&r->cons.sleeping, 0, memory_order_relaxed);
 		return false;
 	}
-	atomic_store_explicit(&r->cons.sleeps,
-			      atomic_load_explicit(&r->cons.sleeps, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
 	return true;
 }
 

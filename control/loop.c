@@ -169,6 +169,8 @@ static void on_dp_hello(struct ctl *c, const struct il_cm_hello *h)
 	logmsg(c, 1, "data plane incarnation %llu epoch %u: resynchronising",
 	       (unsigned long long)h->incarnation, h->epoch);
 	c->dp_known = true;
+	/* Our answer names the incarnation we now talk to. */
+	il_chan_peer_restarted(c->ch, NULL);
 	c->dp_inc = h->incarnation;
 	c->dp_epoch = h->epoch;
 	il_mship_reset(&c->ms, h->epoch);

@@ -109,6 +109,19 @@ void il_tfrc_loss_set_rtt(struct il_tfrc_loss *l, uint64_t rtt_ns)
 
 static void loss_event(struct il_tfrc_loss *l, uint64_t t)
 {
+	/* Arrivals (of other flows) at or after the event's nominal start
+	 * were counted before the gap that reveals it was seen; they belong
+	 * to the new event's first RTT, which is not counted. */
+	while (l->n_recent > 0) {
+		unsigned last = (l->recent_pos + IL_TFRC_RECENT - 1) % IL_TFRC_RECENT;
+
+		if (l->recent[last] < t)
+			break;
+		l->recent_pos = last;
+		l->n_recent--;
+		l->i_sample -= 1;
+	}
+	l->n_recent = 0;
 	if (!l->in_history) {
 		/* No I_past yet: the packets before the first loss are the
 		 * best (only) estimate of the interval. */
@@ -137,6 +150,10 @@ static void count_arrival(struct il_tfrc_loss *l, uint64_t t)
 	if (in_event(l, t))
 		return;
 	l->i_sample += 1;
+	l->recent[l->recent_pos] = t;
+	l->recent_pos = (l->recent_pos + 1) % IL_TFRC_RECENT;
+	if (l->n_recent < IL_TFRC_RECENT)
+		l->n_recent++;
 	/* Right after an event I_sample < I_past would drag I_mean down
 	 * for no reason: update only once the loss-free run is longer than
 	 * the average (or at the next event). */

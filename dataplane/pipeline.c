@@ -32,6 +32,8 @@ static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struc
 	for (uint16_t i = 0; i < n; i++)
 		rte_eth_tx_buffer(io->port_id[ch->tx_port], io->txq[ch->tx_port], io->txb[ch->tx_port],
 				  pkts[i]);
+	if (io->n_defer)
+		il_emit_flush(io);
 	return got | n;
 }
 

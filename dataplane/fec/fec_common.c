@@ -166,6 +166,10 @@ int il_fec_cfg_check(const struct il_fec_cfg *cfg, char *err, size_t errlen, cha
 		     "interleave%s + 1 = %llu packets later)",
 		     cfg->dec_max_pkts, (unsigned long long)settle, 1u << 22,
 		     cfg->delay_xor ? " + max interleave" : "", (unsigned long long)settle);
+	if (cfg->dec_max_age_ns > 3600ull * 1000000000ull)
+		FAIL("fec.dec_max_age_ns = %llu is out of range; allowed: 0 (no age limit) "
+		     "..3600 s",
+		     (unsigned long long)cfg->dec_max_age_ns);
 	if (cfg->dec_max_repairs < cfg->c || cfg->dec_max_repairs > (1u << 20))
 		FAIL("fec.dec_max_repairs = %u is out of range; allowed: %u..%u (at least c)",
 		     cfg->dec_max_repairs, cfg->c, 1u << 20);

@@ -54,6 +54,9 @@ static inline uint64_t fec_settle_span(const struct il_fec_cfg *cfg)
 	return (uint64_t)(cfg->r - 1) * i + (cfg->delay_xor ? i : 0) + 1;
 }
 
+/* First firing size of bin b in a layer of interleave i (fec_enc.c). */
+uint16_t fec_first_target(unsigned b, unsigned i, unsigned r);
+
 /* One allocation per codec object, zeroed, from cfg->alloc or libc. */
 void *fec_alloc(const struct il_fec_cfg *cfg, size_t size);
 void fec_free(const struct il_fec_cfg *cfg, void *p);

@@ -204,7 +204,7 @@ static int impair_create(struct il_stage *st, const struct il_cfg *params, struc
 	now = rte_rdtsc();
 
 	if (c->queued) {
-		uint32_t cap = rte_align32pow2((uint32_t)queue);
+		uint32_t cap = rte_align32pow2((uint32_t)queue) / 2;
 
 		c->ring = rte_zmalloc("il_impair_ring", (size_t)cap * sizeof(*c->ring),
 				      RTE_CACHE_LINE_SIZE);

@@ -84,7 +84,7 @@ enum il_verdict il_parse_frame(const uint8_t *f, uint32_t len, uint16_t il_port,
 	p->l4_off = (uint16_t)(off + ihl);
 	p->dst_ip = il_get32(ip + 16);
 	if (tot - ihl < UDP_HLEN)
-		return IL_V_DROP_BAD_UDP_LEN;
+		return IL_V_PASS; /* no UDP header to read a port from: not ours */
 	const uint8_t *udp = ip + ihl;
 	uint32_t ulen = il_get16(udp + 4);
 	p->dst_port = il_get16(udp + 2);

@@ -126,7 +126,8 @@ struct il_chan_ring_stats {
 	uint64_t dequeued; /* messages ever consumed (the consumer index) */
 	uint64_t drops;    /* messages refused because the ring was full */
 	uint64_t wakeups;  /* eventfd writes by the producer */
-	uint64_t sleeps;   /* times the consumer announced it would sleep */
+	uint64_t sleeps;   /* times the consumer announced it would sleep
+			    * (il_chan_sleep_prepare calls, withdrawn or not) */
 	uint32_t slots;
 };
 

@@ -74,6 +74,11 @@ struct il_lcore_io {
 	uint64_t tx_dropped[IL_MAX_PORTS]; /* tx ring full: counted drops */
 	uint64_t tx_queued[IL_MAX_PORTS];  /* handed to the tx buffer */
 	uint64_t rx[IL_MAX_PORTS];         /* received by this lcore */
+	/* Packets stages emit go out after the survivors of the burst that
+	 * produced them, so a retransmission never overtakes its original. */
+	uint16_t n_defer;
+	uint16_t defer_port[2 * IL_BURST_CAP];
+	struct rte_mbuf *defer[2 * IL_BURST_CAP];
 };
 
 struct il_stage_type {
@@ -109,13 +114,32 @@ struct il_stage {
 	uint64_t tsc_busy;      /* cycles spent in process() */
 };
 
-/* Queue a packet for transmission on app port index `port`; a full tx
- * ring frees the packet and counts it in io->tx_dropped[port]. */
+/* Queue a packet on app port index `port`, directly. A full tx ring frees
+ * the packet and counts it in io->tx_dropped[port]. */
+static inline void il_tx(struct il_lcore_io *io, uint16_t port, struct rte_mbuf *m)
+{
+	io->tx_queued[port]++;
+	rte_eth_tx_buffer(io->port_id[port], io->txq[port], io->txb[port], m);
+}
+
+/* Send a packet a stage made or re-sends, after the current burst. */
 static inline void il_emit(struct il_stage *st, uint16_t port, struct rte_mbuf *m)
 {
 	struct il_lcore_io *io = st->io;
-	io->tx_queued[port]++;
-	rte_eth_tx_buffer(io->port_id[port], io->txq[port], io->txb[port], m);
+	if (unlikely(io->n_defer == 2 * IL_BURST_CAP)) {
+		il_tx(io, port, m);
+		return;
+	}
+	io->defer_port[io->n_defer] = port;
+	io->defer[io->n_defer++] = m;
+}
+
+/* Push the deferred packets to their tx buffers (the pipeline does this). */
+static inline void il_emit_flush(struct il_lcore_io *io)
+{
+	for (uint16_t i = 0; i < io->n_defer; i++)
+		il_tx(io, io->defer_port[i], io->defer[i]);
+	io->n_defer = 0;
 }
 
 static inline void il_drop(struct il_stage *st, unsigned ctr, struct rte_mbuf *m)

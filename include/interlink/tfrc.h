@@ -102,6 +102,11 @@ struct il_tfrc_flow {
 	bool started;
 };
 
+/* Counted arrivals remembered so that a loss detected late (its nominal
+ * time interpolated before arrivals of other flows already counted) can
+ * take those arrivals back out of the finished interval. */
+#define IL_TFRC_RECENT 64
+
 struct il_tfrc_loss {
 	uint64_t rtt_ns;      /* from the sender's delegate; > 0 */
 	bool in_history;      /* at least one loss event seen */
@@ -113,6 +118,8 @@ struct il_tfrc_loss {
 	uint64_t lost;        /* lost packets (all, in or out of events) */
 	uint64_t received;
 	uint64_t late;        /* arrived below next_seq: reordered or duplicate */
+	uint64_t recent[IL_TFRC_RECENT]; /* times of the last counted arrivals */
+	unsigned n_recent, recent_pos;
 };
 
 void il_tfrc_flow_init(struct il_tfrc_flow *f);

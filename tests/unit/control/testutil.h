@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -50,8 +51,12 @@ static inline void tu_init(struct tu *t, const char *tag)
 static inline const char *tu_extra(struct tu *t, const char *suffix)
 {
 	char *p = t->extra[t->n_extra++];
+	size_t a = strlen(t->chan), b = strlen(suffix);
 
-	snprintf(p, sizeof(t->extra[0]), "%s%s", t->chan, suffix);
+	if (a + b >= sizeof(t->extra[0]))
+		abort();
+	memcpy(p, t->chan, a);
+	memcpy(p + a, suffix, b + 1);
 	unlink(p);
 	return p;
 }

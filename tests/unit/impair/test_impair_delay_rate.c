@@ -201,6 +201,23 @@ static void test_delay_jitter(void **state)
 		      r.min / US, r.sum / r.popped / US, r.max / US);
 	assert_true(r.min >= (double)delay && r.max < (double)(delay + jitter + POLL_STEP));
 
+	/* Due times in the ring never decrease, even when the jitter drawn
+	 * for a packet is smaller than for the one before it. */
+	{
+		static struct il_delay_slot rs[1024];
+		unsigned clamped = 0;
+
+		il_delay_init(&d, rs, 1024, delay, jitter, 23, err, sizeof(err));
+		for (uint64_t k = 0; k < 1024; k++)
+			assert_true(il_delay_push(&d, NULL, 1000 + k * US));
+		for (unsigned k = 1; k < 1024; k++) {
+			assert_true(rs[k].due >= rs[k - 1].due);
+			clamped += rs[k].due == rs[k - 1].due;
+		}
+		/* 1 us apart with 200 us of jitter: most are clamped. */
+		assert_true(clamped > 512);
+	}
+
 	/* The same seed gives the same due times; another seed does not. */
 	{
 		struct il_delay a, b, c;

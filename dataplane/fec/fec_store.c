@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The decoder's bounded stores: packet records with their hash index,
+ * stored repairs, and their eviction by count and by age. Layout and
+ * invariants: fec_dec_internal.h.
+ */
+#include <string.h>
+
+#include "fec_dec_internal.h"
+
+uint32_t fec_id_hash(const struct il_fec_id *id)
+{
+	uint64_t a, b, h;
+
+	memcpy(&a, id, 8);
+	memcpy(&b, (const uint8_t *)id + 8, 8);
+	h = a * 0x9e3779b97f4a7c15ull ^ b * 0xc2b2ae3d27d4eb4full;
+	h ^= h >> 32;
+	h *= 0xd6e8feb86659fd93ull;
+	return (uint32_t)(h >> 32);
+}
+
+uint32_t dec_lookup(const struct il_fec_dec *d, const struct il_fec_id *id, uint32_t hash)
+{
+	uint32_t i = hash & d->ht_mask;
+
+	for (;;) {
+		uint32_t ri = d->ht[i];
+
+		if (ri == REC_NONE)
+			return REC_NONE;
+		if (d->rec[ri].hash == hash && il_fec_id_eq(&d->rec[ri].id, id))
+			return ri;
+		i = (i + 1) & d->ht_mask;
+	}
+}
+
+static void ht_insert(struct il_fec_dec *d, uint32_t ri)
+{
+	uint32_t i = d->rec[ri].hash & d->ht_mask;
+
+	while (d->ht[i] != REC_NONE)
+		i = (i + 1) & d->ht_mask;
+	d->ht[i] = ri;
+}
+
+/* Backward-shift deletion keeps every probe chain unbroken without
+ * tombstones, so lookups stay short however long the decoder runs. */
+static void ht_delete(struct il_fec_dec *d, uint32_t ri)
+{
+	uint32_t mask = d->ht_mask;
+	uint32_t i = d->rec[ri].hash & mask;
+
+	while (d->ht[i] != ri)
+		i = (i + 1) & mask;
+	for (;;) {
+		uint32_t j = i, k;
+
+		for (;;) {
+			j = (j + 1) & mask;
+			if (d->ht[j] == REC_NONE) {
+				d->ht[i] = REC_NONE;
+				return;
+			}
+			k = d->rec[d->ht[j]].hash & mask;
+			/* The entry at j may fill the hole at i unless its home
+			 * k lies cyclically in (i, j]. */
+			if (i <= j ? (k <= i || k > j) : (k <= i && k > j))
+				break;
+		}
+		d->ht[i] = d->ht[j];
+		i = j;
+	}
+}
+
+void dec_pend_free(struct il_fec_dec *d, uint32_t pi)
+{
+	struct dec_pend *p = &d->pend[pi];
+
+	if (!p->live)
+		return;
+	p->live = 0;
+	p->gen++;
+	d->st.repairs_live--;
+}
+
+uint32_t dec_pend_alloc(struct il_fec_dec *d, uint64_t now)
+{
+	struct dec_pend *p;
+	uint32_t pi;
+
+	if (d->pend_used == d->npend) {
+		/* The slot about to be reused is the oldest one; a repair
+		 * still waiting there is evicted. */
+		if (d->pend[d->pend_tail].live) {
+			dec_pend_free(d, d->pend_tail);
+			d->st.repair_evict_count++;
+		}
+		d->pend_tail = d->pend_tail + 1 == d->npend ? 0 : d->pend_tail + 1;
+		d->pend_used--;
+	}
+	pi = d->pend_next;
+	d->pend_next = pi + 1 == d->npend ? 0 : pi + 1;
+	d->pend_used++;
+	p = &d->pend[pi];
+	p->live = 1;
+	p->t_ns = now;
+	p->nmiss = 0;
+	if (++d->st.repairs_live > d->st.repairs_hwm)
+		d->st.repairs_hwm = d->st.repairs_live;
+	return pi;
+}
+
+bool dec_ref_add(struct il_fec_dec *d, struct dec_rec *r, uint32_t pi)
+{
+	if (r->nref == REC_MAXREF) {
+		unsigned n = 0;
+
+		for (unsigned k = 0; k < r->nref; k++)
+			if (ref_valid(d, r->ref[k]))
+				r->ref[n++] = r->ref[k];
+		r->nref = (uint8_t)n;
+	}
+	if (r->nref == REC_MAXREF) {
+		d->st.ref_overflow++;
+		return false;
+	}
+	r->ref[r->nref++] = (struct rec_ref){ .idx = pi, .gen = d->pend[pi].gen };
+	return true;
+}
+
+static void rec_evict_oldest(struct il_fec_dec *d, bool by_age)
+{
+	uint32_t ri = d->rec_old;
+	struct dec_rec *r = &d->rec[ri];
+
+	d->rec_old = ri + 1 == d->nrec ? 0 : ri + 1;
+	d->rec_live--;
+	d->st.pkts_live = d->rec_live;
+	if (by_age)
+		d->st.pkt_evict_age++;
+	else
+		d->st.pkt_evict_count++;
+	if (r->state == REC_MISSING) {
+		/* Given up on: the repairs that wait for it can never be
+		 * completed through it either. */
+		d->st.unrecoverable++;
+		for (unsigned k = 0; k < r->nref; k++) {
+			if (ref_valid(d, r->ref[k])) {
+				dec_pend_free(d, r->ref[k].idx);
+				d->st.repair_evict_orphan++;
+			}
+		}
+	}
+	/* Repairs naming a packet at or behind the horizon may include one
+	 * we no longer hold, which would look missing: they are ignored. */
+	if (r->x != X_UNKNOWN && (!d->have_horizon || r->x > d->horizon)) {
+		d->horizon = r->x;
+		d->have_horizon = true;
+	}
+	ht_delete(d, ri);
+	r->state = REC_FREE;
+	r->nref = 0;
+}
+
+uint32_t dec_rec_alloc(struct il_fec_dec *d, const struct il_fec_id *id, uint32_t hash,
+		       uint64_t now, uint8_t state)
+{
+	struct dec_rec *r;
+	uint32_t ri;
+
+	if (d->rec_live == d->nrec)
+		rec_evict_oldest(d, false);
+	ri = d->rec_next;
+	d->rec_next = ri + 1 == d->nrec ? 0 : ri + 1;
+	d->rec_live++;
+	if (d->rec_live > d->st.pkts_hwm)
+		d->st.pkts_hwm = d->rec_live;
+	d->st.pkts_live = d->rec_live;
+	r = &d->rec[ri];
+	r->id = *id;
+	r->hash = hash;
+	r->x = X_UNKNOWN;
+	r->t_ns = now;
+	r->len = 0;
+	r->state = state;
+	r->nref = 0;
+	ht_insert(d, ri);
+	return ri;
+}
+
+/*
+ * A record may leave by age once every repair that can hold it has been
+ * sent (the newest packet number seen is a settle span past it): evicting
+ * it earlier could make a late repair take it for lost and deliver it a
+ * second time. A record whose number no repair has told us yet (all its
+ * repairs lost) leaves at four times the age limit.
+ */
+static bool rec_settled(const struct il_fec_dec *d, const struct dec_rec *r, uint64_t now)
+{
+	if (r->x == X_UNKNOWN)
+		return now - r->t_ns > 4 * d->cfg.dec_max_age_ns;
+	return d->have_x && d->x_high >= r->x + d->settle;
+}
+
+void dec_expire(struct il_fec_dec *d, uint64_t now)
+{
+	uint64_t age = d->cfg.dec_max_age_ns;
+
+	if (age == 0)
+		return;
+	while (d->rec_live > 0) {
+		struct dec_rec *r = &d->rec[d->rec_old];
+
+		if (now < r->t_ns || now - r->t_ns <= age || !rec_settled(d, r, now))
+			break;
+		rec_evict_oldest(d, true);
+	}
+	while (d->pend_used > 0) {
+		struct dec_pend *p = &d->pend[d->pend_tail];
+
+		if (p->live) {
+			if (now < p->t_ns || now - p->t_ns <= age)
+				break;
+			dec_pend_free(d, d->pend_tail);
+			d->st.repair_evict_age++;
+		}
+		d->pend_tail = d->pend_tail + 1 == d->npend ? 0 : d->pend_tail + 1;
+		d->pend_used--;
+	}
+}
+
+void dec_epoch_reset(struct il_fec_dec *d)
+{
+	/* Packet numbers restart with the encoder: the ones we hold mean
+	 * nothing now, and neither do stored repairs' numbers. The packets
+	 * themselves stay (ids do not depend on the encoder). */
+	for (uint32_t i = 0; i < d->nrec; i++)
+		d->rec[i].x = X_UNKNOWN;
+	for (uint32_t i = 0; i < d->npend; i++) {
+		if (d->pend[i].live) {
+			dec_pend_free(d, i);
+			d->st.repair_evict_orphan++;
+		}
+	}
+	d->have_horizon = false;
+	d->have_x = false;
+	d->have_seq = false;
+	d->x_high = 0;
+}

@@ -1,0 +1,99 @@
+"""Scapy layer for the Interlink wire format (include/interlink/wire.h).
+
+Import it and Ethernet/IPv4/UDP frames on port 7400 dissect as Interlink:
+
+    from interlink import Interlink, ILMsg, ILRange, il_data
+    pkt = Ether()/IP(dst="239.1.1.1")/UDP(sport=5000, dport=7400)/il_data(1, 3, 7, [b"hi"])
+"""
+from scapy.fields import (BitField, ByteEnumField, ByteField, FieldLenField, FlagsField,
+                          IntField, LongField, PacketListField, ShortField, StrLenField,
+                          XStrLenField)
+from scapy.layers.inet import UDP
+from scapy.packet import Packet, bind_layers, Raw
+
+IL_UDP_PORT = 7400
+IL_VERSION = 1
+IL_HDR_LEN = 40
+
+IL_TYPES = {
+    1: "DATA", 2: "NAK", 3: "UNAVAIL", 4: "ACK", 5: "STABLE", 6: "JOIN", 7: "LEAVE",
+    8: "HEARTBEAT", 9: "VIEW", 10: "CREDIT", 11: "FEC_REPAIR", 12: "LEC_REPAIR",
+    13: "FTCP_LOG",
+}
+# Bit i of the flags byte, least significant first.
+IL_FLAGS = ["STAMPED", "RETRANS", "STABLE_VALID", "RAW", "R4", "R5", "R6", "R7"]
+
+
+class ILMsg(Packet):
+    """One packed application message of a DATA frame."""
+    name = "InterlinkMsg"
+    fields_desc = [
+        FieldLenField("len", None, length_of="data", fmt="!H"),
+        ShortField("msg_flags", 0),
+        StrLenField("data", b"", length_from=lambda p: p.len),
+    ]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class ILRange(Packet):
+    """Body of NAK and UNAVAIL: an inclusive range of global sequences."""
+    name = "InterlinkRange"
+    fields_desc = [LongField("first_seq", 0), LongField("last_seq", 0)]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class Interlink(Packet):
+    name = "Interlink"
+    fields_desc = [
+        ByteField("version", IL_VERSION),
+        ByteEnumField("type", 1, IL_TYPES),
+        ByteField("hdr_len", None),
+        FlagsField("flags", 0, 8, IL_FLAGS),
+        ShortField("group_id", 0),
+        ShortField("msg_count", None),
+        IntField("sender_id", 0),
+        IntField("epoch", 0),
+        LongField("sender_seq", 0),
+        LongField("global_seq", 0),
+        LongField("stable_seq", 0),
+        XStrLenField("options", b"",
+                     length_from=lambda p: max(0, (p.hdr_len or IL_HDR_LEN) - IL_HDR_LEN)),
+        PacketListField("msgs", [], ILMsg,
+                        count_from=lambda p: p.msg_count if p.type == 1 else 0),
+    ]
+
+    def post_build(self, pkt, pay):
+        if self.hdr_len is None:
+            pkt = pkt[:2] + bytes([IL_HDR_LEN + len(self.options)]) + pkt[3:]
+        if self.msg_count is None:
+            n = len(self.msgs) if self.type == 1 else 0
+            pkt = pkt[:6] + n.to_bytes(2, "big") + pkt[8:]
+        return pkt + pay
+
+    def guess_payload_class(self, payload):
+        if self.type in (2, 3):
+            return ILRange
+        return Raw
+
+
+# The contract test walks these in order: (C field name, Scapy field name).
+HEADER_FIELDS = ["version", "type", "hdr_len", "flags", "group_id", "msg_count", "sender_id",
+                 "epoch", "sender_seq", "global_seq", "stable_seq"]
+
+bind_layers(UDP, Interlink, dport=IL_UDP_PORT)
+bind_layers(UDP, Interlink, sport=IL_UDP_PORT)
+
+
+def il_data(group, sender, sender_seq, msgs, **kw):
+    """A native DATA message as a sender builds it (unstamped)."""
+    return Interlink(type=1, group_id=group, sender_id=sender, sender_seq=sender_seq,
+                     msgs=[ILMsg(data=m) for m in msgs], **kw)
+
+
+def il_nak(group, receiver, first, last, **kw):
+    return Interlink(type=2, group_id=group, sender_id=receiver, **kw) / ILRange(
+        first_seq=first, last_seq=last)

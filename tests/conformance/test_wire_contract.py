@@ -1,0 +1,115 @@
+"""The C header, docs/wire-format.md and the Scapy layer describe one wire format."""
+import json
+import re
+import subprocess
+
+from conftest import ROOT, WIRE_DUMP
+from interlink import (HEADER_FIELDS, IL_FLAGS, IL_HDR_LEN, IL_TYPES, IL_UDP_PORT, IL_VERSION,
+                       ILMsg, ILRange, Interlink)
+
+DOC = ROOT / "docs" / "wire-format.md"
+
+
+def c_wire():
+    return json.loads(subprocess.run([str(WIRE_DUMP)], capture_output=True, text=True,
+                                     check=True).stdout)
+
+
+def doc_table(heading):
+    """Rows of the first markdown table after a heading, as lists of cells."""
+    text = DOC.read_text()
+    i = text.index(heading)
+    rows = []
+    for line in text[i:].splitlines()[1:]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if set(cells[0]) <= set("-") and cells[0]:
+                continue
+            rows.append(cells)
+        elif rows:
+            break
+    return rows[1:]  # without the header row
+
+
+def scapy_layout(cls, names):
+    """(offset, size) of each field, found by setting it to all-ones alone."""
+    base = bytes(cls(**{n: 0 for n in names}))
+    out = {}
+    for n in names:
+        for width in (8, 4, 2, 1):
+            try:
+                b = bytes(cls(**{m: (2 ** (8 * width) - 1 if m == n else 0) for m in names}))
+            except Exception:
+                continue
+            diff = [i for i in range(min(len(b), len(base))) if b[i] != base[i]]
+            if diff and len(b) == len(base):
+                out[n] = (diff[0], diff[-1] - diff[0] + 1)
+                break
+        assert n in out, f"cannot locate Scapy field {n}"
+    return out
+
+
+def test_constants_agree():
+    c = c_wire()
+    assert c["version"] == IL_VERSION
+    assert c["udp_port"] == IL_UDP_PORT
+    assert c["header_len"] == IL_HDR_LEN == len(bytes(Interlink(hdr_len=40, msg_count=0)))
+    assert c["msg_header_len"] == len(bytes(ILMsg(data=b"")))
+    assert c["range_len"] == len(bytes(ILRange()))
+
+
+def test_header_fields_c_vs_scapy():
+    c = c_wire()
+    assert [f["name"] for f in c["header"]] == HEADER_FIELDS
+    lay = scapy_layout(Interlink, HEADER_FIELDS)
+    for f in c["header"]:
+        assert lay[f["name"]] == (f["offset"], f["size"]), f["name"]
+
+
+def test_header_fields_c_vs_doc():
+    c = c_wire()
+    rows = doc_table("## The common header")
+    assert [(int(r[0]), int(r[1]), r[2]) for r in rows] == \
+        [(f["offset"], f["size"], f["name"]) for f in c["header"]]
+
+
+def test_bodies_c_vs_doc_vs_scapy():
+    c = c_wire()
+    for heading, key, cls in (("## DATA message record", "msg", None),
+                              ("## NAK and UNAVAIL body", "range", ILRange)):
+        rows = doc_table(heading)
+        assert [(int(r[0]), int(r[1]), r[2]) for r in rows] == \
+            [(f["offset"], f["size"], f["name"]) for f in c[key]], heading
+        if cls:
+            lay = scapy_layout(cls, [f["name"] for f in c[key]])
+            for f in c[key]:
+                assert lay[f["name"]] == (f["offset"], f["size"])
+    # The message record: len is a length field, check by building one.
+    b = bytes(ILMsg(msg_flags=0xabcd, data=b"xyz"))
+    assert b[0:2] == (3).to_bytes(2, "big") and b[2:4] == b"\xab\xcd" and b[4:] == b"xyz"
+
+
+def test_types_agree():
+    c = c_wire()
+    doc = {r[1]: int(r[0]) for r in doc_table("## Message types")}
+    assert c["types"] == doc
+    assert c["types"] == {v: k for k, v in IL_TYPES.items()}
+
+
+def test_flags_agree():
+    c = c_wire()
+    doc = {r[2]: int(r[1], 16) for r in doc_table("### Flags")}
+    assert c["flags"] == doc
+    for name, value in c["flags"].items():
+        assert IL_FLAGS[value.bit_length() - 1] == name
+
+
+def test_doc_example_matches_scapy():
+    """The hex example in the doc is what the Scapy layer builds."""
+    from interlink import il_data
+    text = DOC.read_text()
+    block = text[text.index("## Examples"):].split("```")[1]
+    # Each line: hex bytes, then three or more spaces, then a comment.
+    hexes = "".join(re.split(r"\s{3,}", line)[0] for line in block.splitlines() if line)
+    want = bytes.fromhex(hexes.replace(" ", ""))
+    assert bytes(il_data(1, 3, 7, [b"hi", b"there"])) == want
