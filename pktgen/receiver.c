@@ -137,7 +137,8 @@ static void deliver(struct pg_state *s, struct pg_receiver *rx, struct pg_rgroup
 			memcpy(&x, r + 12, 8);
 		g->hash = mix(mix(mix(mix(g->hash, gseq + i), sender), sseq + i), x ^ len);
 		if (sender <= s->c.senders) {
-			if (g->sender_next[sender] != sseq + i)
+			/* 0: resynchronise (after messages were declared lost). */
+			if (g->sender_next[sender] && g->sender_next[sender] != sseq + i)
 				g->fifo_violations++;
 			g->sender_next[sender] = sseq + i + 1;
 		}
@@ -225,6 +226,9 @@ static void on_unavail(struct pg_state *s, struct pg_receiver *rx, unsigned gi, 
 		return;
 	g->unrecoverable += last + 1 - g->next;
 	g->next = last + 1;
+	/* Whose messages were lost is unknown: each sender's FIFO check
+	 * restarts from its next delivered message. */
+	memset(g->sender_next, 0, sizeof(uint64_t) * (s->c.senders + 1));
 	/* The skipped range is not repaired: the gap closes unrepaired. */
 	const uint64_t mask = s->c.reorder_slots - 1;
 	for (uint64_t q = first; q <= last && q - first < s->c.reorder_slots; q++) {

@@ -511,6 +511,65 @@ static void test_producer_restart(void **state)
 	assert_int_equal(il_chan_recv_burst(f->ch, m, BURST), 0);
 }
 
+/* Both sides starting at once, each allowed to create: exactly one file
+ * wins (link() is atomic), both map it, nobody sees a half-built header. */
+static void test_concurrent_create(void **state)
+{
+	struct fx *f = *state;
+	struct il_chan_params p = { .up_slots = 64, .down_slots = 64 };
+	char err[256];
+
+	for (int round = 0; round < 50; round++) {
+		struct il_cmsg m;
+		int go[2], status;
+		uint64_t end;
+		pid_t pid;
+
+		unlink(f->t.chan);
+		assert_int_equal(pipe(go), 0);
+		pid = tu_fork(&f->t);
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			struct il_chan *ch;
+			char c;
+
+			if (read(go[0], &c, 1) != 1)
+				_exit(7);
+			if (il_chan_open(f->t.chan, IL_CHAN_DATAPLANE, &p, &ch, err,
+					 sizeof(err)) != 0)
+				_exit(2);
+			mk(&m, (uint64_t)round);
+			_exit(il_chan_send_burst(ch, &m, 1) == 1 ? 0 : 3);
+		}
+		assert_int_equal(write(go[1], "g", 1), 1);
+		assert_int_equal(il_chan_open(f->t.chan, IL_CHAN_CONTROL, &p, &f->ch, err,
+					      sizeof(err)),
+				 0);
+		status = tu_wait(&f->t, pid, 5000);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+		/* Same file: the child's message is here (unless the child
+		 * sent before we attached, and our attach flushed it). */
+		end = tu_now_ns() + 1000000000ull;
+		if (il_chan_recv_burst(f->ch, &m, 1) == 1)
+			assert_true(valid(&m, (uint64_t)round));
+		else
+			assert_int_equal(il_chan_peer_incarnation(f->ch), 1);
+		assert_true(tu_now_ns() < end);
+		il_chan_close(f->ch);
+		f->ch = NULL;
+		close(go[0]);
+		close(go[1]);
+	}
+	/* No temporary files left behind. */
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "ls %s.tmp.* >/dev/null 2>&1", f->t.chan);
+		assert_int_not_equal(system(cmd), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -519,6 +578,7 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_consumer_restart, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_producer_restart, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_create, fx_setup, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -137,10 +137,11 @@ static void test_command_line(void **state)
 	assert_non_null(strstr(err, "--chan"));
 }
 
-static pid_t start_control(struct fx *f)
+static pid_t start_control_args(struct fx *f, const char *up, const char *extra)
 {
 	char *argv[] = { (char *)ctl_exe, "--chan", f->t.chan, "--tick-ms", "20",
-			 "--up-slots", "1024", "--down-slots", "256", "-v", NULL };
+			 "--up-slots", (char *)up, "--down-slots", "256", "-v", (char *)extra,
+			 NULL };
 	pid_t pid = tu_fork(&f->t);
 
 	assert_true(pid >= 0);
@@ -150,6 +151,11 @@ static pid_t start_control(struct fx *f)
 	}
 	f->ctl = pid;
 	return pid;
+}
+
+static pid_t start_control(struct fx *f)
+{
+	return start_control_args(f, "1024", NULL);
 }
 
 /* Attach as the data plane once the control process has created the
@@ -253,6 +259,18 @@ static void mgmt(struct fx *f, const char *cmd, char *reply, size_t len)
 	n = recv(f->mfd, reply, len - 1, 0);
 	assert_true(n > 0);
 	reply[n] = '\0';
+}
+
+/* Wait until the management socket exists (the process is up). */
+static void mgmt_wait(struct fx *f)
+{
+	uint64_t end = tu_now_ns() + 5000000000ull;
+	struct stat st;
+
+	while (lstat(f->mgmt, &st) != 0) {
+		assert_true(tu_now_ns() < end);
+		usleep(2000);
+	}
 }
 
 static uint64_t stat_u64(const char *status, const char *key)
@@ -441,6 +459,37 @@ static void test_restarts(void **state)
 	stop_control(f);
 }
 
+static void test_recreate(void **state)
+{
+	struct fx *f = *state;
+	char out[4096], err[4096], reply[256];
+	uint64_t end;
+	struct stat st;
+
+	start_control(f);
+	mgmt_wait(f);
+	stop_control(f);
+	/* The file stays with 1024 up slots; asking for 64 is refused... */
+	assert_int_equal(run_capture((const char *[]){ "--chan", f->t.chan, "--up-slots", "64",
+						       "--mgmt", "none", NULL },
+				     out, sizeof(out), err, sizeof(err)),
+			 1);
+	assert_non_null(strstr(err, "--chan"));
+	assert_non_null(strstr(err, "exists with 1024 up / 256 down slots"));
+	/* ...unless --recreate says to replace it. */
+	start_control_args(f, "64", "--recreate");
+	mgmt_wait(f);
+	mgmt(f, "ping", reply, sizeof(reply));
+	assert_int_equal(stat(f->t.chan, &st), 0);
+	end = tu_now_ns() + 3000000000ull;
+	while (st.st_size > 64 * 1024) {
+		assert_true(tu_now_ns() < end);
+		usleep(1000);
+		assert_int_equal(stat(f->t.chan, &st), 0);
+	}
+	stop_control(f);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -448,6 +497,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_watermarks_end_to_end, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_restarts, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_recreate, fx_setup, fx_teardown),
 	};
 
 	if (argc < 2) {

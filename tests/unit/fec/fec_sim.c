@@ -302,9 +302,8 @@ int sim_run(const struct sim_cfg *sc, struct sim_res *res)
 		sc->hook(1, sc->hook_arg);
 	res->enc = *il_fec_enc_stats(s.enc);
 	res->dec = *il_fec_dec_stats(s.dec);
-	if (s.link_pos > s.link_cap)
+	if (s.link_pos < s.link_cap)
 		s.link_cap = s.link_pos;
-	s.link_cap = s.link_pos < s.link_cap ? s.link_pos : s.link_cap;
 	summarize(&s);
 	rc = 0;
 out:

@@ -121,8 +121,9 @@ static void test_config_errors(void **state)
 			fail_msg("create(%s) succeeded", bad[i].yaml);
 		CHECK_ERR_PRINT(err, bad[i].names);
 	}
-	/* Suffixes and the full set of keys are accepted. */
-	stage_new_or_fail(&st, "{loss: burst, p: 0.01, burst_len: 4, delay_us: 10, "
+	/* Suffixes and the full set of keys are accepted, with the `type`
+	 * key the pipeline config puts beside them. */
+	stage_new_or_fail(&st, "{type: impair, loss: burst, p: 0.01, burst_len: 4, delay_us: 10, "
 			       "jitter_us: 2, rate_bps: 10G, rate_burst: 64k, queue: 1000, "
 			       "seed: 9}");
 	il_stage_impair.destroy(&st);
@@ -191,68 +192,86 @@ static void test_loss_counts(void **state)
 
 /*
  * Delay on the real TSC. Bursts go in every ~300 us with a 2 ms delay, so
- * several are in flight; the test polls like a data-plane loop and times
- * each release. Time stamps taken just before the insert and just after
- * the release bracket the stage's own, so the measured delay can only err
- * upwards: min must be >= the delay, the median within 1% of it.
+ * several are in flight; the test polls like a data-plane loop.
+ *
+ * This machine is shared and the test can be preempted for milliseconds,
+ * so a plain "release time - send time" would measure the scheduler. The
+ * poll loop's own time stamps bracket what the stage did instead: a packet
+ * pushed by a call that ran within [in0, in1] and released by a call that
+ * ran within [a, b], after the previous call (started at prev_a) had not
+ * released it, was due at some time in (prev_a, b] and was stamped at
+ * some time in [in0, in1]. So the delay the stage applied lies in
+ * (prev_a - in1, b - in0], whatever the preemption; every packet must
+ * satisfy that for the configured delay (hard check). Where the bracket
+ * is narrower than 1% of the delay (no preemption near that packet) its
+ * top end is an accurate measurement; their median must be within 1%.
  */
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void test_delay_tsc(void **state)
 {
-	enum { ROUNDS = 200, BURST = 8 };
+	enum { ROUNDS = 200, BURST = 8, N = ROUNDS * BURST };
 	const uint64_t hz = rte_get_tsc_hz(), delay_us = 2000;
 	const uint64_t delay = delay_us * hz / 1000000;
-	static double measured[ROUNDS * BURST];
-	static uint64_t t_in[ROUNDS * BURST];
+	static double measured[N], clean[N];
+	static uint64_t in0[N], in1[N];
 	struct rte_mbuf *pkts[IL_BURST_CAP];
-	unsigned avail = rte_mempool_avail_count(pool), got = 0, sent = 0;
+	unsigned avail = rte_mempool_avail_count(pool), got = 0, sent = 0, n_clean = 0;
 	uint32_t expect = 0;
-	uint64_t next_send = rte_rdtsc();
+	uint64_t next_send = rte_rdtsc(), prev_a = 0;
 	struct il_stage st;
 
 	(void)state;
 	stage_new_or_fail(&st, "{delay_us: 2000, loss: bernoulli, p: 0.25, queue: 256, seed: 3}");
-	while (got + st.ctr[ctr_index("lost")] + st.ctr[ctr_index("queue_full")] <
-	       ROUNDS * BURST) {
-		uint64_t now = rte_rdtsc();
+	while (got + st.ctr[ctr_index("lost")] + st.ctr[ctr_index("queue_full")] < N) {
+		uint64_t a = rte_rdtsc(), b;
 		uint16_t n = 0, out;
 
-		if (sent < ROUNDS * BURST && now >= next_send) {
+		if (sent < N && a >= next_send) {
 			make_burst(pkts, BURST, sent, PKT_LEN);
-			for (unsigned i = 0; i < BURST; i++)
-				t_in[sent + i] = now;
+			a = rte_rdtsc();
 			n = BURST;
-			sent += BURST;
-			next_send = now + hz * 300 / 1000000;
+			next_send = a + hz * 300 / 1000000;
 		}
 		out = il_stage_impair.process(&st, pkts, n);
-		now = rte_rdtsc();
+		b = rte_rdtsc();
+		for (unsigned i = 0; n && i < BURST; i++) {
+			in0[sent + i] = a;
+			in1[sent + i] = b;
+		}
+		sent += n;
 		for (unsigned i = 0; i < out; i++) {
 			uint32_t s = seq_of(pkts[i]);
+			uint64_t hi = b - in0[s];
+			int64_t lo = (int64_t)(prev_a - in1[s]);
 
 			/* Order kept across the loss gaps. */
 			assert_true(s >= expect);
 			expect = s + 1;
-			measured[got++] = (double)(now - t_in[s]) * 1e6 / hz;
+			if (hi < delay || lo >= (int64_t)delay)
+				fail_msg("packet %u: delay %" PRIu64 " ticks outside the bracket "
+					 "(%" PRId64 ", %" PRIu64 "]", s, delay, lo, hi);
+			measured[got++] = (double)hi * 1e6 / hz;
+			if ((double)(hi - (uint64_t)lo) < 0.01 * (double)delay)
+				clean[n_clean++] = (double)hi * 1e6 / hz;
 		}
 		free_burst(pkts, out);
+		prev_a = a;
 	}
 	qsort(measured, got, sizeof(measured[0]), cmp_double);
+	qsort(clean, n_clean, sizeof(clean[0]), cmp_double);
 	print_message(" delay 2000 us on the TSC (%" PRIu64 " Hz), %u packets: min %.2f "
-		      "median %.2f p99 %.2f max %.2f us\n", hz, got, measured[0],
-		      measured[got / 2], measured[got * 99 / 100], measured[got - 1]);
-	assert_true(measured[0] >= (double)delay * 1e6 / hz);
-	CHECK_NEAR("stage delay median (us)", measured[got / 2], delay_us, 0.01 * delay_us);
+		      "median %.2f p99 %.2f max %.2f us (scheduling included)\n", hz, got,
+		      measured[0], measured[got / 2], measured[got * 99 / 100], measured[got - 1]);
+	print_message(" %u packets released with a bracket < 1%% of the delay\n", n_clean);
+	if (n_clean >= got / 10)
+		CHECK_NEAR("stage delay, median of clean packets (us)", clean[n_clean / 2],
+			   delay_us, 0.01 * delay_us);
+	else
+		print_message(" too few clean packets (machine busy): median check skipped, "
+			      "bracket checks passed\n");
 	assert_int_equal(st.ctr[ctr_index("queue_full")], 0);
 	assert_int_equal(st.ctr[ctr_index("delayed")], got);
 	assert_int_equal(st.ctr[ctr_index("released")], got);
-	assert_int_equal(st.ctr[ctr_index("lost")] + got, ROUNDS * BURST);
+	assert_int_equal(st.ctr[ctr_index("lost")] + got, N);
 	CHECK_NEAR("stage bernoulli loss with delay", (double)st.ctr[ctr_index("lost")] / sent,
 		   0.25, 5 * sqrt(0.25 * 0.75 / sent));
 	il_stage_impair.destroy(&st);

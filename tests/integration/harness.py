@@ -1,0 +1,76 @@
+"""Run the appliance and interlink-pktgen as two processes wired by net_memif."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from conftest import INTERLINK, PKTGEN
+
+
+class MemifRig:
+    """The appliance (memif servers, pinned to CPU 1) and pktgen (clients, CPU 0)."""
+
+    def __init__(self, tmp: Path, app_sets=(), app_cpu="1", gen_cpu="0"):
+        self.tmp = tmp
+        self.tag = uuid.uuid4().hex[:8]
+        self.sock_in = tmp / "in.sock"
+        self.sock_out = tmp / "out.sock"
+        self.app_json = tmp / "appliance.json"
+        self.app_log = tmp / "appliance.log"
+        self.app_sets = list(app_sets)
+        self.app_cpu, self.gen_cpu = app_cpu, gen_cpu
+        self.app = None
+
+    def start_appliance(self):
+        cmd = ["taskset", "-c", self.app_cpu, str(INTERLINK), "--json", str(self.app_json),
+               "--set", f"name=app{self.tag}",
+               "--set", f"ports.in.device=net_memif0,role=server,socket={self.sock_in},socket-abstract=no",
+               "--set", f"ports.out.device=net_memif1,role=server,socket={self.sock_out},socket-abstract=no",
+               "--set", 'eal=[--no-huge, -m, "1024", --lcores, "0,1", --log-level, "lib.eal:error"]']
+        for s in self.app_sets:
+            cmd += ["--set", s]
+        self.app = subprocess.Popen(cmd, stdout=open(self.app_log, "w"), stderr=subprocess.STDOUT)
+        for _ in range(100):
+            if self.sock_in.exists() and self.sock_out.exists():
+                return
+            if self.app.poll() is not None:
+                raise RuntimeError("appliance exited: " + self.app_log.read_text())
+            time.sleep(0.05)
+        raise RuntimeError("appliance did not create its memif sockets")
+
+    def run_pktgen(self, *args, timeout=120):
+        js = self.tmp / f"pktgen-{uuid.uuid4().hex[:6]}.json"
+        cmd = ["taskset", "-c", self.gen_cpu, str(PKTGEN),
+               "--tx", f"net_memif0,role=client,socket={self.sock_in},socket-abstract=no",
+               "--rx", f"net_memif1,role=client,socket={self.sock_out},socket-abstract=no",
+               "--json", str(js), *args,
+               "--", "--file-prefix", f"gen{self.tag}", "--lcores", "0",
+               "--log-level", "lib.eal:error"]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        finally:
+            shutil.rmtree(f"/var/run/dpdk/gen{self.tag}", ignore_errors=True)
+        out = json.loads(js.read_text()) if js.exists() else None
+        return p.returncode, p.stdout + p.stderr, out
+
+    def stop_appliance(self):
+        if self.app and self.app.poll() is None:
+            self.app.send_signal(signal.SIGINT)
+            try:
+                self.app.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.app.kill()
+                self.app.wait()
+        shutil.rmtree(f"/var/run/dpdk/app{self.tag}", ignore_errors=True)
+        return json.loads(self.app_json.read_text()) if self.app_json.exists() else None
+
+    def __enter__(self):
+        self.start_appliance()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_appliance()

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Stage tests: a real appliance (EAL --no-huge, net_ring ports, the real
+ * pool and stages) whose stages are driven burst by burst.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <rte_eal.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_udp.h>
+
+#include <interlink/app.h>
+#include <interlink/wire.h>
+
+#include "seq.h"
+
+static struct il_app app;
+static struct il_stage *cl, *sq, *nk;
+static struct il_seq *seq;
+
+static const char *cfg_text =
+	"name: stagetest\n"
+	"epoch: 77\n"
+	"ports:\n"
+	"  in: { device: net_ring0 }\n"
+	"  out: { device: net_ring1 }\n"
+	"groups:\n"
+	"  - { id: 1, address: 239.1.1.1 }\n"
+	"  - { id: 2, address: 239.1.1.2 }\n"
+	"  - { id: 9, address: 239.1.1.9, raw: { dst: 239.1.1.9, port: 9000 } }\n"
+	"stages:\n"
+	"  classify: { type: classify }\n"
+	"  seq: { type: sequencer, history: 8 }\n"
+	"  nak: { type: nak, sequencer: seq, tx: out, rate_pps: 1, burst: 5 }\n"
+	"pipeline:\n"
+	"  - lcore: 1\n"
+	"    chains:\n"
+	"      - { rx: in, stages: [classify, seq, nak], tx: out }\n";
+
+static struct rte_mbuf *frame(uint16_t dport, uint8_t type, uint16_t group, uint32_t sender,
+			      uint64_t sseq, unsigned n, unsigned len, bool csum)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(app.pool);
+	assert_non_null(m);
+	unsigned body = type == IL_T_NAK ? IL_RANGE_LEN : n * (IL_MSG_HDR_LEN + len);
+	unsigned plen = (dport == 7400 ? IL_HDR_LEN : 0) + body;
+	uint8_t *f = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(42 + plen));
+	memset(f, 0, 42 + plen);
+	f[12] = 0x08;
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
+	ip->version_ihl = 0x45;
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(28 + plen));
+	ip->time_to_live = 9;
+	ip->next_proto_id = IPPROTO_UDP;
+	ip->src_addr = rte_cpu_to_be_32(0x0a000000u + sender);
+	ip->dst_addr = rte_cpu_to_be_32(0xef010100u + group);
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
+	udp->src_port = rte_cpu_to_be_16(5000);
+	udp->dst_port = rte_cpu_to_be_16(dport);
+	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(8 + plen));
+	uint8_t *h = f + 42;
+	if (dport == 7400) {
+		h[0] = IL_VERSION;
+		h[1] = type;
+		h[2] = IL_HDR_LEN;
+		il_put16(h + IL_OFF_GROUP_ID, group);
+		il_put16(h + IL_OFF_MSG_COUNT, type == IL_T_DATA ? (uint16_t)n : 0);
+		il_put32(h + IL_OFF_SENDER_ID, sender);
+		il_put64(h + IL_OFF_SENDER_SEQ, sseq);
+		h += IL_HDR_LEN;
+	}
+	if (type == IL_T_DATA || dport != 7400)
+		for (unsigned i = 0; i < n; i++, h += IL_MSG_HDR_LEN + len) {
+			il_put16(h, (uint16_t)len);
+			memset(h + 4, (int)(i + 1), len);
+		}
+	if (csum)
+		udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+	return m;
+}
+
+static struct rte_mbuf *nak(uint16_t group, uint64_t first, uint64_t last)
+{
+	struct rte_mbuf *m = frame(7400, IL_T_NAK, group, 0x10001, 0, 0, 0, false);
+	uint8_t *b = rte_pktmbuf_mtod(m, uint8_t *) + 42 + IL_HDR_LEN;
+	il_put64(b, first);
+	il_put64(b + 8, last);
+	return m;
+}
+
+static uint16_t run(struct rte_mbuf **pkts, uint16_t n)
+{
+	n = cl->type->process(cl, pkts, n);
+	n = sq->type->process(sq, pkts, n);
+	return nk->type->process(nk, pkts, n);
+}
+
+static bool udp_csum_valid(struct rte_mbuf *m)
+{
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
+	uint16_t got = udp->dgram_cksum;
+	if (got == 0)
+		return true;
+	udp->dgram_cksum = 0;
+	uint16_t want = rte_ipv4_udptcp_cksum(ip, udp);
+	udp->dgram_cksum = got;
+	return got == want;
+}
+
+static uint64_t ctr(const struct il_stage *st, const char *name)
+{
+	for (unsigned i = 0; i < st->type->n_counters; i++)
+		if (!strcmp(st->type->counter_names[i], name))
+			return st->ctr[i];
+	fail_msg("no counter %s in %s", name, st->name);
+	return 0;
+}
+
+static void free_deferred(void)
+{
+	struct il_lcore_io *io = nk->io;
+	for (uint16_t i = 0; i < io->n_defer; i++)
+		rte_pktmbuf_free(io->defer[i]);
+	io->n_defer = 0;
+}
+
+static void test_stamps_per_group_and_keeps_history(void **state)
+{
+	(void)state;
+	struct rte_mbuf *p[IL_BURST_CAP];
+	uint16_t n = 0;
+	p[n++] = frame(7400, IL_T_DATA, 1, 1, 1, 3, 10, true);
+	p[n++] = frame(7400, IL_T_DATA, 2, 1, 1, 1, 10, false);
+	p[n++] = frame(7400, IL_T_DATA, 1, 2, 1, 2, 7, true);
+	p[n++] = frame(7400, IL_T_DATA, 77, 2, 1, 2, 7, true); /* unknown group */
+	n = run(p, n);
+	assert_int_equal(n, 3);
+	uint64_t want_gs[3] = {1, 1, 4};
+	for (int i = 0; i < 3; i++) {
+		const uint8_t *h = rte_pktmbuf_mtod(p[i], uint8_t *) + 42;
+		assert_int_equal(il_get64(h + IL_OFF_GLOBAL_SEQ), want_gs[i]);
+		assert_int_equal(il_get32(h + IL_OFF_EPOCH), 77);
+		assert_int_equal(h[IL_OFF_FLAGS], IL_F_STAMPED);
+		assert_true(udp_csum_valid(p[i]));
+		/* One reference in flight, one in the history. */
+		assert_int_equal(rte_mbuf_refcnt_read(p[i]), 2);
+	}
+	assert_int_equal(seq->groups[0].next, 6);
+	assert_int_equal(seq->groups[1].next, 2);
+	assert_int_equal(il_seq_hist_low(seq, 0), 1);
+	assert_int_equal(ctr(cl, "drop_unknown_group"), 1);
+	rte_pktmbuf_free_bulk(p, n);
+}
+
+static void test_history_evicts_oldest_and_releases_it(void **state)
+{
+	(void)state;
+	struct rte_mbuf *p[IL_BURST_CAP];
+	unsigned before = rte_mempool_avail_count(app.pool);
+	uint64_t evicted = ctr(sq, "history_evicted");
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 10; i++)
+			p[i] = frame(7400, IL_T_DATA, 2, 3, 100 + i, 1, 1, false);
+		uint16_t n = run(p, 10);
+		rte_pktmbuf_free_bulk(p, n);
+	}
+	/* 30 more frames of group 2 into 8 slots. */
+	assert_int_equal(seq->groups[1].n, 8);
+	assert_int_equal(ctr(sq, "history_evicted") - evicted, 30 + 1 - 8);
+	assert_int_equal(il_seq_hist_low(seq, 1), seq->groups[1].next - 8);
+	/* The pool got back all but the frames the history still holds. */
+	assert_int_equal(before - rte_mempool_avail_count(app.pool), 8 - 1);
+}
+
+static void test_raw_mode_insertion(void **state)
+{
+	(void)state;
+	struct rte_mbuf *p[IL_BURST_CAP];
+	p[0] = frame(9000, IL_T_DATA, 9, 5, 0, 1, 33, true);
+	p[1] = frame(9001, IL_T_DATA, 9, 5, 0, 1, 33, true); /* no filter: passes */
+	uint16_t len0 = (uint16_t)p[0]->pkt_len;
+	uint16_t n = run(p, 2);
+	assert_int_equal(n, 2);
+	const uint8_t *f = rte_pktmbuf_mtod(p[0], uint8_t *);
+	const uint8_t *h = f + 42;
+	assert_int_equal(p[0]->pkt_len, len0 + IL_HDR_LEN + IL_MSG_HDR_LEN);
+	assert_int_equal(h[IL_OFF_TYPE], IL_T_DATA);
+	assert_int_equal(h[IL_OFF_FLAGS], IL_F_STAMPED | IL_F_RAW);
+	assert_int_equal(il_get16(h + IL_OFF_GROUP_ID), 9);
+	assert_int_equal(il_get32(h + IL_OFF_SENDER_ID), 0x0a000005u);
+	assert_int_equal(il_get64(h + IL_OFF_SENDER_SEQ), 1);
+	assert_int_equal(il_get64(h + IL_OFF_GLOBAL_SEQ), 1);
+	/* The message record wraps the original payload (4 + 33 bytes of it). */
+	assert_int_equal(il_get16(h + IL_HDR_LEN), 4 + 33);
+	assert_int_equal(il_get16(f + 34 + 2), 7400);
+	assert_true(udp_csum_valid(p[0]));
+	const struct rte_ipv4_hdr *ip = (const struct rte_ipv4_hdr *)(f + 14);
+	assert_int_equal(rte_ipv4_cksum(ip), ip->hdr_checksum == 0 ? 0 : rte_ipv4_cksum(ip));
+	assert_int_equal(rte_raw_cksum(ip, 20), 0xffff);
+	/* The other frame is untouched. */
+	assert_int_equal(il_get16(rte_pktmbuf_mtod(p[1], uint8_t *) + 36), 9001);
+	rte_pktmbuf_free_bulk(p, n);
+}
+
+static void test_nak_serves_history_unavail_and_future(void **state)
+{
+	(void)state;
+	struct rte_mbuf *p[IL_BURST_CAP];
+	struct il_lcore_io *io = nk->io;
+	uint64_t next = seq->groups[0].next; /* group 1 */
+	for (int i = 0; i < 12; i++)
+		p[i] = frame(7400, IL_T_DATA, 1, 4, 1 + i, 1, 2, false);
+	uint16_t n = run(p, 12);
+	rte_pktmbuf_free_bulk(p, n);
+	uint64_t low = il_seq_hist_low(seq, 0);
+	assert_int_equal(low, next + 12 - 8);
+	free_deferred();
+
+	/* Inside the history: the frames themselves, one more reference each. */
+	p[0] = nak(1, low + 1, low + 2);
+	n = run(p, 1);
+	assert_int_equal(n, 0);
+	assert_int_equal(io->n_defer, 2);
+	assert_ptr_equal(io->defer[0], il_seq_hist_at(seq, 0, 1)->m);
+	assert_int_equal(rte_mbuf_refcnt_read(io->defer[0]), 2);
+	free_deferred();
+
+	/* Straddling the low edge: UNAVAIL for the old part, frames for the rest. */
+	p[0] = nak(1, 1, low);
+	n = run(p, 1);
+	assert_int_equal(io->n_defer, 2);
+	const uint8_t *u = rte_pktmbuf_mtod(io->defer[0], uint8_t *);
+	assert_int_equal(u[42 + IL_OFF_TYPE], IL_T_UNAVAIL);
+	assert_int_equal(il_get64(u + 42 + IL_HDR_LEN), 1);
+	assert_int_equal(il_get64(u + 42 + IL_HDR_LEN + 8), low - 1);
+	assert_int_equal(il_get64(u + 42 + IL_OFF_GLOBAL_SEQ), low);
+	assert_int_equal(il_get32(u + 42 + IL_OFF_SENDER_ID), 0x10001);
+	assert_true(udp_csum_valid(io->defer[0]));
+	free_deferred();
+
+	/* Beyond what was stamped: counted, ignored. */
+	uint64_t fut = ctr(nk, "nak_future");
+	p[0] = nak(1, seq->groups[0].next, seq->groups[0].next + 5);
+	run(p, 1);
+	assert_int_equal(ctr(nk, "nak_future"), fut + 1);
+	assert_int_equal(io->n_defer, 0);
+
+	/* The bucket (burst 5, 1 pps) is spent now: the rest is held back, counted. */
+	uint64_t limited = ctr(nk, "rate_limited_frames");
+	p[0] = nak(1, low, low + 7);
+	run(p, 1);
+	assert_true(io->n_defer <= 5 - 3);
+	assert_int_equal(ctr(nk, "rate_limited_frames"), limited + 1);
+	free_deferred();
+}
+
+int main(int argc, char **argv)
+{
+	char err[512];
+	(void)argc;
+	char *eal[] = {argv[0], "--no-huge", "-m", "256", "--no-pci", "--lcores", "0,1",
+		       "--file-prefix", "il-stage-test", "--log-level", "lib.eal:error",
+		       "--vdev", "net_ring0", "--vdev", "net_ring1", NULL};
+	if (rte_eal_init(15, eal) < 0) {
+		fprintf(stderr, "EAL init failed\n");
+		return 1;
+	}
+	struct il_cfg *cfg = il_cfg_load_string(cfg_text, "test", err, sizeof(err));
+	if (!cfg || il_app_configure(&app, cfg, err, sizeof(err)) ||
+	    il_app_start(&app, err, sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	cl = il_app_stage(&app, "classify");
+	sq = il_app_stage(&app, "seq");
+	nk = il_app_stage(&app, "nak");
+	seq = sq->ctx;
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stamps_per_group_and_keeps_history),
+		cmocka_unit_test(test_history_evicts_oldest_and_releases_it),
+		cmocka_unit_test(test_raw_mode_insertion),
+		cmocka_unit_test(test_nak_serves_history_unavail_and_future),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	il_app_stop(&app);
+	il_cfg_free(cfg);
+	rte_eal_cleanup();
+	return rc;
+}
