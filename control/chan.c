@@ -190,7 +190,8 @@ static int chan_create(const char *path, const struct il_chan_params *p, char *e
 	}
 	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		seterr(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+		seterr(err, errlen, "%s: cannot create the channel (as %s): %s", path, tmp,
+		       strerror(errno));
 		return -1;
 	}
 	if (ftruncate(fd, (off_t)l.total_size) != 0) {

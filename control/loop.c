@@ -244,7 +244,8 @@ static size_t reply_status(struct ctl *c, char *r, size_t len)
 
 	il_chan_stats(c->ch, true, &up);
 	il_chan_stats(c->ch, false, &down);
-#define OUT(...) (o += (size_t)snprintf(r + o, o < len ? len - o : 0, __VA_ARGS__))
+#define OUT(...) \
+	(o += o < len ? (size_t)snprintf(r + o, len - o, __VA_ARGS__) : 0)
 	OUT("incarnation %llu\n", (unsigned long long)il_chan_incarnation(c->ch));
 	OUT("dp_incarnation %llu\n", (unsigned long long)(c->dp_known ? c->dp_inc : 0));
 	OUT("dp_epoch %u\n", c->dp_epoch);

@@ -54,7 +54,7 @@ static void usage(FILE *f)
 		"      --tick-ms N        housekeeping period in ms, 1..60000 (default 100)\n"
 		"      --recreate         replace an existing channel file of other sizes\n"
 		"                         (a data plane attached to it must re-attach)\n"
-		"  -v, --verbose          log attach, resync and shutdown events (twice: more)\n"
+		"  -v, --verbose          log attach, resync and shutdown events\n"
 		"  -h, --help             this text\n"
 		"  -V, --version          print the version and the channel layout version\n"
 		"\n"

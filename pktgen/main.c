@@ -57,6 +57,8 @@ static void usage(FILE *f)
 "  --nak-timeout-us U    re-NAK a gap after U microseconds (default 500)\n"
 "  --drain-timeout SEC   after sending, wait at most SEC for repairs (default 10)\n"
 "  --reorder-slots N     frames a receiver may buffer per group (default 65536)\n"
+"  --window W            messages a sender may have undelivered at some receiver\n"
+"                        (default 2048; 0: no flow control)\n"
 "  --json FILE           write the final summary as JSON\n"
 "  --quiet               no status line\n",
 		PG_MAX_SENDERS, PG_MAX_RECEIVERS, PG_MAX_GROUPS);
@@ -110,7 +112,8 @@ static int parse_args(int argc, char **argv, struct pg_conf *c)
 		{"nak-timeout-us", required_argument, NULL, 17},
 		{"drain-timeout", required_argument, NULL, 18},
 		{"reorder-slots", required_argument, NULL, 19}, {"json", required_argument, NULL, 20},
-		{"quiet", no_argument, NULL, 21}, {"help", no_argument, NULL, 'h'},
+		{"quiet", no_argument, NULL, 21}, {"window", required_argument, NULL, 22},
+		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	double v;
@@ -130,6 +133,7 @@ static int parse_args(int argc, char **argv, struct pg_conf *c)
 	c->nak_timeout_us = 500;
 	c->drain_timeout_s = 10;
 	c->reorder_slots = 65536;
+	c->window = 2048;
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 1: c->tx_dev = optarg; break;
@@ -187,6 +191,8 @@ static int parse_args(int argc, char **argv, struct pg_conf *c)
 			break;
 		case 20: c->json = optarg; break;
 		case 21: c->quiet = true; break;
+		case 22: if (num("window", optarg, 0, 1 << 24, &v)) return -1;
+			c->window = (unsigned)v; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -481,12 +487,12 @@ int main(int argc, char **argv)
 			double dt = (double)(now - last_status) / (double)hz;
 			totals(&t);
 			printf("[%6.1fs] tx %.3f Mpps  rx %.3f Mpps  delivered %.3f M msg/s  gaps %" PRIu64
-			       " repaired %" PRIu64 " naks %" PRIu64 " disagreements %u%s\n",
+			       " repaired %" PRIu64 " naks %" PRIu64 " window-stalls %" PRIu64 "%s\n",
 			       (double)(now - t0) / (double)hz,
 			       (double)(S.tx_frames - st_tx) / dt / 1e6,
 			       (double)(S.rx_frames - st_rx) / dt / 1e6,
 			       (double)(t.delivered - st_del) / dt / 1e6, t.gaps, t.repaired,
-			       S.naks_tx, disagreements(), sending ? "" : "  (draining)");
+			       S.naks_tx, S.window_stalls, sending ? "" : "  (draining)");
 			fflush(stdout);
 			st_tx = S.tx_frames;
 			st_rx = S.rx_frames;

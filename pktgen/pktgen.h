@@ -46,6 +46,7 @@ struct pg_conf {
 	double nak_timeout_us;
 	double drain_timeout_s;     /* after sending: wait this long for repairs */
 	unsigned reorder_slots;     /* per receiver per group (power of two) */
+	unsigned window;            /* per sender: messages not yet delivered everywhere */
 	const char *json;
 	bool quiet;
 };
@@ -74,6 +75,7 @@ struct pg_receiver {
 	unsigned id;
 	struct il_loss loss;
 	uint64_t injected_drops;
+	uint64_t from_sender[PG_MAX_SENDERS + 1]; /* messages delivered, per sender */
 	struct pg_rgroup g[PG_MAX_GROUPS];
 	struct pg_hist lat;         /* TX-to-delivery latency, TSC ticks */
 };
@@ -94,6 +96,8 @@ struct pg_state {
 	uint64_t group_sent[PG_MAX_GROUPS]; /* messages sent per group */
 	uint64_t tx_frames, tx_msgs, tx_retry, rx_frames, rx_other, rx_unavail, rx_bad;
 	uint64_t naks_tx, naks_tx_fail;
+	uint64_t window_stalls;     /* bursts cut short by the window */
+	bool window_off;            /* set once messages were lost for good */
 	unsigned next_sender, next_group;
 	uint64_t hz;
 	volatile bool quit;

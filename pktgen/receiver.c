@@ -137,6 +137,7 @@ static void deliver(struct pg_state *s, struct pg_receiver *rx, struct pg_rgroup
 			memcpy(&x, r + 12, 8);
 		g->hash = mix(mix(mix(mix(g->hash, gseq + i), sender), sseq + i), x ^ len);
 		if (sender <= s->c.senders) {
+			rx->from_sender[sender]++;
 			/* 0: resynchronise (after messages were declared lost). */
 			if (g->sender_next[sender] && g->sender_next[sender] != sseq + i)
 				g->fifo_violations++;
@@ -225,6 +226,9 @@ static void on_unavail(struct pg_state *s, struct pg_receiver *rx, unsigned gi, 
 	if (last < g->next || first > g->next)
 		return;
 	g->unrecoverable += last + 1 - g->next;
+	/* Whose messages they were is unknown, so no sender's window can be
+	 * settled any more: the window is off from here on. */
+	s->window_off = true;
 	g->next = last + 1;
 	/* Whose messages were lost is unknown: each sender's FIFO check
 	 * restarts from its next delivered message. */

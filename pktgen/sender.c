@@ -95,10 +95,21 @@ static struct rte_mbuf *build_frame(struct pg_state *s, struct pg_sender *snd, u
 	return m;
 }
 
+/* Messages of a sender that some receiver has not delivered yet. */
+static uint64_t outstanding(const struct pg_state *s, const struct pg_sender *snd)
+{
+	uint64_t min = UINT64_MAX;
+	for (unsigned r = 0; r < s->c.receivers; r++)
+		if (s->rx[r].from_sender[snd->id] < min)
+			min = s->rx[r].from_sender[snd->id];
+	return snd->sent_msgs - min;
+}
+
 uint16_t pg_build_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n)
 {
 	const struct pg_conf *c = &s->c;
 	uint16_t k = 0;
+	unsigned blocked = 0;
 
 	while (k < n) {
 		uint64_t left = c->count ? c->count - s->tx_msgs : UINT64_MAX;
@@ -106,6 +117,17 @@ uint16_t pg_build_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n)
 			break;
 		unsigned msgs = left < c->pack ? (unsigned)left : c->pack;
 		struct pg_sender *snd = &s->senders[s->next_sender];
+		if (c->window && !s->window_off && outstanding(s, snd) + msgs > c->window) {
+			/* This sender waits; try the next one, give up when all wait. */
+			if (++blocked == c->senders) {
+				s->window_stalls++;
+				break;
+			}
+			if (++s->next_sender == c->senders)
+				s->next_sender = 0;
+			continue;
+		}
+		blocked = 0;
 		struct rte_mbuf *m = build_frame(s, snd, s->next_group, msgs);
 		if (!m)
 			break;

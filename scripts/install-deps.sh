@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(
-  build-essential pkg-config meson ninja-build clang llvm lld
+  build-essential pkg-config meson ninja-build clang llvm lld libclang-rt-14-dev
   libdpdk-dev dpdk
   libisal-dev liburing-dev libbenchmark-dev libcmocka-dev libyaml-dev
   libpcap-dev

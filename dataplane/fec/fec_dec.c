@@ -489,7 +489,7 @@ static enum il_fec_bad parse_repair(const struct il_fec_dec *d, const uint8_t *m
 	return IL_FEC_OK;
 }
 
-static void track_stream(struct il_fec_dec *d, const struct repair *rp)
+static void track_stream(struct il_fec_dec *d, const struct repair *rp, uint64_t now)
 {
 	uint64_t x_last = rp->x_first + (uint64_t)(rp->count - 1) * rp->interleave;
 
@@ -508,9 +508,51 @@ static void track_stream(struct il_fec_dec *d, const struct repair *rp)
 		d->have_seq = true;
 	}
 	if (!d->have_x || x_last > d->x_high) {
+		/* The encoder's packet rate, seen through the repairs, turns
+		 * a distance in packets into a time (recovery latency). */
+		if (d->have_x && now > d->t_high) {
+			uint64_t sample = ((now - d->t_high) << 8) / (x_last - d->x_high);
+
+			d->ns_pp_q8 = d->ns_pp_q8 ? d->ns_pp_q8 - (d->ns_pp_q8 >> 4) + (sample >> 4)
+						  : sample;
+		}
 		d->x_high = x_last;
+		d->t_high = now;
 		d->have_x = true;
 	}
+}
+
+/*
+ * When the missing recipe packet k would have arrived: the arrival of
+ * its nearest present neighbour in the recipe, moved by their distance
+ * in packets at the encoder's packet rate; with no neighbour, back from
+ * now by its distance to the newest packet.
+ */
+static uint64_t expected_at(const struct il_fec_dec *d, const struct repair *rp, unsigned k,
+			    const uint32_t *have, const uint8_t *have_pos, unsigned nhave,
+			    uint64_t now)
+{
+	uint64_t x = rp->x_first + (uint64_t)k * rp->interleave, back;
+	unsigned best = 0, bj = 0;
+
+	for (unsigned j = 0; j < nhave; j++) {
+		unsigned dk = have_pos[j] > k ? have_pos[j] - k : k - have_pos[j];
+
+		if (!best || dk < best) {
+			best = dk;
+			bj = j;
+		}
+	}
+	if (best) {
+		uint64_t t = d->rec[have[bj]].t_ns;
+		uint64_t dt = ((uint64_t)best * rp->interleave * d->ns_pp_q8) >> 8;
+
+		if (have_pos[bj] < k)
+			return t + dt < now ? t + dt : now;
+		return t > dt ? t - dt : 0;
+	}
+	back = d->x_high > x ? ((d->x_high - x) * d->ns_pp_q8) >> 8 : 0;
+	return now > back ? now - back : 0;
 }
 
 enum il_fec_bad il_fec_dec_repair(struct il_fec_dec *d, const void *msg, uint32_t len,
@@ -533,7 +575,7 @@ enum il_fec_bad il_fec_dec_repair(struct il_fec_dec *d, const void *msg, uint32_
 	}
 	d->st.repairs_in++;
 	dec_expire(d, now_ns);
-	track_stream(d, &rp);
+	track_stream(d, &rp, now_ns);
 
 	/* Pass 1: which recipe packets do we hold? */
 	len_code = rp.len_code;
@@ -596,20 +638,11 @@ enum il_fec_bad il_fec_dec_repair(struct il_fec_dec *d, const void *msg, uint32_
 		if (nold) {
 			t = miss[0];
 		} else {
-			unsigned k = new_k[0], best = 0;
-			uint64_t t_ns = now_ns;
+			unsigned k = new_k[0];
 
-			/* It should have arrived when its nearest neighbour in
-			 * the recipe did: the start of its recovery latency. */
-			for (unsigned i = 0; i < nhave; i++) {
-				unsigned dk = have_pos[i] > k ? have_pos[i] - k : k - have_pos[i];
-
-				if (!best || dk < best) {
-					best = dk;
-					t_ns = d->rec[have[i]].t_ns;
-				}
-			}
-			t = dec_rec_alloc(d, &ids[k], new_hash[0], t_ns, REC_MISSING);
+			t = dec_rec_alloc(d, &ids[k], new_hash[0],
+					  expected_at(d, &rp, k, have, have_pos, nhave, now_ns),
+					  REC_MISSING);
 			d->rec[t].x = rp.x_first + (uint64_t)k * rp.interleave;
 		}
 		memcpy(rec_data(d, t), buf, len_code);
@@ -642,19 +675,12 @@ enum il_fec_bad il_fec_dec_repair(struct il_fec_dec *d, const void *msg, uint32_
 			pend_reduce(d, pi, i, have[i]);
 	}
 	for (unsigned i = 0; i < nnew; i++) {
-		unsigned k = new_k[i], best = 0;
-		uint64_t t_ns = now_ns;
+		unsigned k = new_k[i];
 		uint32_t t;
 
-		for (unsigned j = 0; j < nhave; j++) {
-			unsigned dk = have_pos[j] > k ? have_pos[j] - k : k - have_pos[j];
-
-			if (!best || dk < best) {
-				best = dk;
-				t_ns = d->rec[have[j]].t_ns;
-			}
-		}
-		t = dec_rec_alloc(d, &ids[k], new_hash[i], t_ns, REC_MISSING);
+		t = dec_rec_alloc(d, &ids[k], new_hash[i],
+				  expected_at(d, &rp, k, have, have_pos, nhave, now_ns),
+				  REC_MISSING);
 		d->rec[t].x = rp.x_first + (uint64_t)k * rp.interleave;
 		miss[nold + i] = t;
 		miss_pos[nold + i] = (uint8_t)k;

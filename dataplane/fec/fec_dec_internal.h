@@ -99,6 +99,8 @@ struct il_fec_dec {
 	uint64_t next_seq;
 	uint64_t horizon; /* highest packet number evicted from the store */
 	uint64_t x_high;  /* newest packet number named by a repair */
+	uint64_t t_high;  /* when x_high was learnt */
+	uint64_t ns_pp_q8; /* smoothed ns per encoder packet, x 256 */
 	size_t footprint;
 	struct fec_gf gf;
 };

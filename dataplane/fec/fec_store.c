@@ -193,14 +193,28 @@ uint32_t dec_rec_alloc(struct il_fec_dec *d, const struct il_fec_id *id, uint32_
  * A record may leave by age once every repair that can hold it has been
  * sent (the newest packet number seen is a settle span past it): evicting
  * it earlier could make a late repair take it for lost and deliver it a
- * second time. A record whose number no repair has told us yet (all its
- * repairs lost) leaves at four times the age limit.
+ * second time. A record whose number no repair has told us (all its
+ * repairs lost so far) borrows the number of a record that arrived just
+ * after it, with a margin for reordering; failing that it leaves at four
+ * times the age limit, so it cannot hold up the records behind it long.
  */
-static bool rec_settled(const struct il_fec_dec *d, const struct dec_rec *r, uint64_t now)
+#define SETTLE_PEEK 8
+#define SETTLE_REORDER 64
+
+static bool rec_settled(const struct il_fec_dec *d, uint32_t ri, uint64_t now)
 {
-	if (r->x == X_UNKNOWN)
-		return now - r->t_ns > 4 * d->cfg.dec_max_age_ns;
-	return d->have_x && d->x_high >= r->x + d->settle;
+	const struct dec_rec *r = &d->rec[ri];
+
+	if (r->x != X_UNKNOWN)
+		return d->have_x && d->x_high >= r->x + d->settle;
+	for (uint32_t k = 1; k <= SETTLE_PEEK && k < d->rec_live; k++) {
+		uint32_t j = ri + k < d->nrec ? ri + k : ri + k - d->nrec;
+
+		if (d->rec[j].x != X_UNKNOWN)
+			return d->have_x &&
+			       d->x_high >= d->rec[j].x + d->settle + SETTLE_REORDER;
+	}
+	return now - r->t_ns > 4 * d->cfg.dec_max_age_ns;
 }
 
 void dec_expire(struct il_fec_dec *d, uint64_t now)
@@ -212,7 +226,7 @@ void dec_expire(struct il_fec_dec *d, uint64_t now)
 	while (d->rec_live > 0) {
 		struct dec_rec *r = &d->rec[d->rec_old];
 
-		if (now < r->t_ns || now - r->t_ns <= age || !rec_settled(d, r, now))
+		if (now < r->t_ns || now - r->t_ns <= age || !rec_settled(d, d->rec_old, now))
 			break;
 		rec_evict_oldest(d, true);
 	}

@@ -55,8 +55,9 @@ struct impair_ctx {
 	bool shaped; /* rate limit on */
 };
 
+/* `type` is the pipeline's: it names this stage type in the same map. */
 static const char *const impair_keys[] = {
-	"loss", "p", "burst_len", "ge_p_gb", "ge_p_bg", "ge_loss_good", "ge_loss_bad",
+	"type", "loss", "p", "burst_len", "ge_p_gb", "ge_p_bg", "ge_loss_good", "ge_loss_bad",
 	"delay_us", "jitter_us", "rate_bps", "rate_burst", "queue", "seed", NULL,
 };
 
@@ -204,7 +205,7 @@ static int impair_create(struct il_stage *st, const struct il_cfg *params, struc
 	now = rte_rdtsc();
 
 	if (c->queued) {
-		uint32_t cap = rte_align32pow2((uint32_t)queue) / 2;
+		uint32_t cap = rte_align32pow2((uint32_t)queue);
 
 		c->ring = rte_zmalloc("il_impair_ring", (size_t)cap * sizeof(*c->ring),
 				      RTE_CACHE_LINE_SIZE);

@@ -9,11 +9,13 @@
 extern const struct il_stage_type il_stage_classify;
 extern const struct il_stage_type il_stage_sequencer;
 extern const struct il_stage_type il_stage_nak;
+extern const struct il_stage_type il_stage_impair;
 
 static const struct il_stage_type *const types[] = {
 	&il_stage_classify,
 	&il_stage_sequencer,
 	&il_stage_nak,
+	&il_stage_impair,
 };
 
 const struct il_stage_type *il_stage_type_find(const char *name)

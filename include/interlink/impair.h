@@ -99,7 +99,9 @@ struct il_tbucket {
 
 int il_tbucket_init(struct il_tbucket *tb, uint64_t rate_bps, uint64_t burst_bytes, uint64_t hz,
 		    uint64_t now, char *err, size_t errlen);
-/* Take len bytes if available now. */
+/* Take len bytes if available now. A packet larger than the bucket may go
+ * once the bucket is full and leaves it in debt, so any size gets through
+ * and the long-run rate stays exact. */
 bool il_tbucket_take(struct il_tbucket *tb, uint32_t len, uint64_t now);
 /* Earliest time len bytes will be available (now if already). */
 uint64_t il_tbucket_ready_at(struct il_tbucket *tb, uint32_t len, uint64_t now);

@@ -19,6 +19,12 @@
 #include <string.h>
 #include <arpa/inet.h>
 
+#ifdef __cplusplus
+#define IL_STATIC_ASSERT static_assert
+#else
+#define IL_STATIC_ASSERT _Static_assert
+#endif
+
 #define IL_VERSION 1
 /* UDP destination port of native Interlink traffic (configurable). */
 #define IL_UDP_PORT_DEFAULT 7400
@@ -65,7 +71,7 @@ struct il_hdr {
 } __attribute__((packed));
 
 #define IL_HDR_LEN 40u
-_Static_assert(sizeof(struct il_hdr) == IL_HDR_LEN, "il_hdr size");
+IL_STATIC_ASSERT(sizeof(struct il_hdr) == IL_HDR_LEN, "il_hdr size");
 
 /* DATA body: msg_count records, back to back, no padding:
  *   u16 len, u16 msg_flags (reserved, zero), then len payload bytes.
@@ -75,7 +81,7 @@ struct il_msg {
 	uint16_t msg_flags;
 } __attribute__((packed));
 #define IL_MSG_HDR_LEN 4u
-_Static_assert(sizeof(struct il_msg) == IL_MSG_HDR_LEN, "il_msg size");
+IL_STATIC_ASSERT(sizeof(struct il_msg) == IL_MSG_HDR_LEN, "il_msg size");
 
 /* NAK and UNAVAIL body: an inclusive range of global sequence numbers
  * of group_id. In a NAK, sender_id is the requesting receiver; in an
@@ -86,7 +92,7 @@ struct il_range {
 	uint64_t last_seq;
 } __attribute__((packed));
 #define IL_RANGE_LEN 16u
-_Static_assert(sizeof(struct il_range) == IL_RANGE_LEN, "il_range size");
+IL_STATIC_ASSERT(sizeof(struct il_range) == IL_RANGE_LEN, "il_range size");
 
 /* Limits the parser enforces. */
 #define IL_MAX_MSGS_PER_FRAME 4096u
@@ -106,7 +112,7 @@ _Static_assert(sizeof(struct il_range) == IL_RANGE_LEN, "il_range size");
 #define IL_OFF_GLOBAL_SEQ 24
 #define IL_OFF_STABLE_SEQ 32
 
-#define IL__OFF_OK(f, o) _Static_assert(__builtin_offsetof(struct il_hdr, f) == (o), #f)
+#define IL__OFF_OK(f, o) IL_STATIC_ASSERT(__builtin_offsetof(struct il_hdr, f) == (o), #f)
 IL__OFF_OK(version, IL_OFF_VERSION);
 IL__OFF_OK(type, IL_OFF_TYPE);
 IL__OFF_OK(hdr_len, IL_OFF_HDR_LEN);
@@ -157,16 +163,22 @@ static inline void il_put64(void *p, uint64_t v)
 
 static inline const char *il_type_name(unsigned t)
 {
-	static const char *const names[IL_T_COUNT] = {
-		[0] = "invalid", [IL_T_DATA] = "DATA", [IL_T_NAK] = "NAK",
-		[IL_T_UNAVAIL] = "UNAVAIL", [IL_T_ACK] = "ACK",
-		[IL_T_STABLE] = "STABLE", [IL_T_JOIN] = "JOIN",
-		[IL_T_LEAVE] = "LEAVE", [IL_T_HEARTBEAT] = "HEARTBEAT",
-		[IL_T_VIEW] = "VIEW", [IL_T_CREDIT] = "CREDIT",
-		[IL_T_FEC_REPAIR] = "FEC_REPAIR", [IL_T_LEC_REPAIR] = "LEC_REPAIR",
-		[IL_T_FTCP_LOG] = "FTCP_LOG",
-	};
-	return t < IL_T_COUNT ? names[t] : "unknown";
+	switch (t) {
+	case IL_T_DATA: return "DATA";
+	case IL_T_NAK: return "NAK";
+	case IL_T_UNAVAIL: return "UNAVAIL";
+	case IL_T_ACK: return "ACK";
+	case IL_T_STABLE: return "STABLE";
+	case IL_T_JOIN: return "JOIN";
+	case IL_T_LEAVE: return "LEAVE";
+	case IL_T_HEARTBEAT: return "HEARTBEAT";
+	case IL_T_VIEW: return "VIEW";
+	case IL_T_CREDIT: return "CREDIT";
+	case IL_T_FEC_REPAIR: return "FEC_REPAIR";
+	case IL_T_LEC_REPAIR: return "LEC_REPAIR";
+	case IL_T_FTCP_LOG: return "FTCP_LOG";
+	default: return "unknown";
+	}
 }
 
 #endif /* INTERLINK_WIRE_H */

@@ -40,7 +40,8 @@ class MemifRig:
             if self.app.poll() is not None:
                 raise RuntimeError("appliance exited: " + self.app_log.read_text())
             time.sleep(0.05)
-        raise RuntimeError("appliance did not create its memif sockets")
+        raise RuntimeError("appliance did not create its memif sockets: " +
+                           self.app_log.read_text())
 
     def run_pktgen(self, *args, timeout=120):
         js = self.tmp / f"pktgen-{uuid.uuid4().hex[:6]}.json"
@@ -65,11 +66,16 @@ class MemifRig:
             except subprocess.TimeoutExpired:
                 self.app.kill()
                 self.app.wait()
+                raise AssertionError("the appliance ignored SIGINT for 20 s")
         shutil.rmtree(f"/var/run/dpdk/app{self.tag}", ignore_errors=True)
         return json.loads(self.app_json.read_text()) if self.app_json.exists() else None
 
     def __enter__(self):
-        self.start_appliance()
+        try:
+            self.start_appliance()
+        except BaseException:
+            self.stop_appliance()
+            raise
         return self
 
     def __exit__(self, *exc):

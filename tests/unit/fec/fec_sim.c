@@ -211,7 +211,7 @@ static void summarize(struct sim *s)
 		run = run_len(s, s->lost_at[x]);
 		if (run == 1)
 			res->lost_single++;
-		if (res->long_run && run >= res->long_run)
+		if (s->sc->long_run && run >= s->sc->long_run)
 			res->lost_long++;
 		if (s->lost[x] != 2)
 			continue;
@@ -220,7 +220,7 @@ static void summarize(struct sim *s)
 			res->rec_single++;
 			sing[ns++] = s->lat[x];
 		}
-		if (res->long_run && run >= res->long_run) {
+		if (s->sc->long_run && run >= s->sc->long_run) {
 			res->rec_long++;
 			lng[nl++] = s->lat[x];
 		}
@@ -237,13 +237,11 @@ int sim_run(const struct sim_cfg *sc, struct sim_res *res)
 {
 	char err[512];
 	struct sim s = { .sc = sc, .res = res };
-	uint32_t long_run = res->long_run;
 	uint32_t off = sc->fec.span_extra;
 	uint8_t *pkt;
 	int rc = -1;
 
 	memset(res, 0, sizeof(*res));
-	res->long_run = long_run;
 	s.link_cap = sc->npkts * (1 + (uint64_t)sc->fec.c) + 100000;
 	s.lost = calloc(sc->npkts, 1);
 	s.lat = malloc(sizeof(uint32_t) * sc->npkts);

@@ -28,6 +28,7 @@ struct sim_cfg {
 	uint64_t npkts;
 	uint32_t min_len, max_len; /* IPv4 total length range */
 	uint64_t link_ns;          /* virtual time per link packet (1000) */
+	uint32_t long_run;         /* loss runs this long count as bursts (0: none) */
 	/* Called once everything is allocated (phase 0) and once before it
 	 * is freed (phase 1): the memory test counts allocations between. */
 	void (*hook)(int phase, void *arg);
@@ -41,8 +42,7 @@ struct sim_res {
 	uint64_t repairs_sent, repairs_lost, link_pkts;
 	uint32_t max_repair_len; /* longest repair message (Interlink header on) */
 	/* Lost data packets by the length of the link loss run they were in:
-	 * singletons (run 1) and long runs (>= long_run). */
-	uint32_t long_run;
+	 * singletons (run 1) and long runs (>= sim_cfg.long_run). */
 	uint64_t lost_single, rec_single, lost_long, rec_long;
 	/* Recovery latency in data packets (newest packet sent minus the
 	 * lost one), over all recoveries and over singletons. */

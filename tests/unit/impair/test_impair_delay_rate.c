@@ -308,7 +308,8 @@ static void test_tbucket_rate(void **state)
 		}
 		span = now - start;
 		rate = (double)(bytes - cases[i].burst) * 8.0 * HZ / (double)span;
-		snprintf(what, sizeof(what), "tbucket rate %g bit/s, %" PRIu64 " pkts", (double)cases[i].rate_bps, pkts);
+		snprintf(what, sizeof(what), "tbucket rate %g bit/s, %" PRIu64 " pkts",
+			 (double)cases[i].rate_bps, pkts);
 		CHECK_NEAR(what, rate, (double)cases[i].rate_bps, 0.01 * cases[i].rate_bps);
 		assert_true(max_excess <= 0);
 	}

@@ -206,6 +206,13 @@ static void test_loss_counts(void **state)
  * is narrower than 1% of the delay (no preemption near that packet) its
  * top end is an accurate measurement; their median must be within 1%.
  */
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static void test_delay_tsc(void **state)
 {
 	enum { ROUNDS = 200, BURST = 8, N = ROUNDS * BURST };
@@ -312,19 +319,23 @@ static void test_queue_full(void **state)
  *
  * This machine is shared, so the test may be preempted. A bucket loses
  * tokens only while it is full, i.e. when the loop stalls for longer than
- * the bucket depth lasts (20 kB at 80 Mbit/s: 2 ms); that stalled time is
- * measured from the gaps between loop iterations and taken out of the
- * elapsed time, which keeps the 1% check meaningful under load.
+ * the bucket takes to fill (20 kB at 80 Mbit/s: 2 ms, less the part of a
+ * packet it already held, which is under one packet: 0.1 ms). The gaps
+ * between loop iterations bound that lost time from both sides; taken out
+ * of the elapsed time they bound the rate the stage delivered while it
+ * could, and the configured rate must lie within 1% of those bounds. On an
+ * idle machine the two bounds coincide.
  */
 static void test_rate_tsc(void **state)
 {
 	enum { N = 4000, LEN = 1000 };
 	const uint64_t hz = rte_get_tsc_hz(), rate = 80000000, bucket = 20000;
-	const uint64_t depth_tsc = bucket * 8 * hz / rate;
+	const uint64_t fill_max = bucket * 8 * hz / rate;
+	const uint64_t fill_min = (bucket - LEN) * 8 * hz / rate;
 	struct rte_mbuf *pkts[IL_BURST_CAP];
 	unsigned avail = rte_mempool_avail_count(pool), got = 0, sent = 0, max_out = 0;
-	uint64_t t0 = 0, t_prev = 0, t_last = 0, bytes = 0, stalled = 0;
-	double measured, ahead = 0;
+	uint64_t t0 = 0, t_prev = 0, t_last = 0, bytes = 0, stall_lo = 0, stall_hi = 0;
+	double lo, hi, ahead = 0;
 	struct il_stage st;
 
 	(void)state;
@@ -341,8 +352,10 @@ static void test_rate_tsc(void **state)
 		now = rte_rdtsc();
 		if (t0 == 0)
 			t0 = t_prev = now;
-		if (now - t_prev > depth_tsc)
-			stalled += now - t_prev - depth_tsc;
+		if (now - t_prev > fill_max)
+			stall_lo += now - t_prev - fill_max;
+		if (now - t_prev > fill_min)
+			stall_hi += now - t_prev - fill_min;
 		t_prev = now;
 		out = il_stage_impair.process(&st, pkts, n);
 		max_out = out > max_out ? out : max_out;
@@ -363,10 +376,15 @@ static void test_rate_tsc(void **state)
 		got += out;
 		free_burst(pkts, out);
 	}
-	measured = (double)(bytes - bucket) * 8.0 * hz / (double)(t_last - t0 - stalled);
-	print_message(" shaping: %u packets in %.1f ms (%.1f ms stalled), largest release %u\n",
-		      got, (double)(t_last - t0) * 1e3 / hz, (double)stalled * 1e3 / hz, max_out);
-	CHECK_NEAR("stage shaped rate (bit/s)", measured, rate, 0.01 * rate);
+	lo = (double)(bytes - bucket) * 8.0 * hz / (double)(t_last - t0 - stall_lo);
+	hi = (double)(bytes - bucket) * 8.0 * hz / (double)(t_last - t0 - stall_hi);
+	print_message(" shaping: %u packets in %.1f ms (%.1f..%.1f ms stalled), largest release "
+		      "%u\n", got, (double)(t_last - t0) * 1e3 / hz, (double)stall_lo * 1e3 / hz,
+		      (double)stall_hi * 1e3 / hz, max_out);
+	print_message("  %-44s measured %.6g..%.6g configured %.6g tol 1%%\n",
+		      "stage shaped rate (bit/s)", lo, hi, (double)rate);
+	if (hi < 0.99 * rate || lo > 1.01 * rate)
+		fail_msg("shaped rate %g..%g bit/s, configured %" PRIu64, lo, hi, rate);
 	/* Never ahead of the envelope (a byte of slack for rounding). */
 	print_message(" shaping: most bytes ahead of the envelope: %.3f\n", ahead);
 	assert_true(ahead <= 1.0);

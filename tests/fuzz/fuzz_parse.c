@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * libFuzzer target: the frame parser must never read out of bounds, and
+ * whatever it accepts must be internally consistent.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <interlink/parse.h>
+#include <interlink/wire.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct il_parsed p;
+	/* Copy into an exact-size heap buffer so ASan sees any overread. */
+	uint8_t *f = malloc(size ? size : 1);
+	if (!f)
+		return 0;
+	memcpy(f, data, size);
+	enum il_verdict v = il_parse_frame(f, (uint32_t)size, IL_UDP_PORT_DEFAULT, &p);
+	if (v >= IL_V_COUNT)
+		abort();
+	if (v == IL_V_DATA || v == IL_V_NAK || v == IL_V_CONTROL) {
+		if (p.il_off + p.payload_len > size || p.hdr_len < IL_HDR_LEN ||
+		    p.hdr_len > p.payload_len)
+			abort();
+		if (v == IL_V_DATA && il_check_packing(f + p.il_off + p.hdr_len,
+						       p.payload_len - p.hdr_len, p.msg_count))
+			abort();
+	}
+	free(f);
+	return 0;
+}
