@@ -3,7 +3,6 @@
  * FEC codec pieces shared by encoder and decoder: configuration and its
  * validation, packet identity, XOR kernels, closed-form recovery curves.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,11 +353,21 @@ bool il_fec_xor_acc(unsigned impl, void *dst, const void *const *src, unsigned n
 
 /* ---- closed forms (Maelstrom §4.4) ------------------------------------ */
 
+/* Integer powers: keeps the library free of libm. */
+static double powu(double b, unsigned e)
+{
+	double v = 1.0;
+
+	while (e--)
+		v *= b;
+	return v;
+}
+
 double il_fec_li_bound(double p, unsigned r, unsigned c)
 {
-	double x = 1.0 - pow(1.0 - p, (double)r);
+	double x = 1.0 - powu(1.0 - p, r);
 
-	return 1.0 - pow(x, (double)c);
+	return 1.0 - powu(x, c);
 }
 
 double il_fec_rs_prob(double p, unsigned r, unsigned c)
@@ -369,7 +378,7 @@ double il_fec_rs_prob(double p, unsigned r, unsigned c)
 	for (unsigned z = 0; z < c; z++) {
 		if (z > 0)
 			binom = binom * (double)(n - z + 1) / (double)z;
-		sum += binom * pow(p, (double)z) * pow(1.0 - p, (double)(n - z));
+		sum += binom * powu(p, z) * powu(1.0 - p, n - z);
 	}
 	return sum;
 }

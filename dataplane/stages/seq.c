@@ -41,7 +41,7 @@ static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_se
 	struct il_hist_ent *e = &g->ring[g->head & s->mask];
 
 	if (g->n == s->depth) {
-		rte_pktmbuf_free(e->m);
+		s->victims[s->n_victims++] = e->m;
 		st->ctr[SEQ_C_HIST_EVICTED]++;
 	} else {
 		g->n++;
@@ -51,10 +51,18 @@ static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_se
 	e->first = first;
 	e->count = count;
 	g->head++;
-	g->stamped += count;
-	g->frames++;
+	g->pf = 0;
 	st->ctr[SEQ_C_STAMPED_FRAMES]++;
 	st->ctr[SEQ_C_STAMPED_MSGS] += count;
+}
+
+/* One's-complement sum of the four 16-bit words of 8 bytes in memory,
+ * unfolded: the two 32-bit halves added in 64 bits. */
+static inline uint64_t sum8(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return (v & 0xffffffffu) + (v >> 32);
 }
 
 static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
@@ -67,26 +75,34 @@ static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rt
 	uint16_t cnt = il_get16(h + IL_OFF_MSG_COUNT);
 	uint64_t gs = g->next;
 	uint16_t ucs;
-	struct il_csum_delta d;
 
 	g->next += cnt;
 	memcpy(&ucs, udp + 6, 2);
 	if (ucs) {
-		/* The changed words: (hdr_len, flags), epoch, global_seq. */
-		il_csum_begin(&d, ucs);
-		il_csum_sub(&d, h + IL_OFF_HDR_LEN, 2);
-		il_csum_sub(&d, h + IL_OFF_EPOCH, 4);
-		il_csum_sub(&d, h + IL_OFF_GLOBAL_SEQ, 8);
-	}
-	h[IL_OFF_FLAGS] |= IL_F_STAMPED;
-	il_put32(h + IL_OFF_EPOCH, s->epoch);
-	il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
-	if (ucs) {
-		il_csum_add(&d, h + IL_OFF_HDR_LEN, 2);
-		il_csum_add(&d, h + IL_OFF_EPOCH, 4);
-		il_csum_add(&d, h + IL_OFF_GLOBAL_SEQ, 8);
-		ucs = il_udp_csum_fix(il_csum_end(&d));
+		/* RFC 1624 over the words that change: bytes 0..15 of the header
+		 * (flags, epoch) and 24..31 (global_seq), summed 32 bits at a time:
+		 * new - old = new + ~old in one's complement. */
+		uint64_t old = sum8(h) + sum8(h + 8) + sum8(h + 24);
+		h[IL_OFF_FLAGS] |= IL_F_STAMPED;
+		il_put32(h + IL_OFF_EPOCH, s->epoch);
+		il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
+		uint64_t neu = sum8(h) + sum8(h + 8) + sum8(h + 24);
+		/* ~old as 16-bit words: fold old to 16 bits, then complement. */
+		old = (old & 0xffffffffu) + (old >> 32);
+		old = (old & 0xffff) + (old >> 16);
+		old = (old & 0xffff) + (old >> 16);
+		old = (old & 0xffff) + (old >> 16);
+		uint64_t acc = (uint16_t)~ucs + (uint64_t)(uint16_t)~old + neu;
+		acc = (acc & 0xffffffffu) + (acc >> 32);
+		acc = (acc & 0xffff) + (acc >> 16);
+		acc = (acc & 0xffff) + (acc >> 16);
+		acc = (acc & 0xffff) + (acc >> 16);
+		ucs = il_udp_csum_fix((uint16_t)~acc);
 		memcpy(udp + 6, &ucs, 2);
+	} else {
+		h[IL_OFF_FLAGS] |= IL_F_STAMPED;
+		il_put32(h + IL_OFF_EPOCH, s->epoch);
+		il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
 	}
 	hist_push(s, st, g, m, gs, cnt);
 }
@@ -190,11 +206,28 @@ static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mb
 	return 0;
 }
 
+/* The history evicts its oldest frame for every frame it takes in, and
+ * that mbuf went cold long ago: fetch the burst's victims before the
+ * stamping loop needs them. */
+static inline void prefetch_victims(struct il_seq *s, struct rte_mbuf **pkts, uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i++) {
+		const struct il_meta *mt = il_meta(pkts[i]);
+		if (mt->kind != IL_K_DATA && mt->kind != IL_K_RAW)
+			continue;
+		struct il_seq_group *g = &s->groups[mt->group_idx];
+		if (g->n == s->depth)
+			rte_prefetch0(g->ring[(g->head + g->pf) & s->mask].m);
+		g->pf++;
+	}
+}
+
 static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct il_seq *s = st->ctx;
 	uint16_t out = 0;
 
+	prefetch_victims(s, pkts, n);
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		uint8_t kind = il_meta(m)->kind;
@@ -209,6 +242,10 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 			}
 		}
 		pkts[out++] = m;
+	}
+	if (s->n_victims) {
+		rte_pktmbuf_free_bulk(s->victims, s->n_victims);
+		s->n_victims = 0;
 	}
 	return out;
 }

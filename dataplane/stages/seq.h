@@ -21,10 +21,9 @@ struct il_hist_ent {
  * oldest at head - n). Frames hold one mbuf reference each. */
 struct il_seq_group {
 	uint64_t next;      /* next global sequence to assign (starts at 1) */
-	uint64_t stamped;   /* messages stamped */
-	uint64_t frames;    /* frames stamped */
 	uint32_t head;      /* next slot to write */
 	uint32_t n;         /* frames held */
+	uint32_t pf;        /* frames of the current burst already prefetched */
 	struct il_hist_ent *ring;
 };
 
@@ -36,6 +35,9 @@ struct il_seq {
 	struct rte_hash *raw_senders; /* (group, ip, port) -> per-sender seq slot */
 	uint64_t *raw_sender_seq;
 	uint32_t raw_sender_cap;
+	/* Frames the history let go during the current burst, freed together. */
+	uint16_t n_victims;
+	struct rte_mbuf *victims[IL_BURST_CAP];
 };
 
 enum seq_ctr {

@@ -50,7 +50,7 @@ struct il_fec_id {
 	uint16_t ip_len;
 	uint32_t csum;
 };
-_Static_assert(sizeof(struct il_fec_id) == IL_FEC_ID_LEN, "il_fec_id size");
+IL_STATIC_ASSERT(sizeof(struct il_fec_id) == IL_FEC_ID_LEN, "il_fec_id size");
 
 /* 32-bit check over `len` bytes (docs/fec.md, "Packet identity"). */
 uint32_t il_fec_payload_check(const void *p, uint32_t len);

@@ -46,7 +46,7 @@ struct il_fec_id_wire {
 	uint32_t csum;   /* 12 */
 } __attribute__((packed));
 #define IL_FEC_ID_LEN 16u
-_Static_assert(sizeof(struct il_fec_id_wire) == IL_FEC_ID_LEN, "il_fec_id_wire size");
+IL_STATIC_ASSERT(sizeof(struct il_fec_id_wire) == IL_FEC_ID_LEN, "il_fec_id_wire size");
 
 /* FEC body, right after the Interlink header (at il_hdr.hdr_len). */
 struct il_fec_body {
@@ -65,7 +65,7 @@ struct il_fec_body {
 	                      *     is packet x_first + k * interleave */
 } __attribute__((packed));
 #define IL_FEC_BODY_LEN 24u
-_Static_assert(sizeof(struct il_fec_body) == IL_FEC_BODY_LEN, "il_fec_body size");
+IL_STATIC_ASSERT(sizeof(struct il_fec_body) == IL_FEC_BODY_LEN, "il_fec_body size");
 
 #define IL_FEC_OFF_CODE 0
 #define IL_FEC_OFF_LAYER 1
@@ -80,7 +80,7 @@ _Static_assert(sizeof(struct il_fec_body) == IL_FEC_BODY_LEN, "il_fec_body size"
 #define IL_FEC_OFF_X_FIRST 16
 
 #define IL__FEC_OFF_OK(f, o) \
-	_Static_assert(__builtin_offsetof(struct il_fec_body, f) == (o), #f)
+	IL_STATIC_ASSERT(__builtin_offsetof(struct il_fec_body, f) == (o), #f)
 IL__FEC_OFF_OK(code, IL_FEC_OFF_CODE);
 IL__FEC_OFF_OK(layer, IL_FEC_OFF_LAYER);
 IL__FEC_OFF_OK(rate_r, IL_FEC_OFF_RATE_R);
@@ -94,8 +94,8 @@ IL__FEC_OFF_OK(reserved, IL_FEC_OFF_RESERVED);
 IL__FEC_OFF_OK(x_first, IL_FEC_OFF_X_FIRST);
 #undef IL__FEC_OFF_OK
 
-_Static_assert(__builtin_offsetof(struct il_fec_id_wire, ip_id) == 8, "id ip_id");
-_Static_assert(__builtin_offsetof(struct il_fec_id_wire, csum) == 12, "id csum");
+IL_STATIC_ASSERT(__builtin_offsetof(struct il_fec_id_wire, ip_id) == 8, "id ip_id");
+IL_STATIC_ASSERT(__builtin_offsetof(struct il_fec_id_wire, csum) == 12, "id csum");
 
 /* Bytes a repair adds in front of its payload: Interlink header, FEC
  * body and a recipe of `count` ids. */

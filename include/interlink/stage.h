@@ -36,7 +36,10 @@
 #define IL_MAX_STAGE_COUNTERS 32
 #define IL_NAME_LEN 32
 
-/* Per-packet metadata, kept in the mbuf private area. */
+/* Per-packet metadata: 8 bytes kept in the mbuf's `hash` field, which is
+ * in the first cache line that the PMD has just written; a private area
+ * would cost one more cold cache line per packet. Only RSS and flow
+ * director results live there, and nothing after classify needs them. */
 enum il_kind {
 	IL_K_NONE = 0, /* unclassified or not ours: pass through */
 	IL_K_DATA,     /* native DATA, validated */
@@ -45,21 +48,22 @@ enum il_kind {
 	IL_K_CONTROL,  /* other valid Interlink message */
 };
 
-struct il_meta {
+struct __attribute__((may_alias)) il_meta {
 	uint8_t kind;       /* enum il_kind */
-	uint8_t rx_port;    /* index into the app's port table */
-	uint16_t l3_off;
-	uint16_t l4_off;
-	uint16_t il_off;    /* UDP payload offset */
-	uint16_t group_idx; /* configured group index (DATA, RAW) */
-	uint16_t pad;
+	uint8_t l3_off;     /* IPv4 header (<= 18) */
+	uint8_t l4_off;     /* UDP header (<= 78) */
+	uint8_t il_off;     /* UDP payload (<= 86) */
+	uint16_t group_idx; /* configured group index (DATA, RAW, NAK) */
+	uint16_t spare;
 };
 
-#define IL_MBUF_PRIV_SIZE RTE_ALIGN(sizeof(struct il_meta), RTE_MBUF_PRIV_ALIGN)
+/* No private area is needed any more; kept for pools made elsewhere. */
+#define IL_MBUF_PRIV_SIZE 0
 
 static inline struct il_meta *il_meta(struct rte_mbuf *m)
 {
-	return (struct il_meta *)rte_mbuf_to_priv(m);
+	RTE_BUILD_BUG_ON(sizeof(struct il_meta) != sizeof(m->hash));
+	return (struct il_meta *)&m->hash;
 }
 
 struct il_app;
