@@ -224,7 +224,7 @@ static void test_xor_isal_vs_ref(void **state)
 	}
 	d1 = aligned_alloc(64, 2304);
 	d2 = aligned_alloc(64, 2304);
-	un = aligned_alloc(64, 2400);
+	un = aligned_alloc(64, 2432);
 	for (uint32_t len = 1; len <= 2200; len += (len < 80 ? 1 : 37)) {
 		for (unsigned n = 1; n <= 8; n++) {
 			for (unsigned i = 0; i < 2304; i++)

@@ -254,6 +254,21 @@ static void test_fig14_long_bursts(void **state)
 				       res.dec.recovered[2]));
 	assert_true(res.lost_single > 900);
 	assert_int_equal(res.rec_single, res.lost_single);
+	/* The decoder's own latency counters agree with the harness: in
+	 * packets, and in time (one link packet per microsecond, about
+	 * 1 + 3/8 link packets per data packet). */
+	{
+		uint64_t nrec = res.dec.recovered[0] + res.dec.recovered[1] + res.dec.recovered[2];
+		double pk = (double)res.dec.lat_pkts_sum / (double)nrec;
+		double us = (double)res.dec.lat_ns_sum / 1000.0 / (double)nrec;
+		uint64_t hist = 0;
+
+		for (unsigned b = 0; b < IL_FEC_LAT_BUCKETS; b++)
+			hist += res.dec.lat_pkts_hist[b];
+		assert_int_equal(hist, nrec);
+		assert_true(fabs(pk - res.lat_mean) < 1.0);
+		assert_true(us > 0.5 * 1.375 * res.lat_mean && us < 2.0 * 1.375 * res.lat_mean);
+	}
 	assert_true(res.lat_single_mean <= 8);
 	assert_true(res.lat_single_p99 <= 24);
 }
