@@ -26,7 +26,7 @@ extern "C" {
 namespace {
 
 il_app g_app;
-il_stage *g_cl, *g_sq, *g_nk;
+il_stage *g_cl, *g_sq, *g_sq32, *g_nk;
 
 const char *kConfig =
 	"name: benchseq\n"
@@ -35,8 +35,10 @@ const char *kConfig =
 	"stages:\n"
 	"  classify: { type: classify }\n"
 	"  seq: { type: sequencer, history: 16384 }\n"
+	"  seq32: { type: sequencer, history: 32 }\n"
 	"  nak: { type: nak, sequencer: seq, tx: out }\n"
-	"pipeline: [ { lcore: 1, chains: [ { rx: in, stages: [classify, seq, nak], tx: out } ] } ]\n"
+	"pipeline: [ { lcore: 1, chains: [ { rx: in, stages: [classify, seq, nak], tx: out },\n"
+	"                                  { rx: out, stages: [classify, seq32], tx: in } ] } ]\n"
 	"pool_size: 80000\n";
 // history 16384 x 2 groups: 32768 frames held, the rest of the pool cycles.
 
@@ -123,6 +125,8 @@ void BM_ParseStampHistory(benchmark::State &state)
 {
 	const unsigned msgs = unsigned(state.range(0));
 	const bool csum = state.range(1) != 0;
+	// range(2): 16384 frames of history per group (victims cold), or 32 (hot).
+	il_stage *sq = state.range(2) == 32 ? g_sq32 : g_sq;
 	std::vector<rte_mbuf *> tmpl;
 	for (unsigned i = 0; i < 64; i++) {
 		tmpl.push_back(make_frame(i, msgs, 64));
@@ -130,7 +134,7 @@ void BM_ParseStampHistory(benchmark::State &state)
 			rte_pktmbuf_mtod_offset(tmpl.back(), rte_udp_hdr *, 34)->dgram_cksum = 0;
 	}
 	rte_mbuf *burst[IL_BURST_CAP];
-	uint64_t n = 0, cyc = 0;
+	uint64_t n = 0, cyc = 0, c_cl = 0, c_sq = 0;
 	unsigned pos = 0;
 	const double hz = double(rte_get_tsc_hz());
 	for (auto _ : state) {
@@ -146,9 +150,13 @@ void BM_ParseStampHistory(benchmark::State &state)
 		pos += 32;
 		uint64_t t0 = rte_rdtsc();
 		uint16_t k = g_cl->type->process(g_cl, burst, 32);
-		k = g_sq->type->process(g_sq, burst, k);
+		uint64_t t1 = rte_rdtsc();
+		k = sq->type->process(sq, burst, k);
+		uint64_t t2 = rte_rdtsc();
 		k = g_nk->type->process(g_nk, burst, k);
 		uint64_t dt = rte_rdtsc() - t0;
+		c_cl += t1 - t0;
+		c_sq += t2 - t1;
 		cyc += dt;
 		state.SetIterationTime(double(dt) / hz);
 		rte_pktmbuf_free_bulk(burst, k); // tx completion; the history keeps its reference
@@ -156,13 +164,18 @@ void BM_ParseStampHistory(benchmark::State &state)
 	}
 	report(state, n, cyc);
 	state.counters["msgs_per_frame"] = msgs;
+	state.counters["classify_cyc"] = n ? double(c_cl) / double(n) : 0;
+	state.counters["seq_cyc"] = n ? double(c_sq) / double(n) : 0;
 	for (auto *m : tmpl)
 		rte_pktmbuf_free(m);
 }
 
 BENCHMARK(BM_Parse);
-// (messages per frame, UDP checksum present)
-BENCHMARK(BM_ParseStampHistory)->Args({1, 1})->Args({1, 0})->Args({8, 1})->UseManualTime();
+// (messages per frame, UDP checksum present, history frames per group)
+BENCHMARK(BM_ParseStampHistory)
+	->Args({1, 1, 16384})->Args({1, 0, 16384})->Args({8, 1, 16384})
+	->Args({1, 1, 32})->Args({1, 0, 32})
+	->UseManualTime();
 
 } // namespace
 
@@ -184,6 +197,7 @@ int main(int argc, char **argv)
 	}
 	g_cl = il_app_stage(&g_app, "classify");
 	g_sq = il_app_stage(&g_app, "seq");
+	g_sq32 = il_app_stage(&g_app, "seq32");
 	g_nk = il_app_stage(&g_app, "nak");
 	benchmark::AddCustomContext("tsc_hz", std::to_string(rte_get_tsc_hz()));
 	benchmark::Initialize(&argc, argv);
