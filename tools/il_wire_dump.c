@@ -37,7 +37,33 @@ int main(void)
 	printf("  ],\n  \"range\": [\n");
 	FIELD(il_range, first_seq, 0);
 	FIELD(il_range, last_seq, 1);
-	printf("  ],\n  \"types\": {\n");
+	printf("  ],\n  \"ack\": [\n");
+	FIELD(il_ack, view_id, 0);
+	FIELD(il_ack, buffer_free, 1);
+	printf("  ],\n  \"stable\": [\n");
+	FIELD(il_stable, view_id, 0);
+	FIELD(il_stable, reserved, 1);
+	printf("  ],\n  \"member\": [\n");
+	FIELD(il_member_msg, roles, 0);
+	FIELD(il_member_msg, incarnation, 1);
+	printf("  ],\n  \"view\": [\n");
+	FIELD(il_view, view_id, 0);
+	FIELD(il_view, n_members, 0);
+	FIELD(il_view, n_senders, 1);
+	printf("  ],\n  \"view_member\": [\n");
+	FIELD(il_view_member, member_id, 0);
+	FIELD(il_view_member, roles, 1);
+	printf("  ],\n  \"view_sender\": [\n");
+	FIELD(il_view_sender, sender_id, 0);
+	FIELD(il_view_sender, reserved, 0);
+	FIELD(il_view_sender, next_sender_seq, 1);
+	printf("  ],\n  \"credit\": [\n");
+	FIELD(il_credit, limit_seq, 0);
+	FIELD(il_credit, window, 0);
+	FIELD(il_credit, rate_kbps, 1);
+	printf("  ],\n  \"roles\": {\"SENDER\": %u, \"RECEIVER\": %u},\n", IL_ROLE_SENDER,
+	       IL_ROLE_RECEIVER);
+	printf("  \"types\": {\n");
 	for (unsigned t = 1; t < IL_T_COUNT; t++)
 		printf("    \"%s\": %u%s\n", il_type_name(t), t, t + 1 < IL_T_COUNT ? "," : "");
 	printf("  },\n  \"flags\": {\"STAMPED\": %d, \"RETRANS\": %d, \"STABLE_VALID\": %d, "

@@ -94,6 +94,78 @@ struct il_range {
 #define IL_RANGE_LEN 16u
 IL_STATIC_ASSERT(sizeof(struct il_range) == IL_RANGE_LEN, "il_range size");
 
+/* ---- control messages (issue 5) -------------------------------------
+ * Hosts send ACK, JOIN, LEAVE and HEARTBEAT into the appliance's "in"
+ * port; the data plane hands them to the control process and does not
+ * forward them. The control process answers with VIEW, STABLE and CREDIT,
+ * which the data plane multicasts to the group on "out". Sequence numbers
+ * in ACK and STABLE are exclusive: "every global_seq below this value". */
+
+/* ACK body. Header: group_id; sender_id = the receiver; global_seq = the
+ * receiver's next expected global sequence (all below it are held). */
+struct il_ack {
+	uint32_t view_id;     /* the view the receiver is in */
+	uint32_t buffer_free; /* messages it can still buffer; 0xffffffff: no limit */
+} __attribute__((packed));
+#define IL_ACK_LEN 8u
+IL_STATIC_ASSERT(sizeof(struct il_ack) == IL_ACK_LEN, "il_ack size");
+
+/* STABLE body. Header: group_id; flags STABLE_VALID; stable_seq = the
+ * watermark (every live receiver holds all below it); global_seq = the
+ * group's next sequence, so an idle receiver learns of a lost tail. */
+struct il_stable {
+	uint32_t view_id;
+	uint32_t reserved;
+} __attribute__((packed));
+#define IL_STABLE_LEN 8u
+IL_STATIC_ASSERT(sizeof(struct il_stable) == IL_STABLE_LEN, "il_stable size");
+
+/* JOIN, LEAVE and HEARTBEAT body. Header: group_id; sender_id = member. */
+#define IL_ROLE_SENDER 0x1u
+#define IL_ROLE_RECEIVER 0x2u
+struct il_member_msg {
+	uint32_t roles;       /* IL_ROLE_* */
+	uint32_t incarnation; /* changes at every restart of the member */
+} __attribute__((packed));
+#define IL_MEMBER_MSG_LEN 8u
+IL_STATIC_ASSERT(sizeof(struct il_member_msg) == IL_MEMBER_MSG_LEN, "il_member_msg size");
+
+/* VIEW body: the fixed part, then n_members il_view_member, then n_senders
+ * il_view_sender. Header: group_id; global_seq = the view's start: the
+ * first global sequence delivered in this view (Fast-Join start point). */
+struct il_view {
+	uint32_t view_id;
+	uint16_t n_members;
+	uint16_t n_senders;
+} __attribute__((packed));
+#define IL_VIEW_LEN 8u
+IL_STATIC_ASSERT(sizeof(struct il_view) == IL_VIEW_LEN, "il_view size");
+
+struct il_view_member {
+	uint32_t member_id;
+	uint32_t roles;
+} __attribute__((packed));
+#define IL_VIEW_MEMBER_LEN 8u
+IL_STATIC_ASSERT(sizeof(struct il_view_member) == IL_VIEW_MEMBER_LEN, "il_view_member size");
+
+/* Each sender's next FIFO sequence at the view's start. */
+struct il_view_sender {
+	uint32_t sender_id;
+	uint32_t reserved;
+	uint64_t next_sender_seq;
+} __attribute__((packed));
+#define IL_VIEW_SENDER_LEN 16u
+IL_STATIC_ASSERT(sizeof(struct il_view_sender) == IL_VIEW_SENDER_LEN, "il_view_sender size");
+
+/* CREDIT body. Header: group_id; sender_id = the sender it is for. */
+struct il_credit {
+	uint64_t limit_seq; /* the sender may send sender_seq below this */
+	uint32_t window;    /* the window behind it, in messages */
+	uint32_t rate_kbps; /* TCP-friendly rate for WAN groups; 0: no limit */
+} __attribute__((packed));
+#define IL_CREDIT_LEN 16u
+IL_STATIC_ASSERT(sizeof(struct il_credit) == IL_CREDIT_LEN, "il_credit size");
+
 /* Limits the parser enforces. */
 #define IL_MAX_MSGS_PER_FRAME 4096u
 #define IL_NAK_MAX_SPAN 65536u /* at most this many seqs per NAK */

@@ -46,6 +46,76 @@ class ILRange(Packet):
         return b"", s
 
 
+class ILAck(Packet):
+    """ACK body; the header's global_seq is the receiver's next expected sequence."""
+    name = "InterlinkAck"
+    fields_desc = [IntField("view_id", 0), IntField("buffer_free", 0xFFFFFFFF)]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class ILStable(Packet):
+    name = "InterlinkStable"
+    fields_desc = [IntField("view_id", 0), IntField("reserved", 0)]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class ILMember(Packet):
+    """JOIN, LEAVE and HEARTBEAT body."""
+    name = "InterlinkMember"
+    fields_desc = [IntField("roles", 3), IntField("incarnation", 0)]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class ILViewMember(Packet):
+    name = "InterlinkViewMember"
+    fields_desc = [IntField("member_id", 0), IntField("roles", 0)]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class ILViewSender(Packet):
+    name = "InterlinkViewSender"
+    fields_desc = [IntField("sender_id", 0), IntField("reserved", 0),
+                   LongField("next_sender_seq", 0)]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class ILView(Packet):
+    name = "InterlinkView"
+    fields_desc = [
+        IntField("view_id", 0),
+        FieldLenField("n_members", None, count_of="members", fmt="!H"),
+        FieldLenField("n_senders", None, count_of="senders", fmt="!H"),
+        PacketListField("members", [], ILViewMember, count_from=lambda p: p.n_members),
+        PacketListField("senders", [], ILViewSender, count_from=lambda p: p.n_senders),
+    ]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class ILCredit(Packet):
+    name = "InterlinkCredit"
+    fields_desc = [LongField("limit_seq", 0), IntField("window", 0), IntField("rate_kbps", 0)]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+IL_BODIES = {2: "ILRange", 3: "ILRange", 4: "ILAck", 5: "ILStable", 6: "ILMember",
+             7: "ILMember", 8: "ILMember", 9: "ILView", 10: "ILCredit"}
+ROLE_SENDER, ROLE_RECEIVER = 1, 2
+
+
 class Interlink(Packet):
     name = "Interlink"
     fields_desc = [
@@ -75,9 +145,8 @@ class Interlink(Packet):
         return pkt + pay
 
     def guess_payload_class(self, payload):
-        if self.type in (2, 3):
-            return ILRange
-        return Raw
+        body = IL_BODIES.get(self.type)
+        return globals()[body] if body else Raw
 
 
 # The contract test walks these in order: (C field name, Scapy field name).

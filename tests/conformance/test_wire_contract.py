@@ -5,7 +5,8 @@ import subprocess
 
 from conftest import ROOT, WIRE_DUMP
 from interlink import (HEADER_FIELDS, IL_FLAGS, IL_HDR_LEN, IL_TYPES, IL_UDP_PORT, IL_VERSION,
-                       ILMsg, ILRange, Interlink)
+                       ROLE_RECEIVER, ROLE_SENDER, ILAck, ILCredit, ILMember, ILMsg, ILRange,
+                       ILStable, ILView, ILViewMember, ILViewSender, Interlink)
 
 DOC = ROOT / "docs" / "wire-format.md"
 
@@ -113,3 +114,39 @@ def test_doc_example_matches_scapy():
     hexes = "".join(re.split(r"\s{3,}", line)[0] for line in block.splitlines() if line)
     want = bytes.fromhex(hexes.replace(" ", ""))
     assert bytes(il_data(1, 3, 7, [b"hi", b"there"])) == want
+
+
+BODIES = [("## ACK body", "ack", ILAck), ("## STABLE body", "stable", ILStable),
+          ("## MEMBER body", "member", ILMember), ("## VIEW body", "view", None),
+          ("Member entry", "view_member", ILViewMember), ("Sender entry", "view_sender", ILViewSender),
+          ("## CREDIT body", "credit", ILCredit)]
+
+
+def test_control_bodies_agree():
+    c = c_wire()
+    for heading, key, cls in BODIES:
+        rows = doc_table(heading)
+        assert [(int(r[0]), int(r[1]), r[2]) for r in rows] == \
+            [(f["offset"], f["size"], f["name"]) for f in c[key]], heading
+        if cls:
+            lay = scapy_layout(cls, [f["name"] for f in c[key]])
+            for f in c[key]:
+                assert lay[f["name"]] == (f["offset"], f["size"]), (key, f["name"])
+    assert c["roles"] == {"SENDER": ROLE_SENDER, "RECEIVER": ROLE_RECEIVER}
+
+
+def test_view_layout_by_example():
+    """VIEW's counted lists: the fixed part as in the header, then members, then senders."""
+    c = c_wire()
+    v = ILView(view_id=7, members=[ILViewMember(member_id=1, roles=3)],
+               senders=[ILViewSender(sender_id=9, next_sender_seq=42)])
+    b = bytes(v)
+    fixed = {f["name"]: f for f in c["view"]}
+    assert len(b) == 8 + 8 + 16
+    assert b[fixed["n_members"]["offset"]:][:2] == (1).to_bytes(2, "big")
+    assert b[fixed["n_senders"]["offset"]:][:2] == (1).to_bytes(2, "big")
+    assert b[8:16] == (1).to_bytes(4, "big") + (3).to_bytes(4, "big")
+    assert b[16:] == (9).to_bytes(4, "big") + bytes(4) + (42).to_bytes(8, "big")
+    # and it dissects behind a header
+    pkt = Interlink(bytes(Interlink(type=9, group_id=1, global_seq=5) / v))
+    assert pkt[ILView].senders[0].next_sender_seq == 42
