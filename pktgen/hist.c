@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "pktgen.h"
+#include "pgutil.h"
 
 static inline unsigned bucket_of(uint64_t v)
 {

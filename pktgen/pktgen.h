@@ -12,41 +12,48 @@
 
 #include <interlink/impair.h>
 
+#include "pgutil.h"
+
 #define PG_MAX_SENDERS 64
 #define PG_MAX_RECEIVERS 16
 #define PG_MAX_GROUPS 16
 #define PG_BURST 32
 
-/* ---- latency histogram (log-linear, HDR-style) ----------------------- */
-#define HIST_SUB_BITS 5 /* 32 sub-buckets per power of two: <= 3.1% error */
-#define HIST_BUCKETS (64 * (1 << HIST_SUB_BITS))
-struct pg_hist {
-	uint64_t count, max, sum;
-	uint64_t b[HIST_BUCKETS];
-};
-void pg_hist_add(struct pg_hist *h, uint64_t v);
-uint64_t pg_hist_quantile(const struct pg_hist *h, double q);
-void pg_hist_merge(struct pg_hist *into, const struct pg_hist *from);
-
 /* ---- configuration --------------------------------------------------- */
+enum pg_mode { PG_NATIVE, PG_RAW, PG_PCAP };
+enum pg_check { PG_CHECK_FULL, PG_CHECK_COUNT };
+
 struct pg_conf {
 	const char *tx_dev, *rx_dev;
+	enum pg_mode mode;
+	enum pg_check check;
 	unsigned senders, receivers, groups;
 	uint16_t group_base;        /* first group id */
 	uint32_t group_addr_base;   /* multicast address of group_base (host order) */
 	uint16_t il_port;
+	uint32_t raw_dst;           /* raw mode: UDP destination (host order) */
+	uint16_t raw_port;
 	uint64_t count;             /* messages to send in all (0: until duration) */
 	double duration;            /* seconds (0: until count) */
 	double rate_pps;            /* frames per second in all (0: as fast as possible) */
-	unsigned msg_size;          /* payload bytes per message (>= 16) */
+	double rate_bps;            /* or wire bits per second (frame + FCS + 20) */
+	struct pg_sizes msg_sizes;  /* message payload (native) or UDP payload (raw) */
+	bool frame_sizes;           /* msg_sizes holds whole frames, FCS included */
 	unsigned pack;              /* messages per frame */
+	unsigned pack_bytes;        /* pack as many as fit in this IP MTU (0: --pack) */
 	bool udp_csum;
+	bool tx_drop;               /* what the port refuses is lost, as on a wire */
 	struct il_loss_cfg loss;    /* per-receiver loss injected on receive */
 	uint64_t seed;
 	double nak_timeout_us;
 	double drain_timeout_s;     /* after sending: wait this long for repairs */
 	unsigned reorder_slots;     /* per receiver per group (power of two) */
 	unsigned window;            /* per sender: messages not yet delivered everywhere */
+	const char *pcap;           /* replay this capture */
+	double speed;               /* replay speed factor (0: as fast as possible) */
+	unsigned pcap_loops;
+	const char *capture;        /* write a sample of what is received */
+	unsigned capture_count;
 	const char *json;
 	bool quiet;
 };
@@ -78,6 +85,9 @@ struct pg_receiver {
 	uint64_t from_sender[PG_MAX_SENDERS + 1]; /* messages delivered, per sender */
 	struct pg_rgroup g[PG_MAX_GROUPS];
 	struct pg_hist lat;         /* TX-to-delivery latency, TSC ticks */
+	uint64_t cnt_next[PG_MAX_GROUPS]; /* count mode: next global seq (0: none yet) */
+	uint64_t cnt_missing;       /* count mode: sequences skipped */
+	uint64_t cnt_reordered;     /* count mode: sequences going backwards */
 };
 
 struct pg_sender {
@@ -95,16 +105,40 @@ struct pg_state {
 	struct pg_receiver rx[PG_MAX_RECEIVERS];
 	uint64_t group_sent[PG_MAX_GROUPS]; /* messages sent per group */
 	uint64_t tx_frames, tx_msgs, tx_retry, rx_frames, rx_other, rx_unavail, rx_bad;
+	uint64_t tx_refused;        /* --tx-drop: frames the port did not take */
+	uint64_t tx_bytes;          /* frame bytes accepted (no FCS) */
+	uint64_t rx_data;           /* count mode: frames carrying our payload */
+	uint64_t rx_last_tsc;       /* when a frame last arrived */
+	struct pg_hist lat_count;   /* count mode: latency of every data frame */
+	struct pg_capture cap;
+	uint64_t t0;
+	struct pg_pcap pc;
+	size_t pc_next;             /* replay: next record */
+	unsigned pc_loop;
+	uint64_t pc_base;           /* replay: TSC of this loop's first record */
 	uint64_t naks_tx, naks_tx_fail;
 	uint64_t window_stalls;     /* bursts cut short by the window */
 	bool window_off;            /* set once messages were lost for good */
 	unsigned next_sender, next_group;
+	struct pg_pace pace;
+	unsigned next_size;         /* size drawn for the next message (0: none) */
+	uint8_t *tpl;               /* per (sender, group) header templates */
+	unsigned tpl_len, tpl_stride;
 	uint64_t hz;
 	volatile bool quit;
 };
 
+/* opts.c: optind, or -1 after printing why */
+int pg_parse_args(int argc, char **argv, struct pg_conf *c);
 /* sender.c */
-uint16_t pg_build_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n);
+int pg_senders_init(struct pg_state *s);
+/* Builds up to n frames that the pacer allows now. */
+uint16_t pg_build_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n, uint64_t now);
+bool pg_sending_over(const struct pg_state *s);
+/* Frame length (no FCS) of a frame of msgs messages of size bytes. */
+unsigned pg_frame_len(const struct pg_conf *c, unsigned msgs, unsigned size);
+/* rxcount.c: count mode, cheap enough for line rate */
+void pg_count_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n);
 /* receiver.c */
 int pg_receivers_init(struct pg_state *s);
 void pg_receive_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n);

@@ -258,6 +258,9 @@ void pg_receive_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n)
 		unsigned gi = (unsigned)(p.group_id - s->c.group_base);
 
 		s->rx_frames++;
+		if (s->cap.n < s->cap.cap)
+			pg_capture_add(&s->cap, rte_pktmbuf_mtod(m, const uint8_t *), m->data_len,
+				       (uint64_t)((double)(now - s->t0) * 1e9 / (double)s->hz));
 		if ((v == IL_V_DATA || v == IL_V_CONTROL) &&
 		    (p.il_off != 42 || gi >= s->c.groups)) {
 			s->rx_other++;

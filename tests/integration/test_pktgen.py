@@ -1,0 +1,191 @@
+"""interlink-pktgen on its own (net_null, net_pcap) and through the appliance (net_memif):
+raw mode, IMIX, count mode, pcap replay on the capture's timestamps, capture of a sample.
+
+Rates and timings are asserted loosely: the machine is shared. The precise figures are
+in docs/benchmarks.md."""
+import json
+import shutil
+import statistics
+import subprocess
+import uuid
+
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.utils import rdpcap, wrpcap
+
+from conftest import PKTGEN
+from harness import MemifRig
+from interlink import Interlink
+
+
+def pktgen_alone(tmp_path, tx, *args, rx=None, timeout=60):
+    tag = uuid.uuid4().hex[:8]
+    js = tmp_path / f"pg-{tag}.json"
+    cmd = ["taskset", "-c", "0", str(PKTGEN), "--tx", tx, "--json", str(js), "--quiet", *args,
+           "--", "--file-prefix", f"pg{tag}", "--lcores", "0", "-m", "256", "--no-huge",
+           "--log-level", "lib.eal:error"]
+    if rx:
+        cmd[5:5] = ["--rx", rx]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    finally:
+        shutil.rmtree(f"/var/run/dpdk/pg{tag}", ignore_errors=True)
+    out = json.loads(js.read_text()) if js.exists() else None
+    return p.returncode, p.stdout + p.stderr, out
+
+
+def test_paced_rate_over_a_second(tmp_path):
+    """100 kpps for one second into net_null: the count is the rate (loosely here)."""
+    rc, log, res = pktgen_alone(tmp_path, "net_null0,no-rx=1", "--mode", "raw", "--frame", "64",
+                                "--check", "count", "--count", "0", "--duration", "1",
+                                "--rate", "100000")
+    assert res is not None, log
+    assert 0.95 * 100000 <= res["sent_frames"] <= 1.01 * 100000, log
+    assert abs(res["tx_mpps"] - 0.1) < 0.005, log
+
+
+def test_rate_in_bits_per_second_and_frame_sizes(tmp_path):
+    """--rate-bps counts wire bits (frame + FCS + preamble + gap): 100 Mbit/s of 1518-byte
+    frames is 8127 frames a second, each handed to the port as 1514 bytes."""
+    out = tmp_path / "bps.pcap"
+    rc, log, res = pktgen_alone(tmp_path, f"net_pcap0,tx_pcap={out}", "--frame", "1518",
+                                "--groups", "1", "--check", "count", "--count", "0",
+                                "--duration", "1", "--rate-bps", "100e6")
+    assert res is not None, log
+    assert 0.95 * 8127 <= res["sent_frames"] <= 1.01 * 8127, log
+    frames = rdpcap(str(out))
+    assert len(frames) == res["sent_frames"]
+    assert {len(f) for f in frames} == {1514}
+    il = frames[0][Interlink]
+    assert il.type == 1 and il.msg_count == 1 and len(il.msgs[0].data) == 1514 - 86
+
+
+def test_imix_mix_and_packing(tmp_path):
+    out = tmp_path / "imix.pcap"
+    rc, log, res = pktgen_alone(tmp_path, f"net_pcap0,tx_pcap={out}", "--mode", "raw",
+                                "--frame", "imix", "--check", "count", "--count", "1200")
+    assert res is not None, log
+    sizes = [len(f) for f in rdpcap(str(out))]
+    assert len(sizes) == 1200
+    # exactly 7:4:1 over whole cycles of 12 (FCS excluded on the port)
+    assert sizes.count(60) == 700 and sizes.count(566) == 400 and sizes.count(1514) == 100
+    for f in rdpcap(str(out))[:20]:
+        assert f[IP].dst == "239.1.1.100" and f[UDP].dport == 9000
+    # packing: as many 100-byte messages as fit a 9000-byte MTU
+    out2 = tmp_path / "pack.pcap"
+    rc, log, res = pktgen_alone(tmp_path, f"net_pcap0,tx_pcap={out2}", "--size", "100",
+                                "--pack-bytes", "9000", "--groups", "1", "--check", "count",
+                                "--count", "1000")
+    assert res is not None, log
+    frames = rdpcap(str(out2))
+    il = frames[0][Interlink]
+    assert il.msg_count == (9000 - 28 - 40) // 104 == 85
+    assert len(frames[0]) - 14 <= 9000
+    assert sum(f[Interlink].msg_count for f in frames) == 1000
+
+
+def gapped_capture(path, gaps_us):
+    frames, t = [], 1_700_000_000.0
+    for i, gap in enumerate([0] + gaps_us):
+        t += gap / 1e6
+        f = Ether(dst="01:00:5e:01:01:64") / IP(src="10.0.0.9", dst="239.1.1.100") / \
+            UDP(sport=5009, dport=9000) / (i.to_bytes(8, "big") + bytes(10))
+        f.time = t
+        frames.append(f)
+    wrpcap(str(path), frames)
+
+
+def test_pcap_replay_honours_timestamps_with_speed(tmp_path):
+    """A capture with known gaps (1 ms and 10 ms, alternating) replayed at speed 2 leaves
+    with gaps of 0.5 ms and 5 ms, in the capture's order; every frame is sent."""
+    src, out = tmp_path / "gapped.pcap", tmp_path / "replayed.pcap"
+    gaps = [1000, 10000] * 20
+    gapped_capture(src, gaps)
+    rc, log, res = pktgen_alone(tmp_path, f"net_pcap0,tx_pcap={out}", "--pcap", str(src),
+                                "--speed", "2", "--pcap-loops", "2")
+    assert res is not None, log
+    assert res["mode"] == "pcap" and res["sent_frames"] == 2 * 41
+    got = rdpcap(str(out))
+    assert len(got) == 82
+    assert [bytes(f[UDP].payload)[:8] for f in got[:41]] == \
+        [i.to_bytes(8, "big") for i in range(41)]
+    dep = [float(got[i + 1].time - got[i].time) * 1e6 for i in range(40)]
+    short = [d for d, g in zip(dep, gaps) if g == 1000]
+    long_ = [d for d, g in zip(dep, gaps) if g == 10000]
+    # loosely: medians within 20% (the precise figure is in docs/benchmarks.md)
+    assert 400 <= statistics.median(short) <= 600, dep
+    assert 4000 <= statistics.median(long_) <= 6000, dep
+    # the whole replay spans half the capture's 220 ms, per loop
+    span = float(got[40].time - got[0].time)
+    assert 0.09 <= span <= 0.15, span
+
+
+def test_raw_mode_through_the_appliance_one_order_and_capture(tmp_path):
+    """Raw UDP from 4 senders: the appliance inserts the header, the receivers agree on one
+    order, and the captured sample is sequenced Interlink DATA with our payload."""
+    cap = tmp_path / "sample.pcap"
+    with MemifRig(tmp_path) as rig:
+        rc, log, res = rig.run_pktgen("--mode", "raw", "--frame", "64", "--senders", "4",
+                                      "--receivers", "3", "--count", "20000",
+                                      "--rate", "50000", "--capture", str(cap),
+                                      "--capture-count", "100", "--quiet")
+        app = rig.stop_appliance()
+    assert res is not None, log
+    assert rc == 0, log
+    assert res["mode"] == "raw" and res["delivered"] == res["expected"] == 3 * 20000
+    assert res["disagreements"] == 0 and res["unrecoverable"] == 0
+    assert app["messages_ordered"] == 20000
+    frames = rdpcap(str(cap))
+    assert len(frames) == res["captured"] == 100
+    seqs = []
+    for f in frames:
+        il = f[Interlink]
+        assert il.group_id == 100 and "STAMPED" in str(il.flags) and "RAW" in str(il.flags)
+        assert il.msg_count == 1 and len(il.msgs[0].data) == 64 - 4 - 42
+        seqs.append(il.global_seq)
+    assert seqs == list(range(seqs[0], seqs[0] + 100))
+    assert len({f[IP].src for f in frames}) == 4
+
+
+def test_count_mode_through_the_appliance_nothing_lost(tmp_path):
+    """The line-rate trial's check at a low rate: every frame back, sequence continuous,
+    latency measured on every frame."""
+    with MemifRig(tmp_path) as rig:
+        rc, log, res = rig.run_pktgen("--check", "count", "--frame", "106", "--groups", "2",
+                                      "--senders", "8", "--receivers", "8", "--count", "50000",
+                                      "--rate", "100000", "--quiet")
+        rig.stop_appliance()
+    assert res is not None, log
+    assert rc == 0, log
+    assert res["check"] == "count" and res["pass"]
+    assert res["rx_data"] == res["offered_frames"] == 50000 and res["lost"] == 0
+    assert res["seq_missing"] == 0 and res["seq_reordered"] == 0
+    assert res["latency_us"]["samples"] == 50000 and res["latency_us"]["p50"] > 0
+
+
+def test_count_mode_reports_loss_and_gaps(tmp_path):
+    """The check can fail: with 1% loss injected inside the appliance (impair stage), count
+    mode sees frames missing and sequence gaps, and exits 1."""
+    sets = ["stages.loss={type: impair, loss: bernoulli, p: 0.01, seed: 5}",
+            "pipeline=[{lcore: 1, chains: [{rx: in, stages: [classify, seq, loss], tx: out},"
+            " {rx: out, stages: [classify, nak], tx: in}]}]"]
+    with MemifRig(tmp_path, app_sets=sets) as rig:
+        rc, log, res = rig.run_pktgen("--check", "count", "--frame", "106", "--groups", "1",
+                                      "--receivers", "2", "--count", "20000",
+                                      "--rate", "100000", "--quiet")
+        rig.stop_appliance()
+    assert res is not None, log
+    assert rc == 1, log
+    assert 100 < res["lost"] < 320, res
+    assert res["seq_missing"] == res["lost"]
+
+
+def test_usage_errors(tmp_path):
+    for args in (["--mode", "bogus"], ["--size", "imix"],
+                 ["--mode", "raw", "--groups", "2"], ["--rate", "1", "--rate-bps", "1"],
+                 ["--frame", "40"], ["--check", "some"], ["--pcap-loops", "0"],
+                 ["--raw-dst", "10.0.0.1:9000"], ["--mode", "raw", "--pack", "4"]):
+        p = subprocess.run([str(PKTGEN), "--tx", "net_null0", *args], capture_output=True,
+                           text=True, timeout=30)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert "interlink-pktgen:" in p.stderr
