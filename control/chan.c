@@ -699,7 +699,9 @@ const char *il_cm_type_name(uint16_t type)
 		[IL_CM_NONE] = "none",	       [IL_CM_HELLO] = "hello",
 		[IL_CM_ACK] = "ack",	       [IL_CM_HEARTBEAT] = "heartbeat",
 		[IL_CM_JOIN] = "join",	       [IL_CM_LEAVE] = "leave",
-		[IL_CM_WATERMARK] = "watermark",
+		[IL_CM_WATERMARK] = "watermark", [IL_CM_VIEW] = "view",
+		[IL_CM_VIEW_MEMBERS] = "view_members", [IL_CM_CREDIT] = "credit",
+		[IL_CM_RESYNC] = "resync",
 	};
 
 	if (type < IL_CM_TYPE_COUNT)

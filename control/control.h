@@ -17,6 +17,9 @@ struct ctl_opts {
 	uint32_t up_slots;
 	uint32_t down_slots;
 	unsigned tick_ms;
+	unsigned suspect_ms; /* fast failure detector (0: off) */
+	unsigned exclude_ms; /* slow failure detector (0: off) */
+	uint32_t window;     /* credit window per sender (0: no flow control) */
 	bool recreate;
 	int verbose;
 };

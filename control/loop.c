@@ -168,12 +168,20 @@ static void on_dp_hello(struct ctl *c, const struct il_cm_hello *h)
 		c->st.dp_restarts++;
 	logmsg(c, 1, "data plane incarnation %llu epoch %u: resynchronising",
 	       (unsigned long long)h->incarnation, h->epoch);
-	c->dp_known = true;
 	/* Our answer names the incarnation we now talk to. */
 	il_chan_peer_restarted(c->ch, NULL);
 	c->dp_inc = h->incarnation;
 	c->dp_epoch = h->epoch;
-	il_mship_reset(&c->ms, h->epoch);
+	if (c->dp_known) {
+		/* The members outlive the data plane: only the sequence space
+		 * (epoch) restarts, after the old one's final watermark. */
+		il_mship_new_epoch(&c->ms, h->epoch);
+	} else {
+		/* A data plane we have not talked to re-sends its state
+		 * (RESYNC) if it has any. */
+		il_mship_reset(&c->ms, h->epoch);
+	}
+	c->dp_known = true;
 	/* Tell it we heard: it may be waiting for our incarnation to resend
 	 * its state (JOINs, latest ACKs). */
 	c->hello_due = true;
@@ -190,6 +198,7 @@ static void dispatch(struct ctl *c, const struct il_cmsg *m, uint64_t now)
 	case IL_CM_JOIN:
 	case IL_CM_LEAVE:
 	case IL_CM_HEARTBEAT:
+	case IL_CM_RESYNC:
 		if (!c->dp_known) {
 			/* Without a HELLO we do not know the epoch these belong to. */
 			c->st.before_hello++;
@@ -229,6 +238,15 @@ static void publish(struct ctl *c)
 
 	if (c->hello_due)
 		send_hello(c);
+	if (c->hello_due)
+		return; /* nothing may overtake our HELLO */
+	/* Views first: a joiner is in the view before the watermark counts it. */
+	do {
+		unsigned room = il_chan_tx_free(c->ch);
+
+		n = il_mship_collect_views(&c->ms, out, room < RX_BURST ? room : RX_BURST);
+		k = il_chan_send_burst(c->ch, out, n);
+	} while (n > 0 && k == n);
 	do {
 		n = il_mship_collect(&c->ms, out, RX_BURST);
 		k = il_chan_send_burst(c->ch, out, n);
@@ -268,6 +286,14 @@ static size_t reply_status(struct ctl *c, char *r, size_t len)
 	OUT("wrong_epoch %llu\nwatermarks_published %llu\ngroups %u\n",
 	    (unsigned long long)c->ms.st.wrong_epoch, (unsigned long long)c->ms.st.published,
 	    c->ms.n_groups);
+	OUT("heartbeats %llu\nunknown_member %llu\nsuspicions %llu\nfalse_suspicions %llu\n"
+	    "exclusions %llu\nrejoins %llu\nviews %llu\ncredits %llu\nresyncs %llu\nepochs %llu\n",
+	    (unsigned long long)c->ms.st.heartbeats, (unsigned long long)c->ms.st.unknown_member,
+	    (unsigned long long)c->ms.st.suspicions,
+	    (unsigned long long)c->ms.st.false_suspicions,
+	    (unsigned long long)c->ms.st.exclusions, (unsigned long long)c->ms.st.rejoins,
+	    (unsigned long long)c->ms.st.views, (unsigned long long)c->ms.st.credits,
+	    (unsigned long long)c->ms.st.resyncs, (unsigned long long)c->ms.st.epochs);
 #undef OUT
 	return o < len ? o : len - 1;
 }
@@ -279,11 +305,16 @@ static size_t reply_groups(struct ctl *c, char *r, size_t len)
 	for (unsigned i = 0; i < c->ms.n_groups && o < len; i++) {
 		const struct il_mgroup *g = il_mship_group(&c->ms, c->ms.groups[i]);
 
+		unsigned sus = 0;
+
+		for (unsigned k = 0; k < g->n; k++)
+			sus += g->m[k].suspected;
 		o += (size_t)snprintf(r + o, len - o,
-				      "group %u receivers %u watermark %llu published %llu view %llu\n",
-				      g->id, g->n, (unsigned long long)g->stab.watermark,
+				      "group %u receivers %u watermark %llu published %llu view %llu "
+				      "members %u suspected %u window %u\n",
+				      g->id, g->stab.n, (unsigned long long)g->stab.watermark,
 				      (unsigned long long)g->published,
-				      (unsigned long long)g->view_id);
+				      (unsigned long long)g->view_id, g->n, sus, g->window);
 	}
 	if (o == 0)
 		o = (size_t)snprintf(r, len, "no groups\n");
@@ -324,6 +355,7 @@ static void on_tick(struct ctl *c)
 	uint64_t inc;
 
 	c->st.ticks++;
+	il_mship_tick(&c->ms, mono_ns());
 	/* The in-band HELLO resets state; the header only tells us early. */
 	if (il_chan_peer_restarted(c->ch, &inc))
 		logmsg(c, 1, "data plane attached (incarnation %llu)", (unsigned long long)inc);
@@ -463,14 +495,26 @@ static int setup(struct ctl *c)
 		logmsg(c, 0, "out of memory");
 		return -1;
 	}
+	c->ms.cfg = (struct il_mship_cfg){ .suspect_ns = c->o->suspect_ms * 1000000ull,
+					   .exclude_ns = c->o->exclude_ms * 1000000ull,
+					   .window = c->o->window };
 	rc = io_uring_queue_init(16, &c->ring, 0);
 	if (rc != 0) {
 		logmsg(c, 0, "io_uring_queue_init: %s", strerror(-rc));
 		return -1;
 	}
 	c->ring_ok = true;
-	c->tick.tv_sec = c->o->tick_ms / 1000;
-	c->tick.tv_nsec = (long long)(c->o->tick_ms % 1000) * 1000000;
+	/* The detectors are only as precise as the tick: a quarter of the
+	 * shorter timeout. */
+	unsigned tick = c->o->tick_ms;
+	if (c->o->suspect_ms && c->o->suspect_ms / 4 < tick)
+		tick = c->o->suspect_ms / 4;
+	if (c->o->exclude_ms && c->o->exclude_ms / 4 < tick)
+		tick = c->o->exclude_ms / 4;
+	if (tick == 0)
+		tick = 1;
+	c->tick.tv_sec = tick / 1000;
+	c->tick.tv_nsec = (long long)(tick % 1000) * 1000000;
 	arm(c, EV_WAKE);
 	arm(c, EV_TICK);
 	arm(c, EV_SIGNAL);

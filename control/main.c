@@ -18,6 +18,9 @@ enum {
 	OPT_DOWN_SLOTS,
 	OPT_TICK_MS,
 	OPT_RECREATE,
+	OPT_SUSPECT_MS,
+	OPT_EXCLUDE_MS,
+	OPT_WINDOW,
 };
 
 static const struct option long_opts[] = {
@@ -28,6 +31,9 @@ static const struct option long_opts[] = {
 	{ "down-slots", required_argument, NULL, OPT_DOWN_SLOTS },
 	{ "tick-ms", required_argument, NULL, OPT_TICK_MS },
 	{ "recreate", no_argument, NULL, OPT_RECREATE },
+	{ "suspect-ms", required_argument, NULL, OPT_SUSPECT_MS },
+	{ "exclude-ms", required_argument, NULL, OPT_EXCLUDE_MS },
+	{ "window", required_argument, NULL, OPT_WINDOW },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -52,6 +58,13 @@ static void usage(FILE *f)
 		"                         from %u to %u (default %u)\n"
 		"      --down-slots N     control -> data plane ring size, idem (default %u)\n"
 		"      --tick-ms N        housekeeping period in ms, 1..60000 (default 100)\n"
+		"      --suspect-ms N     suspect a member not heard from for N ms, 0..600000;\n"
+		"                         0: off (default 100)\n"
+		"      --exclude-ms N     exclude it (a view change) after N ms, 0..600000,\n"
+		"                         at least --suspect-ms; 0: off (default 1000)\n"
+		"      --window N         credit window: messages a sender may have that are\n"
+		"                         not yet stable, 0..16777216; 0: no flow control\n"
+		"                         (default 0)\n"
 		"      --recreate         replace an existing channel file of other sizes\n"
 		"                         (a data plane attached to it must re-attach)\n"
 		"  -v, --verbose          log attach, resync and shutdown events\n"
@@ -106,7 +119,7 @@ static int set_path(const char *opt, const char *val, char *dst, size_t len)
 static int parse_args(int argc, char **argv, struct ctl_opts *o)
 {
 	bool sock_set = false, mgmt_set = false;
-	uint32_t tick = 100;
+	uint32_t tick = 100, suspect = 100, exclude = 1000, window = 0;
 	int c;
 
 	memset(o, 0, sizeof(*o));
@@ -146,6 +159,15 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		case OPT_RECREATE:
 			o->recreate = true;
 			break;
+		case OPT_SUSPECT_MS:
+			rc = parse_u32("--suspect-ms", optarg, 0, 600000, false, &suspect);
+			break;
+		case OPT_EXCLUDE_MS:
+			rc = parse_u32("--exclude-ms", optarg, 0, 600000, false, &exclude);
+			break;
+		case OPT_WINDOW:
+			rc = parse_u32("--window", optarg, 0, 1u << 24, false, &window);
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -173,6 +195,16 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		return -1;
 	}
 	o->tick_ms = tick;
+	o->suspect_ms = suspect;
+	o->exclude_ms = exclude;
+	o->window = window;
+	if (exclude != 0 && suspect > exclude) {
+		char v[16];
+
+		snprintf(v, sizeof(v), "%u", exclude);
+		return bad("--exclude-ms", v, "must be at least --suspect-ms (the slow detector "
+			   "excludes, the fast one only suspects)");
+	}
 	if (!sock_set && il_chan_default_sock_path(o->chan_path, o->sock_path,
 						   sizeof(o->sock_path)) != 0)
 		return bad("--chan", o->chan_path, "is too long to derive --wake-sock from");

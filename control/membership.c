@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <interlink/wire.h>
+
 #include "membership.h"
 
 int il_mship_init(struct il_mship *m, uint32_t epoch)
@@ -88,16 +90,49 @@ static void mark_pending(struct il_mship *m, struct il_mgroup *g)
 	}
 }
 
+static uint32_t roles_of(const struct il_cm_member *p)
+{
+	return p->roles ? p->roles : IL_ROLE_RECEIVER;
+}
+
+static void view_change(struct il_mship *m, struct il_mgroup *g, uint16_t reason,
+			uint64_t start)
+{
+	g->view_id++;
+	g->view_due = true;
+	g->view_reason = reason;
+	if (start && (g->view_start == 0 || start < g->view_start))
+		g->view_start = start;
+	m->views_due = true;
+	mark_pending(m, g);
+}
+
 static int do_join(struct il_mship *m, struct il_mgroup *g, const struct il_cm_member *p,
-		   uint64_t now)
+		   uint16_t flags, uint64_t now)
 {
 	int i = member_find(g, p->receiver);
 
 	if (i >= 0) {
-		/* A repeated JOIN (the data plane re-sending its state after a
-		 * control restart, or a retry) only refreshes liveness. */
-		g->m[i].last_heard_ns = now;
-		return 1;
+		struct il_member *mb = &g->m[i];
+
+		mb->last_heard_ns = now;
+		if (flags & IL_CMF_RESYNC || p->incarnation == mb->incarnation) {
+			/* A repeated JOIN (a retry, or the data plane's state
+			 * after a control restart) only refreshes liveness. */
+			return 1;
+		}
+		/* A new incarnation: it restarted, or it was excluded wrongly
+		 * and rejoins. Its old state is gone: it starts at its join
+		 * point like any joiner. */
+		mb->incarnation = p->incarnation;
+		mb->roles = roles_of(p);
+		mb->suspected = false;
+		il_stab_remove(&g->stab, p->receiver);
+		if ((mb->roles & IL_ROLE_RECEIVER) && il_stab_add(&g->stab, p->receiver, p->seq) < 0)
+			goto nomem;
+		m->st.rejoins++;
+		view_change(m, g, IL_VR_JOIN, p->seq);
+		return 0;
 	}
 	if (g->n == g->cap) {
 		unsigned cap = g->cap ? 2 * g->cap : 8;
@@ -108,17 +143,33 @@ static int do_join(struct il_mship *m, struct il_mgroup *g, const struct il_cm_m
 		g->m = nm;
 		g->cap = cap;
 	}
-	if (il_stab_add(&g->stab, p->receiver, p->seq) < 0)
+	if ((roles_of(p) & IL_ROLE_RECEIVER) && il_stab_add(&g->stab, p->receiver, p->seq) < 0)
 		goto nomem;
-	g->m[g->n++] = (struct il_member){ .id = p->receiver, .joined_ns = now,
+	g->m[g->n++] = (struct il_member){ .id = p->receiver, .roles = roles_of(p),
+					   .incarnation = p->incarnation,
+					   .buffer_free = UINT32_MAX, .joined_ns = now,
 					   .last_heard_ns = now };
-	g->view_id++;
+	if (flags & IL_CMF_RESYNC) {
+		/* A member of the view the data plane already has. */
+		mark_pending(m, g);
+		return 0;
+	}
 	m->st.joins++;
-	mark_pending(m, g);
+	view_change(m, g, IL_VR_JOIN, p->seq);
 	return 0;
 nomem:
 	m->st.nomem++;
 	return 1;
+}
+
+static void member_remove(struct il_mship *m, struct il_mgroup *g, unsigned i, uint16_t reason)
+{
+	uint32_t id = g->m[i].id;
+
+	g->m[i] = g->m[--g->n];
+	il_stab_remove(&g->stab, id);
+	/* The minimum may now be held by someone further ahead. */
+	view_change(m, g, reason, 0);
 }
 
 static int do_leave(struct il_mship *m, struct il_mgroup *g, const struct il_cm_member *p)
@@ -129,13 +180,68 @@ static int do_leave(struct il_mship *m, struct il_mgroup *g, const struct il_cm_
 		m->st.unknown_member++;
 		return 1;
 	}
-	g->m[i] = g->m[--g->n];
-	il_stab_remove(&g->stab, p->receiver);
-	g->view_id++;
+	member_remove(m, g, (unsigned)i, IL_VR_LEAVE);
 	m->st.leaves++;
-	/* The minimum may now be held by someone further ahead. */
-	mark_pending(m, g);
 	return 0;
+}
+
+static void heard(struct il_mship *m, struct il_member *mb, uint64_t now)
+{
+	mb->last_heard_ns = now;
+	if (mb->suspected) {
+		/* The fast detector was wrong: that is what it is for. */
+		mb->suspected = false;
+		m->st.false_suspicions++;
+	}
+}
+
+void il_mship_tick(struct il_mship *m, uint64_t now)
+{
+	for (unsigned k = 0; k < m->n_groups; k++) {
+		struct il_mgroup *g = m->by_id[m->groups[k]];
+
+		for (unsigned i = 0; i < g->n;) {
+			struct il_member *mb = &g->m[i];
+			uint64_t quiet = now > mb->last_heard_ns ? now - mb->last_heard_ns : 0;
+
+			if (m->cfg.exclude_ns && quiet >= m->cfg.exclude_ns) {
+				m->st.exclusions++;
+				member_remove(m, g, i, IL_VR_EXCLUDE);
+				continue; /* the last member moved into slot i */
+			}
+			if (m->cfg.suspect_ns && quiet >= m->cfg.suspect_ns && !mb->suspected) {
+				mb->suspected = true;
+				m->st.suspicions++;
+			}
+			i++;
+		}
+	}
+}
+
+/* The window every sender gets: W, shrunk so that all senders' unstable
+ * messages fit in the fullest receiver's free buffer, in steps of W/8 so
+ * that small changes in buffer_free do not each cost a CREDIT. */
+static uint32_t window_of(const struct il_mship *m, const struct il_mgroup *g)
+{
+	uint64_t free = UINT32_MAX, w = m->cfg.window, step;
+	unsigned senders = 0;
+
+	if (w == 0)
+		return 0;
+	for (unsigned i = 0; i < g->n; i++) {
+		if (g->m[i].roles & IL_ROLE_SENDER)
+			senders++;
+		if ((g->m[i].roles & IL_ROLE_RECEIVER) && g->m[i].buffer_free < free)
+			free = g->m[i].buffer_free;
+	}
+	if (free == UINT32_MAX)
+		return (uint32_t)w;
+	free /= senders ? senders : 1;
+	if (free >= w)
+		return (uint32_t)w;
+	step = w >= 8 ? w / 8 : 1;
+	free = free / step * step;
+	return (uint32_t)(free ? free : 1);
 }
 
 int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now)
@@ -149,6 +255,7 @@ int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now)
 	case IL_CM_LEAVE:
 	case IL_CM_HEARTBEAT:
 	case IL_CM_ACK:
+	case IL_CM_RESYNC:
 		break;
 	default:
 		return -1;
@@ -164,14 +271,29 @@ int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now)
 		m->st.wrong_epoch++;
 		return 1;
 	}
-	g = group_get(m, msg->group, msg->type == IL_CM_JOIN);
+	g = group_get(m, msg->group, msg->type == IL_CM_JOIN || msg->type == IL_CM_RESYNC);
 	switch (msg->type) {
+	case IL_CM_RESYNC:
+		if (g == NULL) {
+			m->st.nomem++;
+			return 1;
+		}
+		/* A control restart: adopt the data plane's view id and
+		 * watermark (what was published before must stay published). */
+		g->view_id = msg->u.resync.view_id;
+		if (msg->u.resync.stable_seq > g->stab.watermark)
+			g->stab.watermark = msg->u.resync.stable_seq;
+		if (msg->u.resync.stable_seq > g->published)
+			g->published = msg->u.resync.stable_seq;
+		g->window = g->window_sent = msg->u.resync.window;
+		m->st.resyncs++;
+		return 0;
 	case IL_CM_JOIN:
 		if (g == NULL) {
 			m->st.nomem++;
 			return 1;
 		}
-		return do_join(m, g, p, now);
+		return do_join(m, g, p, msg->flags, now);
 	case IL_CM_LEAVE:
 		return do_leave(m, g, p);
 	case IL_CM_HEARTBEAT:
@@ -180,7 +302,7 @@ int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now)
 			m->st.unknown_member++;
 			return 1;
 		}
-		g->m[i].last_heard_ns = now;
+		heard(m, &g->m[i], now);
 		m->st.heartbeats++;
 		return 0;
 	default: /* IL_CM_ACK */
@@ -197,8 +319,10 @@ int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now)
 			return 1;
 		}
 		i = member_find(g, p->receiver);
-		if (i >= 0)
-			g->m[i].last_heard_ns = now;
+		if (i >= 0) {
+			heard(m, &g->m[i], now);
+			g->m[i].buffer_free = msg->u.ack.buffer_free;
+		}
 		m->st.acks++;
 		mark_pending(m, g);
 		return 0;
@@ -229,6 +353,7 @@ unsigned il_mship_collect(struct il_mship *m, struct il_cmsg *out, unsigned max)
 			o->u.wm.epoch = m->epoch;
 			o->u.wm.receivers = g->stab.n;
 			o->u.wm.stable_seq = g->stab.watermark;
+			o->u.wm.view_id = (uint32_t)g->view_id;
 		}
 	}
 	m->n_pending = keep;
@@ -245,4 +370,121 @@ void il_mship_published(struct il_mship *m, const struct il_cmsg *msgs, unsigned
 			m->st.published++;
 		}
 	}
+}
+
+void il_mship_new_epoch(struct il_mship *m, uint32_t epoch)
+{
+	uint32_t old = m->epoch;
+
+	m->epoch = epoch;
+	m->st.epochs++;
+	for (unsigned k = 0; k < m->n_groups; k++) {
+		struct il_mgroup *g = m->by_id[m->groups[k]];
+
+		/* Every live receiver acked at least the minimum: below it
+		 * nothing of the old epoch can be missing anywhere. */
+		il_stab_update(&g->stab);
+		g->final_epoch = old;
+		g->final_wm = g->stab.watermark;
+		/* A restart within the same epoch (clock) cannot be told from
+		 * a live watermark: say nothing rather than something wrong. */
+		g->final_due = old != epoch;
+		il_stab_reset(&g->stab, epoch);
+		for (unsigned i = 0; i < g->n; i++)
+			if (g->m[i].roles & IL_ROLE_RECEIVER)
+				il_stab_add(&g->stab, g->m[i].id, 0);
+		g->published = 0;
+		g->view_start = 0;
+		g->window_sent = UINT32_MAX;
+		view_change(m, g, IL_VR_EPOCH, 1);
+	}
+}
+
+static unsigned view_msgs(struct il_mship *m, struct il_mgroup *g, struct il_cmsg *out)
+{
+	unsigned n = 0;
+	struct il_cmsg *o = &out[n++];
+
+	memset(o, 0, sizeof(*o));
+	o->type = IL_CM_VIEW;
+	o->len = sizeof(o->u.view);
+	o->group = g->id;
+	o->u.view = (struct il_cm_view){ .epoch = m->epoch, .view_id = (uint32_t)g->view_id,
+					 .start_seq = g->view_start,
+					 .n_members = (uint16_t)g->n,
+					 .reason = g->view_reason, .window = g->window };
+	for (unsigned i = 0; i < g->n; i += IL_CM_VIEW_CHUNK) {
+		o = &out[n++];
+		memset(o, 0, sizeof(*o));
+		o->type = IL_CM_VIEW_MEMBERS;
+		o->len = sizeof(o->u.vm);
+		o->group = g->id;
+		o->u.vm.view_id = (uint32_t)g->view_id;
+		o->u.vm.index = (uint16_t)i;
+		for (unsigned k = i; k < g->n && k < i + IL_CM_VIEW_CHUNK; k++) {
+			o->u.vm.m[k - i].id = g->m[k].id;
+			o->u.vm.m[k - i].roles = g->m[k].roles;
+			o->u.vm.count++;
+		}
+	}
+	return n;
+}
+
+unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigned max)
+{
+	unsigned n = 0;
+	bool left = false;
+
+	if (!m->views_due && m->cfg.window == 0)
+		return 0;
+	for (unsigned k = 0; k < m->n_groups; k++) {
+		struct il_mgroup *g = m->by_id[m->groups[k]];
+		unsigned need = 0;
+		uint32_t w = window_of(m, g);
+
+		if (w != g->window) {
+			g->window = w;
+		}
+		need += g->final_due;
+		need += g->view_due ? 1 + (g->n + IL_CM_VIEW_CHUNK - 1) / IL_CM_VIEW_CHUNK : 0;
+		need += g->window != g->window_sent && !g->view_due;
+		if (need == 0)
+			continue;
+		if (n + need > max) {
+			left = true;
+			continue;
+		}
+		if (g->final_due) {
+			struct il_cmsg *o = &out[n++];
+
+			memset(o, 0, sizeof(*o));
+			o->type = IL_CM_WATERMARK;
+			o->len = sizeof(o->u.wm);
+			o->group = g->id;
+			o->u.wm.epoch = g->final_epoch;
+			o->u.wm.stable_seq = g->final_wm;
+			o->u.wm.view_id = (uint32_t)g->view_id;
+			g->final_due = false;
+		}
+		if (g->view_due) {
+			n += view_msgs(m, g, &out[n]);
+			g->view_due = false;
+			g->view_start = 0;
+			g->window_sent = g->window; /* the VIEW carries it */
+			m->st.views++;
+		} else if (g->window != g->window_sent) {
+			struct il_cmsg *o = &out[n++];
+
+			memset(o, 0, sizeof(*o));
+			o->type = IL_CM_CREDIT;
+			o->len = sizeof(o->u.credit);
+			o->group = g->id;
+			o->u.credit.epoch = m->epoch;
+			o->u.credit.window = g->window;
+			g->window_sent = g->window;
+			m->st.credits++;
+		}
+	}
+	m->views_due = left;
+	return n;
 }

@@ -4,11 +4,15 @@
  * receivers (from JOIN/LEAVE forwarded by the data plane), when each was
  * last heard from, and the group's stability state.
  *
- * Today a receiver is live from its JOIN to its LEAVE. Later work adds
- * views (view_id is already counted), heartbeats timing out into
- * suspicion and eviction (last_heard_ns is already kept) and the
- * (P, U) view change; the stability rule does not change: the watermark
- * is the minimum over the current view.
+ * A member is in the view from its JOIN until its LEAVE or its exclusion.
+ * Two failure detectors (thesis 2.6): a member not heard from (HEARTBEAT,
+ * ACK or JOIN) for suspect_ns is suspected, which costs nothing but a
+ * counter and a flag; one not heard from for exclude_ns is excluded,
+ * which is a view change. Every change of the member set bumps view_id
+ * and queues a VIEW for the data plane; the watermark is the minimum over
+ * the receivers of the current view. A JOIN with a new incarnation from
+ * a member (it restarted, or it was excluded wrongly and rejoins) starts
+ * it afresh at its join point.
  */
 #ifndef INTERLINK_CONTROL_MEMBERSHIP_H
 #define INTERLINK_CONTROL_MEMBERSHIP_H
@@ -24,6 +28,10 @@
 
 struct il_member {
 	uint32_t id;
+	uint32_t roles;       /* IL_ROLE_*; a JOIN without roles is a receiver */
+	uint32_t incarnation;
+	uint32_t buffer_free; /* from its last ACK; UINT32_MAX: no limit */
+	bool suspected;
 	uint64_t joined_ns;
 	uint64_t last_heard_ns;
 };
@@ -36,6 +44,21 @@ struct il_mgroup {
 	struct il_stab stab;
 	uint64_t published; /* watermark last handed to the data plane */
 	bool pending;       /* on the pending list */
+	/* Views and credits for the data plane (il_mship_collect_views). */
+	bool view_due;
+	uint16_t view_reason;    /* enum il_view_reason of the latest change */
+	uint64_t view_start;     /* min join point of the view's joiners; 0: none */
+	uint32_t window;         /* current credit window */
+	uint32_t window_sent;    /* last one handed out; UINT32_MAX: never */
+	uint32_t final_epoch;    /* final watermark of a dead data plane ... */
+	uint64_t final_wm;
+	bool final_due;          /* ... still to hand out */
+};
+
+struct il_mship_cfg {
+	uint64_t suspect_ns; /* fast detector: suspect after this silence (0: off) */
+	uint64_t exclude_ns; /* slow detector: exclude after this silence (0: off) */
+	uint32_t window;     /* credit window per sender (0: no flow control) */
 };
 
 struct il_mship_stats {
@@ -45,24 +68,36 @@ struct il_mship_stats {
 	uint64_t unknown_member; /* LEAVE/HEARTBEAT from a non-member */
 	uint64_t published;   /* watermark messages handed out */
 	uint64_t nomem;
+	uint64_t suspicions, false_suspicions, exclusions, rejoins;
+	uint64_t views, credits, resyncs, epochs;
 };
 
 struct il_mship {
 	uint32_t epoch;
+	struct il_mship_cfg cfg;
 	struct il_mgroup **by_id; /* IL_MSHIP_GROUPS entries */
 	uint16_t *groups;         /* ids of allocated groups */
 	unsigned n_groups;
 	uint16_t *pending;        /* groups whose watermark may need publishing */
 	unsigned n_pending;
+	bool views_due;           /* some group has a view or final watermark due */
 	struct il_mship_stats st;
 };
 
 int il_mship_init(struct il_mship *m, uint32_t epoch);
 void il_mship_free(struct il_mship *m);
-/* Data plane restarted or changed epoch: forget everything. */
+/* Forget everything (a data plane this process has not talked to). */
 void il_mship_reset(struct il_mship *m, uint32_t epoch);
+/* The data plane restarted with a new epoch: keep the members, hand out
+ * the final watermark of the old epoch (every live receiver holds what is
+ * below it), restart stability at 0 and announce a new view starting at
+ * global sequence 1. */
+void il_mship_new_epoch(struct il_mship *m, uint32_t epoch);
 
-/* Apply one up-ring message (JOIN, LEAVE, HEARTBEAT, ACK); other types
+/* Failure detection; call on every housekeeping tick. */
+void il_mship_tick(struct il_mship *m, uint64_t now_ns);
+
+/* Apply one up-ring message (JOIN, LEAVE, HEARTBEAT, ACK, RESYNC); other types
  * return -1 untouched. now_ns stamps liveness. Returns 0 applied, 1
  * ignored (counted). */
 int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now_ns);
@@ -74,6 +109,11 @@ int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now_n
  * (a full ring coalesces updates rather than losing them). */
 unsigned il_mship_collect(struct il_mship *m, struct il_cmsg *out, unsigned max);
 void il_mship_published(struct il_mship *m, const struct il_cmsg *msgs, unsigned n);
+
+/* VIEW (+ VIEW_MEMBERS), CREDIT and final-watermark messages that are
+ * due, as many as fit in max (a view is never cut); they count as handed
+ * out, so pass the free room of the down ring (the only producer). */
+unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigned max);
 
 const struct il_mgroup *il_mship_group(const struct il_mship *m, uint16_t id);
 

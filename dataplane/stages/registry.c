@@ -10,12 +10,14 @@ extern const struct il_stage_type il_stage_classify;
 extern const struct il_stage_type il_stage_sequencer;
 extern const struct il_stage_type il_stage_nak;
 extern const struct il_stage_type il_stage_impair;
+extern const struct il_stage_type il_stage_control;
 
 static const struct il_stage_type *const types[] = {
 	&il_stage_classify,
 	&il_stage_sequencer,
 	&il_stage_nak,
 	&il_stage_impair,
+	&il_stage_control,
 };
 
 const struct il_stage_type *il_stage_type_find(const char *name)

@@ -27,6 +27,7 @@ static const char *const seq_counter_names[SEQ_C_COUNT] = {
 	[SEQ_C_DROP_RAW_TOO_BIG] = "drop_raw_too_big",
 	[SEQ_C_DROP_NO_HEADROOM] = "drop_no_headroom",
 	[SEQ_C_RAW_SENDER_TABLE_FULL] = "raw_sender_table_full",
+	[SEQ_C_DROP_HIST_FULL_UNSTABLE] = "drop_history_full_unstable",
 };
 
 struct raw_key {
@@ -36,7 +37,8 @@ struct raw_key {
 };
 
 static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_seq_group *g,
-			     struct rte_mbuf *m, uint64_t first, uint32_t count)
+			     struct rte_mbuf *m, uint64_t first, uint32_t count, uint32_t sender,
+			     uint64_t sseq)
 {
 	struct il_hist_ent *e = &g->ring[g->head & s->mask];
 
@@ -50,7 +52,10 @@ static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_se
 	e->m = m;
 	e->first = first;
 	e->count = count;
+	e->sender = sender;
+	e->sender_seq = sseq;
 	g->head++;
+	g->stamped_frames++;
 	g->pf = 0;
 	st->ctr[SEQ_C_STAMPED_FRAMES]++;
 	st->ctr[SEQ_C_STAMPED_MSGS] += count;
@@ -74,19 +79,26 @@ static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rt
 	struct il_seq_group *g = &s->groups[mt->group_idx];
 	uint16_t cnt = il_get16(h + IL_OFF_MSG_COUNT);
 	uint64_t gs = g->next;
+	uint8_t fl = IL_F_STAMPED;
 	uint16_t ucs;
 
 	g->next += cnt;
+	if (s->uto)
+		fl |= IL_F_STABLE_VALID;
 	memcpy(&ucs, udp + 6, 2);
 	if (ucs) {
 		/* RFC 1624 over the words that change: bytes 0..15 of the header
-		 * (flags, epoch) and 24..31 (global_seq), summed 32 bits at a time:
-		 * new - old = new + ~old in one's complement. */
-		uint64_t old = sum8(h) + sum8(h + 8) + sum8(h + 24);
-		h[IL_OFF_FLAGS] |= IL_F_STAMPED;
+		 * (flags, epoch) and 24..39 (global_seq, stable_seq), summed 32
+		 * bits at a time: new - old = new + ~old in one's complement. */
+		uint64_t old = sum8(h) + sum8(h + 8) + sum8(h + 24) + sum8(h + 32);
+		h[IL_OFF_FLAGS] |= fl;
 		il_put32(h + IL_OFF_EPOCH, s->epoch);
 		il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
-		uint64_t neu = sum8(h) + sum8(h + 8) + sum8(h + 24);
+		if (s->uto) {
+			il_put64(h + IL_OFF_STABLE_SEQ, g->stable);
+			g->carried = g->stable;
+		}
+		uint64_t neu = sum8(h) + sum8(h + 8) + sum8(h + 24) + sum8(h + 32);
 		/* ~old as 16-bit words: fold old to 16 bits, then complement. */
 		old = (old & 0xffffffffu) + (old >> 32);
 		old = (old & 0xffff) + (old >> 16);
@@ -100,11 +112,16 @@ static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rt
 		ucs = il_udp_csum_fix((uint16_t)~acc);
 		memcpy(udp + 6, &ucs, 2);
 	} else {
-		h[IL_OFF_FLAGS] |= IL_F_STAMPED;
+		h[IL_OFF_FLAGS] |= fl;
 		il_put32(h + IL_OFF_EPOCH, s->epoch);
 		il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
+		if (s->uto) {
+			il_put64(h + IL_OFF_STABLE_SEQ, g->stable);
+			g->carried = g->stable;
+		}
 	}
-	hist_push(s, st, g, m, gs, cnt);
+	hist_push(s, st, g, m, gs, cnt, il_get32(h + IL_OFF_SENDER_ID),
+		  il_get64(h + IL_OFF_SENDER_SEQ));
 }
 
 static uint64_t raw_sender_next(struct il_seq *s, struct il_stage *st, uint32_t ip_be,
@@ -159,14 +176,15 @@ static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mb
 	h[IL_OFF_VERSION] = IL_VERSION;
 	h[IL_OFF_TYPE] = IL_T_DATA;
 	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
-	h[IL_OFF_FLAGS] = IL_F_STAMPED | IL_F_RAW;
+	h[IL_OFF_FLAGS] = IL_F_STAMPED | IL_F_RAW | (s->uto ? IL_F_STABLE_VALID : 0);
 	il_put16(h + IL_OFF_GROUP_ID, grp->id);
 	il_put16(h + IL_OFF_MSG_COUNT, 1);
 	memcpy(h + IL_OFF_SENDER_ID, &ip->src_addr, 4);
 	il_put32(h + IL_OFF_EPOCH, s->epoch);
 	il_put64(h + IL_OFF_SENDER_SEQ, sseq);
 	il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
-	il_put64(h + IL_OFF_STABLE_SEQ, 0);
+	il_put64(h + IL_OFF_STABLE_SEQ, s->uto ? g->stable : 0);
+	g->carried = g->stable;
 	il_put16(h + IL_HDR_LEN, plen);
 	il_put16(h + IL_HDR_LEN + 2, 0);
 
@@ -202,7 +220,7 @@ static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mb
 	ip->hdr_checksum = rte_ipv4_cksum(ip);
 	mt->kind = IL_K_DATA;
 	st->ctr[SEQ_C_RAW_INSERTED]++;
-	hist_push(s, st, g, m, gs, 1);
+	hist_push(s, st, g, m, gs, 1, rte_be_to_cpu_32(ip->src_addr), sseq);
 	return 0;
 }
 
@@ -222,6 +240,17 @@ static inline void prefetch_victims(struct il_seq *s, struct rte_mbuf **pkts, ui
 	}
 }
 
+/* Under UTO the oldest frame may go only once it is stable. */
+static inline bool hist_full_unstable(const struct il_seq *s, unsigned gi)
+{
+	const struct il_seq_group *g = &s->groups[gi];
+
+	if (g->n < s->depth)
+		return false;
+	const struct il_hist_ent *e = &g->ring[(g->head - g->n) & s->mask];
+	return e->first + e->count > g->stable;
+}
+
 static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct il_seq *s = st->ctx;
@@ -232,6 +261,14 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 		struct rte_mbuf *m = pkts[i];
 		uint8_t kind = il_meta(m)->kind;
 
+		if (unlikely(s->uto) && (kind == IL_K_DATA || kind == IL_K_RAW) &&
+		    hist_full_unstable(s, il_meta(m)->group_idx)) {
+			/* Evicting would lose a frame some receiver may still
+			 * NAK; refusing the new one costs its sender a
+			 * retransmission. Credits keep this from happening. */
+			il_drop(st, SEQ_C_DROP_HIST_FULL_UNSTABLE, m);
+			continue;
+		}
 		if (likely(kind == IL_K_DATA)) {
 			stamp_native(s, st, m);
 		} else if (kind == IL_K_RAW) {

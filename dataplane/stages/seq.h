@@ -4,6 +4,7 @@
 #ifndef IL_STAGE_SEQ_H
 #define IL_STAGE_SEQ_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <rte_hash.h>
 #include <rte_mbuf.h>
@@ -15,6 +16,8 @@ struct il_hist_ent {
 	struct rte_mbuf *m;
 	uint64_t first;
 	uint32_t count;
+	uint32_t sender;      /* sender_id, for credits and Fast-Join */
+	uint64_t sender_seq;  /* sender_seq of the first message */
 };
 
 /* Per-group sequence space and retransmission history (a ring of frames,
@@ -25,12 +28,19 @@ struct il_seq_group {
 	uint32_t n;         /* frames held */
 	uint32_t pf;        /* frames of the current burst already prefetched */
 	struct il_hist_ent *ring;
+	/* Uniform total order (set by the control stage on the same lcore):
+	 * every sequence below `stable` is held by every receiver of the
+	 * view. Stamped into DATA headers; the history frees nothing above. */
+	uint64_t stable;
+	uint64_t carried;        /* stable_seq stamped on the last DATA frame */
+	uint64_t stamped_frames; /* DATA frames stamped so far (idle detection) */
 };
 
 struct il_seq {
 	struct il_app *app;
 	uint32_t depth, mask;
 	uint32_t epoch;
+	bool uto;           /* a control stage is attached: see il_seq_group.stable */
 	struct il_seq_group *groups; /* app->n_groups entries */
 	struct rte_hash *raw_senders; /* (group, ip, port) -> per-sender seq slot */
 	uint64_t *raw_sender_seq;
@@ -48,6 +58,7 @@ enum seq_ctr {
 	SEQ_C_DROP_RAW_TOO_BIG,
 	SEQ_C_DROP_NO_HEADROOM,
 	SEQ_C_RAW_SENDER_TABLE_FULL,
+	SEQ_C_DROP_HIST_FULL_UNSTABLE,
 	SEQ_C_COUNT
 };
 

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define IL_CHAN_MAGIC 0x314e414843324c49ULL /* "IL2CHAN1" little-endian */
-#define IL_CHAN_LAYOUT_VERSION 1u
+#define IL_CHAN_LAYOUT_VERSION 2u
 #define IL_CHAN_MSG_SIZE 64u
 #define IL_CHAN_PATH_DEFAULT "/dev/shm/interlink-chan"
 #define IL_CHAN_UP_SLOTS_DEFAULT 16384u
@@ -58,6 +58,10 @@ enum il_cm_type {
 	IL_CM_JOIN = 4,      /* up: a receiver joins a group */
 	IL_CM_LEAVE = 5,     /* up: a receiver leaves a group */
 	IL_CM_WATERMARK = 6, /* down: a group's stability watermark moved */
+	IL_CM_VIEW = 7,      /* down: a new view; members follow in chunks */
+	IL_CM_VIEW_MEMBERS = 8, /* down: up to IL_CM_VIEW_CHUNK members of a view */
+	IL_CM_CREDIT = 9,    /* down: a group's flow-control window */
+	IL_CM_RESYNC = 10,   /* up: a group's state, after a control restart */
 	IL_CM_TYPE_COUNT,
 	/* 0x8000..0xffff: private to tests and experiments. */
 	IL_CM_PRIVATE = 0x8000,
@@ -81,20 +85,78 @@ struct il_cm_ack {
 	uint32_t epoch;
 	uint64_t cum_seq;  /* exclusive, see above */
 	uint64_t rx_ns;    /* arrival time at the data plane (CLOCK_MONOTONIC) */
+	uint32_t view_id;  /* the view the receiver is in (wire ACK body) */
+	uint32_t buffer_free; /* messages it can still buffer; UINT32_MAX: no limit */
 };
 
 /* JOIN, LEAVE and HEARTBEAT. */
 struct il_cm_member {
-	uint32_t receiver;
+	uint32_t receiver; /* the member (wire: sender_id), receiver or sender */
 	uint32_t epoch;
-	uint64_t seq;   /* JOIN: first seq the member is responsible for */
+	uint64_t seq;   /* JOIN: first seq the member is responsible for (the
+			 * group's next global sequence when the JOIN passed
+			 * the sequencer); RESYNC JOIN: its last cumulative ACK */
 	uint64_t rx_ns;
+	uint32_t roles;       /* IL_ROLE_* of the wire MEMBER body */
+	uint32_t incarnation; /* the member's own incarnation */
 };
 
+/* il_cmsg.flags of an up JOIN: re-sent state after a control restart
+ * (a member of view resync.view_id, not a view change). */
+#define IL_CMF_RESYNC 0x1u
+
 struct il_cm_watermark {
-	uint32_t epoch;
+	uint32_t epoch;      /* may name an older epoch: the final watermark of
+			      * a data-plane incarnation that died */
 	uint32_t receivers;  /* live receivers the minimum was taken over */
 	uint64_t stable_seq; /* exclusive, see above; never decreases in an epoch */
+	uint32_t view_id;    /* the view it was computed in */
+};
+
+/* A view: IL_CM_VIEW, then ceil(n_members / IL_CM_VIEW_CHUNK)
+ * IL_CM_VIEW_MEMBERS in the same burst (the control process checks the
+ * ring has room for all of them first, so a view is never cut). */
+struct il_cm_view {
+	uint32_t epoch;
+	uint32_t view_id;
+	uint64_t start_seq; /* first global seq of the view (Fast-Join start);
+			     * 0: the data plane's next sequence when it
+			     * multicasts the VIEW */
+	uint16_t n_members;
+	uint16_t reason;    /* enum il_view_reason, for counters and logs */
+	uint32_t window;    /* current credit window (0: no flow control) */
+};
+
+enum il_view_reason { IL_VR_JOIN = 1, IL_VR_LEAVE, IL_VR_EXCLUDE, IL_VR_EPOCH };
+
+#define IL_CM_VIEW_CHUNK 6u
+struct il_cm_view_members {
+	uint32_t view_id;
+	uint16_t index; /* of the first member in this chunk */
+	uint16_t count;
+	struct {
+		uint32_t id;
+		uint32_t roles;
+	} m[IL_CM_VIEW_CHUNK];
+};
+
+/* Down: every sender of the group may have at most `window` messages
+ * that are not yet stable (0: flow control off). The data plane turns it
+ * into per-sender limits, since it knows which frames are stable. */
+struct il_cm_credit {
+	uint32_t epoch;
+	uint32_t window;
+	uint32_t rate_kbps; /* WAN groups (TFRC); 0: no rate limit */
+};
+
+/* Up, after the data plane saw a new control incarnation: one per group,
+ * then a RESYNC JOIN and an ACK per member (docs/control.md, rule 5). */
+struct il_cm_resync {
+	uint32_t epoch;
+	uint32_t view_id;
+	uint64_t stable_seq; /* the watermark the data plane applies */
+	uint32_t window;
+	uint32_t n_members;
 };
 
 #define IL_CM_PAYLOAD_SIZE (IL_CHAN_MSG_SIZE - 8u)
@@ -109,6 +171,10 @@ struct il_cmsg {
 		struct il_cm_ack ack;
 		struct il_cm_member member; /* JOIN, LEAVE, HEARTBEAT */
 		struct il_cm_watermark wm;
+		struct il_cm_view view;
+		struct il_cm_view_members vm;
+		struct il_cm_credit credit;
+		struct il_cm_resync resync;
 		uint64_t u64[IL_CM_PAYLOAD_SIZE / 8];
 		uint8_t raw[IL_CM_PAYLOAD_SIZE];
 	} u;

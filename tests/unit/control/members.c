@@ -1,0 +1,902 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * il-uto-members: emulated group members for the control-process tests
+ * and benchmarks, speaking the wire protocol over two Linux interfaces
+ * (AF_PACKET, no DPDK): senders and receivers of one group.
+ *
+ *   --tx IF   frames into the appliance's "in" port: DATA, ACK, JOIN,
+ *             LEAVE, HEARTBEAT
+ *   --rx IF   frames out of its "out" port: DATA, VIEW, STABLE, CREDIT,
+ *             UNAVAIL; NAKs go back this way
+ *
+ * Receivers join (and wait for a VIEW naming them, whose global_seq is
+ * their start), deliver in global order with no gap (PO), NAK gaps, ACK
+ * cumulatively every K messages or T us with their free buffer, send
+ * HEARTBEATs, and U-deliver what is below the stability watermark (UTO).
+ * Senders join, wait for their VIEW and send within their CREDIT limit.
+ * Scripted faults: kill a receiver, start one late, silence one for a
+ * while (it is excluded, sees a VIEW without itself and rejoins).
+ *
+ * Checks, reported in JSON: every U-delivery is the next global sequence
+ * of that receiver and every live member of the view holds it (uniform);
+ * a frame seen twice at one sequence is the same message; no receiver
+ * buffer overflows; each sender's unstable messages never exceed its
+ * window. Exit status 0 when every check passed and all was delivered.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <linux/if_packet.h>
+#include <math.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <interlink/wire.h>
+
+#define MAXR 16
+#define MAXS 16
+#define MAXEV 32
+#define RING (1u << 21) /* global sequences remembered (power of two) */
+#define HB 20000        /* latency histogram buckets of 10 us: 200 ms */
+#define H 42            /* Interlink header offset */
+
+struct msgrec {
+	uint64_t g;     /* global sequence (0: none) */
+	uint32_t sender;
+	uint64_t sseq;
+	uint64_t sent_ns;
+	uint64_t po_ns; /* first PO delivery (all receivers share the clock) */
+};
+
+enum rstate { R_IDLE, R_JOINING, R_MEMBER, R_DEAD, R_SILENT };
+
+struct rcv {
+	uint32_t id, inc;
+	enum rstate st;
+	uint64_t start, po, uto; /* start point; next to PO/UTO-deliver */
+	uint64_t hi;             /* highest sequence held + 1 */
+	uint8_t *have;           /* RING bits */
+	uint32_t view;
+	uint64_t last_ack_ns, last_hb_ns, last_join_ns, last_nak_ns, acked;
+	uint64_t po_n, uto_n, buffer_drops, rejoins, excluded_at_ns, joined_ns;
+	uint64_t gap_ns, gap_po;
+};
+
+struct snd {
+	uint32_t id;
+	bool member;
+	uint64_t next;     /* next sender_seq to send */
+	uint64_t limit;    /* credit: may send below this (0: none seen) */
+	uint64_t stable_next, max_unstable;
+	uint64_t *gseq;    /* sender_seq -> global sequence */
+	uint64_t last_join_ns;
+	uint64_t unseen, unseen_ns; /* first sender_seq not yet seen stamped */
+	uint64_t resent;
+};
+
+enum evk { EV_KILL, EV_LATE, EV_SILENT };
+struct ev {
+	enum evk k;
+	unsigned r;
+	double at, until;
+	bool done;
+};
+
+static struct {
+	const char *tx_if, *rx_if, *json;
+	uint16_t group;
+	uint32_t mcast;
+	unsigned ns, nr, size, ack_every, ack_us, hb_ms, nak_us;
+	uint64_t count, buffer, window;
+	double rate, max_s, settle_s;
+	bool need_credit;
+	struct ev ev[MAXEV];
+	unsigned n_ev;
+} o = { .group = 1, .ns = 1, .nr = 1, .size = 64, .ack_every = 32, .ack_us = 500,
+	.hb_ms = 20, .nak_us = 3000, .count = 10000, .buffer = 1u << 20, .max_s = 50,
+	.settle_s = 10 };
+
+static int txfd, rxfd, txidx, rxidx;
+static uint8_t mac_src[6] = { 0x02, 0, 0, 0, 0x11, 0x01 };
+static struct rcv R[MAXR];
+static struct snd S[MAXS];
+static struct msgrec *msgs; /* RING entries, by global sequence */
+static uint32_t epoch;
+static uint64_t stable, t0;
+static uint64_t lat_po[HB], lat_uto[HB], lat_diff[HB];
+static uint64_t diff_n;
+static struct {
+	uint64_t data_rx, data_dup, stable_rx, view_rx, credit_rx, unavail_rx;
+	uint64_t ack_tx, hb_tx, join_tx, nak_tx, data_tx, data_frames_tx, send_fail;
+	uint64_t disagreements, uniform_violations, restamped, epochs, max_g;
+} c;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool has(const struct rcv *r, uint64_t g)
+{
+	return r->have[(g & (RING - 1)) >> 3] & (1u << (g & 7));
+}
+
+static void set_has(struct rcv *r, uint64_t g)
+{
+	r->have[(g & (RING - 1)) >> 3] |= (uint8_t)(1u << (g & 7));
+}
+
+static int open_if(const char *name, int *idx, bool rx)
+{
+	int fd = socket(AF_PACKET, SOCK_RAW, rx ? htons(ETH_P_ALL) : 0);
+	struct sockaddr_ll sa = { .sll_family = AF_PACKET };
+	int one = 1, big = 64 << 20;
+
+	if (fd < 0) {
+		perror("socket(AF_PACKET)");
+		exit(2);
+	}
+	*idx = (int)if_nametoindex(name);
+	if (*idx == 0) {
+		fprintf(stderr, "il-uto-members: interface '%s' not found\n", name);
+		exit(2);
+	}
+	sa.sll_ifindex = *idx;
+	sa.sll_protocol = rx ? htons(ETH_P_ALL) : 0;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		perror("bind");
+		exit(2);
+	}
+	setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big));
+	return fd;
+}
+
+/* Ethernet/IPv4/UDP to the group, then the header; returns its length. */
+static unsigned frame(uint8_t *f, uint8_t type, uint32_t id, unsigned body, uint32_t src_ip)
+{
+	unsigned len = H + IL_HDR_LEN + body;
+
+	memset(f, 0, len);
+	f[0] = 0x01;
+	f[1] = 0x00;
+	f[2] = 0x5e;
+	f[3] = (uint8_t)((o.mcast >> 16) & 0x7f);
+	f[4] = (uint8_t)(o.mcast >> 8);
+	f[5] = (uint8_t)o.mcast;
+	memcpy(f + 6, mac_src, 6);
+	f[12] = 0x08;
+	f[14] = 0x45;
+	il_put16(f + 16, (uint16_t)(len - 14));
+	f[22] = 16;
+	f[23] = 17;
+	il_put32(f + 26, src_ip);
+	il_put32(f + 30, o.mcast);
+	uint32_t sum = 0;
+	for (int i = 14; i < 34; i += 2)
+		sum += il_get16(f + i);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	il_put16(f + 24, (uint16_t)~sum);
+	il_put16(f + 34, 5000);
+	il_put16(f + 36, IL_UDP_PORT_DEFAULT);
+	il_put16(f + 38, (uint16_t)(len - 34));
+	f[H + IL_OFF_VERSION] = IL_VERSION;
+	f[H + IL_OFF_TYPE] = type;
+	f[H + IL_OFF_HDR_LEN] = IL_HDR_LEN;
+	il_put16(f + H + IL_OFF_GROUP_ID, o.group);
+	il_put32(f + H + IL_OFF_SENDER_ID, id);
+	il_put32(f + H + IL_OFF_EPOCH, epoch);
+	return len;
+}
+
+static void xmit(int fd, int idx, const uint8_t *f, unsigned len)
+{
+	struct sockaddr_ll sa = { .sll_family = AF_PACKET, .sll_ifindex = idx, .sll_halen = 6 };
+
+	memcpy(sa.sll_addr, f, 6);
+	if (sendto(fd, f, len, 0, (struct sockaddr *)&sa, sizeof(sa)) != (ssize_t)len)
+		c.send_fail++;
+}
+
+static void send_member(uint8_t type, uint32_t id, uint32_t roles, uint32_t inc)
+{
+	uint8_t f[128];
+	unsigned len = frame(f, type, id, IL_MEMBER_MSG_LEN, 0x0a000000u | id);
+
+	il_put32(f + H + IL_HDR_LEN, roles);
+	il_put32(f + H + IL_HDR_LEN + 4, inc);
+	xmit(txfd, txidx, f, len);
+	if (type == IL_T_JOIN)
+		c.join_tx++;
+	else if (type == IL_T_HEARTBEAT)
+		c.hb_tx++;
+}
+
+static uint64_t buffered(const struct rcv *r)
+{
+	return r->hi > r->uto ? r->hi - r->uto : 0;
+}
+
+static void send_ack(struct rcv *r, uint64_t now)
+{
+	uint8_t f[128];
+	unsigned len = frame(f, IL_T_ACK, r->id, IL_ACK_LEN, 0x0a000000u | r->id);
+	uint64_t b = buffered(r);
+
+	il_put64(f + H + IL_OFF_GLOBAL_SEQ, r->po);
+	il_put32(f + H + IL_HDR_LEN, r->view);
+	il_put32(f + H + IL_HDR_LEN + 4, (uint32_t)(b < o.buffer ? o.buffer - b : 0));
+	xmit(txfd, txidx, f, len);
+	r->acked = r->po;
+	r->last_ack_ns = now;
+	c.ack_tx++;
+}
+
+static void send_nak(struct rcv *r, uint64_t first, uint64_t last, uint64_t now)
+{
+	uint8_t f[128];
+	unsigned len = frame(f, IL_T_NAK, r->id, IL_RANGE_LEN, 0x0a000000u | r->id);
+
+	if (last - first >= IL_NAK_MAX_SPAN)
+		last = first + IL_NAK_MAX_SPAN - 1;
+	il_put64(f + H + IL_HDR_LEN, first);
+	il_put64(f + H + IL_HDR_LEN + 8, last);
+	xmit(rxfd, rxidx, f, len);
+	r->last_nak_ns = now;
+	c.nak_tx++;
+}
+
+static void hist(uint64_t *h, uint64_t ns)
+{
+	uint64_t b = ns / 10000;
+
+	h[b < HB ? b : HB - 1]++;
+}
+
+static double pct(const uint64_t *h, double p)
+{
+	uint64_t n = 0, k = 0;
+
+	for (unsigned i = 0; i < HB; i++)
+		n += h[i];
+	if (n == 0)
+		return 0;
+	for (unsigned i = 0; i < HB; i++) {
+		k += h[i];
+		if ((double)k >= p * (double)n)
+			return (i + 0.5) * 10.0;
+	}
+	return HB * 10.0;
+}
+
+static bool live_member(const struct rcv *r)
+{
+	return r->st == R_MEMBER || r->st == R_SILENT;
+}
+
+/* Deliver what can be: PO in order without gaps, UTO below the watermark. */
+static void deliver(struct rcv *r, uint64_t now)
+{
+	if (r->st != R_MEMBER)
+		return;
+	while (r->po < r->hi && has(r, r->po)) {
+		struct msgrec *m = &msgs[r->po & (RING - 1)];
+
+		if (m->sent_ns)
+			hist(lat_po, now - m->sent_ns);
+		if (m->po_ns == 0)
+			m->po_ns = now;
+		r->po++;
+		r->po_n++;
+	}
+	while (r->uto < r->po && r->uto < stable) {
+		const struct msgrec *m = &msgs[r->uto & (RING - 1)];
+
+		/* Uniform: every live member of the view that is responsible
+		 * for this sequence holds it. */
+		for (unsigned k = 0; k < o.nr; k++)
+			if (&R[k] != r && live_member(&R[k]) && R[k].start <= r->uto &&
+			    !has(&R[k], r->uto))
+				c.uniform_violations++;
+		if (m->sent_ns) {
+			hist(lat_uto, now - m->sent_ns);
+			hist(lat_diff, now - m->po_ns);
+			diff_n++;
+		}
+		r->uto++;
+		r->uto_n++;
+	}
+}
+
+static void on_data(const uint8_t *h, unsigned body_len, uint64_t now)
+{
+	uint64_t g = il_get64(h + IL_OFF_GLOBAL_SEQ);
+	uint16_t cnt = il_get16(h + IL_OFF_MSG_COUNT);
+	uint32_t sender = il_get32(h + IL_OFF_SENDER_ID);
+	uint64_t sseq = il_get64(h + IL_OFF_SENDER_SEQ);
+	const uint8_t *b = h + IL_HDR_LEN;
+
+	(void)body_len;
+	(void)now;
+	if (h[IL_OFF_FLAGS] & IL_F_STABLE_VALID && il_get64(h + IL_OFF_STABLE_SEQ) > stable)
+		stable = il_get64(h + IL_OFF_STABLE_SEQ);
+	c.data_rx++;
+	if (g + cnt > c.max_g)
+		c.max_g = g + cnt;
+	for (uint16_t i = 0; i < cnt; i++) {
+		uint64_t gi = g + i;
+		struct msgrec *m = &msgs[gi & (RING - 1)];
+		uint16_t len = il_get16(b);
+		uint64_t sent = len >= 8 ? il_get64(b + 4) : 0;
+
+		if (m->g == gi) {
+			c.data_dup++;
+			if (m->sender != sender || m->sseq != sseq + i)
+				c.disagreements++;
+		} else {
+			*m = (struct msgrec){ .g = gi, .sender = sender, .sseq = sseq + i,
+					      .sent_ns = sent };
+			for (unsigned s = 0; s < o.ns; s++)
+				if (S[s].id == sender && sseq + i <= o.count) {
+					if (S[s].gseq[sseq + i])
+						c.restamped++; /* re-sent, stamped twice */
+					else
+						S[s].gseq[sseq + i] = gi;
+				}
+		}
+		for (unsigned k = 0; k < o.nr; k++) {
+			struct rcv *r = &R[k];
+
+			if (r->st == R_IDLE || r->st == R_DEAD)
+				continue;
+			if (r->st == R_MEMBER && gi >= r->uto + o.buffer) {
+				r->buffer_drops++; /* no room: as if lost */
+				continue;
+			}
+			set_has(r, gi);
+			if (gi + 1 > r->hi)
+				r->hi = gi + 1;
+		}
+		b += 4 + len;
+	}
+}
+
+static bool in_view(const uint8_t *b, uint16_t nm, uint32_t id)
+{
+	for (uint16_t i = 0; i < nm; i++)
+		if (il_get32(b + IL_VIEW_LEN + i * IL_VIEW_MEMBER_LEN) == id)
+			return true;
+	return false;
+}
+
+static void on_view(const uint8_t *h, uint64_t now)
+{
+	const uint8_t *b = h + IL_HDR_LEN;
+	uint32_t vid = il_get32(b);
+	uint16_t nm = il_get16(b + 4), nsd = il_get16(b + 6);
+	uint64_t start = il_get64(h + IL_OFF_GLOBAL_SEQ);
+
+	c.view_rx++;
+	for (unsigned k = 0; k < o.nr; k++) {
+		struct rcv *r = &R[k];
+		bool in = in_view(b, nm, r->id);
+
+		if (r->st == R_JOINING && in) {
+			/* Fast-Join: the stream starts at the view's start. */
+			r->st = R_MEMBER;
+			r->start = r->po = r->uto = start;
+			if (r->hi < start)
+				r->hi = start;
+			r->view = vid;
+			r->joined_ns = now;
+		} else if (r->st == R_MEMBER && in) {
+			r->view = vid;
+		} else if ((r->st == R_MEMBER || r->st == R_SILENT) && !in) {
+			/* Excluded (wrongly, since it is alive): rejoin afresh. */
+			if (r->st == R_MEMBER) {
+				r->st = R_JOINING;
+				r->inc++;
+				r->rejoins++;
+				r->last_join_ns = 0;
+			}
+			r->excluded_at_ns = now;
+		}
+	}
+	for (unsigned s = 0; s < o.ns; s++)
+		if (in_view(b, nm, S[s].id))
+			S[s].member = true;
+	(void)nsd;
+}
+
+static void on_frame(const uint8_t *f, unsigned len, uint64_t now)
+{
+	if (len < H + IL_HDR_LEN || f[12] != 0x08 || f[13] != 0 || f[23] != 17 ||
+	    il_get16(f + 36) != IL_UDP_PORT_DEFAULT)
+		return;
+	const uint8_t *h = f + H;
+	if (h[IL_OFF_VERSION] != IL_VERSION || il_get16(h + IL_OFF_GROUP_ID) != o.group)
+		return;
+	uint32_t e = il_get32(h + IL_OFF_EPOCH);
+	uint8_t type = h[IL_OFF_TYPE];
+	if (type != IL_T_DATA && type != IL_T_STABLE && type != IL_T_VIEW &&
+	    type != IL_T_CREDIT && type != IL_T_UNAVAIL)
+		return;
+	if (e != epoch) {
+		if (epoch != 0 && e < epoch)
+			return; /* a late frame of an older epoch */
+		epoch = e;
+		c.epochs++;
+	}
+	switch (type) {
+	case IL_T_DATA:
+		on_data(h, len - H - IL_HDR_LEN, now);
+		break;
+	case IL_T_STABLE:
+		c.stable_rx++;
+		if (il_get64(h + IL_OFF_STABLE_SEQ) > stable)
+			stable = il_get64(h + IL_OFF_STABLE_SEQ);
+		/* A lost tail shows as next > what we hold: NAK it. */
+		for (unsigned k = 0; k < o.nr; k++)
+			if (R[k].st == R_MEMBER && il_get64(h + IL_OFF_GLOBAL_SEQ) > R[k].hi)
+				R[k].hi = il_get64(h + IL_OFF_GLOBAL_SEQ);
+		break;
+	case IL_T_VIEW:
+		on_view(h, now);
+		break;
+	case IL_T_CREDIT:
+		c.credit_rx++;
+		for (unsigned s = 0; s < o.ns; s++)
+			if (S[s].id == il_get32(h + IL_OFF_SENDER_ID) &&
+			    il_get64(h + IL_HDR_LEN) > S[s].limit)
+				S[s].limit = il_get64(h + IL_HDR_LEN);
+		break;
+	case IL_T_UNAVAIL:
+		c.unavail_rx++;
+		break;
+	}
+}
+
+static void receiver_timers(struct rcv *r, uint64_t now)
+{
+	if (r->st == R_JOINING && now - r->last_join_ns > 50000000ull) {
+		send_member(IL_T_JOIN, r->id, IL_ROLE_RECEIVER, r->inc);
+		r->last_join_ns = now;
+	}
+	if (r->st != R_MEMBER && r->st != R_JOINING)
+		return;
+	if (now - r->last_hb_ns > o.hb_ms * 1000000ull) {
+		send_member(IL_T_HEARTBEAT, r->id, IL_ROLE_RECEIVER, r->inc);
+		r->last_hb_ns = now;
+	}
+	if (r->st != R_MEMBER)
+		return;
+	if (r->po >= r->acked + o.ack_every ||
+	    (now - r->last_ack_ns > o.ack_us * 1000ull && (r->po != r->acked ||
+							  now - r->last_ack_ns > 50000000ull)))
+		send_ack(r, now);
+	/* A gap that lasts: ask for it, and again every nak_us. Frames come
+	 * in order through one socket, so 300 us is not reordering. */
+	if (r->hi > r->po && !has(r, r->po)) {
+		if (r->gap_ns == 0 || r->gap_po != r->po) {
+			r->gap_ns = now;
+			r->gap_po = r->po;
+		} else if (now - r->gap_ns > 300000ull &&
+			   now - r->last_nak_ns > o.nak_us * 1000ull) {
+			uint64_t last = r->po;
+
+			while (last + 1 < r->hi && !has(r, last + 1))
+				last++;
+			send_nak(r, r->po, last, now);
+		}
+	} else {
+		r->gap_ns = 0;
+	}
+}
+
+/* Sender s's next message: 8-byte send time in the payload. */
+static unsigned data_frame(uint8_t *f, struct snd *s, uint64_t now)
+{
+	unsigned payload = o.size < 12 ? 12 : o.size;
+	unsigned len = frame(f, IL_T_DATA, s->id, 4 + payload, 0x0a000000u | s->id);
+
+	il_put16(f + H + IL_OFF_MSG_COUNT, 1);
+	il_put32(f + H + IL_OFF_EPOCH, 0);
+	il_put64(f + H + IL_OFF_SENDER_SEQ, s->next);
+	il_put16(f + H + IL_HDR_LEN, (uint16_t)payload);
+	il_put64(f + H + IL_HDR_LEN + 4, now);
+	il_put32(f + H + IL_HDR_LEN + 12, s->id);
+	return len;
+}
+
+static void sender_update(struct snd *s)
+{
+	while (s->stable_next < s->next && s->gseq[s->stable_next] &&
+	       s->gseq[s->stable_next] < stable)
+		s->stable_next++;
+	if (s->next - s->stable_next > s->max_unstable)
+		s->max_unstable = s->next - s->stable_next;
+}
+
+static bool all_done(void)
+{
+	for (unsigned s = 0; s < o.ns; s++)
+		if (S[s].next <= o.count)
+			return false;
+	return true;
+}
+
+static void run_events(uint64_t now)
+{
+	double t = (double)(now - t0) / 1e9;
+
+	for (unsigned i = 0; i < o.n_ev; i++) {
+		struct ev *e = &o.ev[i];
+		struct rcv *r = &R[e->r];
+
+		if (e->done || t < e->at)
+			continue;
+		if (e->k == EV_KILL) {
+			r->st = R_DEAD;
+			e->done = true;
+		} else if (e->k == EV_LATE) {
+			r->st = R_JOINING;
+			e->done = true;
+		} else if (e->k == EV_SILENT) {
+			if (r->st == R_MEMBER && t < e->until) {
+				r->st = R_SILENT;
+			} else if (r->st == R_SILENT && t >= e->until) {
+				/* Back: it finds itself excluded (a VIEW without
+				 * it came meanwhile) and rejoins. */
+				r->st = R_JOINING;
+				r->inc++;
+				r->rejoins++;
+				r->last_join_ns = 0;
+				e->done = true;
+			}
+		}
+	}
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: il-uto-members --tx IF --rx IF [--group G] [--mcast A.B.C.D]\n"
+		"  [--senders S] [--receivers R] [--count N per sender] [--rate MSGS/S total]\n"
+		"  [--size B] [--ack-every K] [--ack-us T] [--hb-ms H] [--buffer MSGS]\n"
+		"  [--window W (check)] [--need-credit] [--kill R@S] [--late R@S]\n"
+		"  [--silent R@S1:S2] [--max-s S] [--settle-s S] [--json PATH]\n");
+	exit(2);
+}
+
+static void add_ev(enum evk k, const char *a)
+{
+	struct ev *e = &o.ev[o.n_ev];
+
+	if (o.n_ev == MAXEV)
+		usage();
+	e->k = k;
+	if (k == EV_SILENT) {
+		if (sscanf(a, "%u@%lf:%lf", &e->r, &e->at, &e->until) != 3)
+			usage();
+	} else if (sscanf(a, "%u@%lf", &e->r, &e->at) != 2) {
+		usage();
+	}
+	o.n_ev++;
+}
+
+static void parse(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "tx", 1, 0, 't' },	    { "rx", 1, 0, 'r' },	  { "group", 1, 0, 'g' },
+		{ "mcast", 1, 0, 'm' },	    { "senders", 1, 0, 'S' },	  { "receivers", 1, 0, 'R' },
+		{ "count", 1, 0, 'n' },	    { "rate", 1, 0, 'p' },	  { "size", 1, 0, 'z' },
+		{ "ack-every", 1, 0, 'k' }, { "ack-us", 1, 0, 'T' },	  { "hb-ms", 1, 0, 'H' },
+		{ "buffer", 1, 0, 'b' },    { "window", 1, 0, 'w' },	  { "need-credit", 0, 0, 'C' },
+		{ "kill", 1, 0, 'K' },	    { "late", 1, 0, 'L' },	  { "silent", 1, 0, 'Q' },
+		{ "max-s", 1, 0, 'x' },	    { "settle-s", 1, 0, 's' },	  { "json", 1, 0, 'j' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *mc = "239.1.1.1";
+	struct in_addr a;
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (ch) {
+		case 't': o.tx_if = optarg; break;
+		case 'r': o.rx_if = optarg; break;
+		case 'g': o.group = (uint16_t)atoi(optarg); break;
+		case 'm': mc = optarg; break;
+		case 'S': o.ns = (unsigned)atoi(optarg); break;
+		case 'R': o.nr = (unsigned)atoi(optarg); break;
+		case 'n': o.count = strtoull(optarg, NULL, 10); break;
+		case 'p': o.rate = atof(optarg); break;
+		case 'z': o.size = (unsigned)atoi(optarg); break;
+		case 'k': o.ack_every = (unsigned)atoi(optarg); break;
+		case 'T': o.ack_us = (unsigned)atoi(optarg); break;
+		case 'H': o.hb_ms = (unsigned)atoi(optarg); break;
+		case 'b': o.buffer = strtoull(optarg, NULL, 10); break;
+		case 'w': o.window = strtoull(optarg, NULL, 10); break;
+		case 'C': o.need_credit = true; break;
+		case 'K': add_ev(EV_KILL, optarg); break;
+		case 'L': add_ev(EV_LATE, optarg); break;
+		case 'Q': add_ev(EV_SILENT, optarg); break;
+		case 'x': o.max_s = atof(optarg); break;
+		case 's': o.settle_s = atof(optarg); break;
+		case 'j': o.json = optarg; break;
+		default: usage();
+		}
+	}
+	if (!o.tx_if || !o.rx_if || o.ns < 1 || o.ns > MAXS || o.nr < 1 || o.nr > MAXR ||
+	    o.count < 1 || o.count > RING / 2 || o.size > 1400 || inet_pton(AF_INET, mc, &a) != 1)
+		usage();
+	o.mcast = ntohl(a.s_addr);
+	for (unsigned i = 0; i < o.n_ev; i++)
+		if (o.ev[i].r >= o.nr)
+			usage();
+}
+
+static bool finished(void)
+{
+	if (!all_done() || stable < c.max_g)
+		return false;
+	for (unsigned s = 0; s < o.ns; s++)
+		if (S[s].unseen <= o.count)
+			return false;
+	for (unsigned k = 0; k < o.nr; k++)
+		if (R[k].st == R_MEMBER && R[k].uto < c.max_g)
+			return false;
+		else if (R[k].st == R_JOINING || R[k].st == R_SILENT)
+			return false;
+	return true;
+}
+
+static void senders(uint64_t now, double *tokens)
+{
+	static uint8_t fr[32][1600];
+	struct mmsghdr mm[32];
+	struct iovec iov[32];
+	struct sockaddr_ll sa = { .sll_family = AF_PACKET, .sll_ifindex = 0, .sll_halen = 6 };
+	unsigned n = 0;
+	static unsigned rr;
+
+	sa.sll_ifindex = txidx;
+	for (unsigned i = 0; i < o.ns; i++) {
+		struct snd *s = &S[i];
+
+		if (!s->member && now - s->last_join_ns > 50000000ull) {
+			send_member(IL_T_JOIN, s->id, IL_ROLE_SENDER, 1);
+			s->last_join_ns = now;
+		}
+		if (s->member && now - s->last_join_ns > o.hb_ms * 1000000ull) {
+			send_member(IL_T_HEARTBEAT, s->id, IL_ROLE_SENDER, 1);
+			s->last_join_ns = now;
+		}
+		sender_update(s);
+		while (s->unseen < s->next && s->gseq[s->unseen]) {
+			s->unseen++;
+			s->unseen_ns = now;
+		}
+		/* Lost before the appliance (never stamped): send it again. */
+		if (s->unseen < s->next && now - s->unseen_ns > 200000000ull && n < 32) {
+			uint64_t keep = s->next;
+
+			s->next = s->unseen;
+			unsigned len = data_frame(fr[n], s, now);
+			s->next = keep;
+			iov[n] = (struct iovec){ fr[n], len };
+			n++;
+			s->resent++;
+			s->unseen_ns = now;
+		}
+	}
+	while (n < 32 && (o.rate <= 0 || *tokens >= 1.0)) {
+		struct snd *s = NULL;
+
+		for (unsigned k = 0; k < o.ns && s == NULL; k++) {
+			struct snd *q = &S[(rr + k) % o.ns];
+
+			if (!q->member || q->next > o.count)
+				continue;
+			if ((o.need_credit || q->limit) && q->next >= q->limit)
+				continue;
+			s = q;
+			rr = (rr + k + 1) % o.ns;
+		}
+		if (s == NULL)
+			break;
+		unsigned len = data_frame(fr[n], s, now);
+		iov[n] = (struct iovec){ fr[n], len };
+		n++;
+		if (s->next == s->unseen)
+			s->unseen_ns = now;
+		s->next++;
+		sender_update(s);
+		c.data_tx++;
+		if (o.rate > 0)
+			*tokens -= 1.0;
+	}
+	if (n == 0)
+		return;
+	memcpy(sa.sll_addr, fr[0], 6);
+	for (unsigned i = 0; i < n; i++) {
+		memset(&mm[i], 0, sizeof(mm[i]));
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+		mm[i].msg_hdr.msg_name = &sa;
+		mm[i].msg_hdr.msg_namelen = sizeof(sa);
+	}
+	int k = sendmmsg(txfd, mm, n, 0);
+	c.data_frames_tx += k > 0 ? (unsigned)k : 0;
+	if (k < (int)n)
+		c.send_fail += n - (k > 0 ? (unsigned)k : 0);
+}
+
+static void report(double elapsed, double t_first, double t_last)
+{
+	FILE *f = o.json ? fopen(o.json, "w") : stdout;
+	uint64_t uto_total = 0, buffer_drops = 0, max_unstable = 0, rejoins = 0;
+	double span = t_last - t_first;
+
+	if (f == NULL) {
+		perror(o.json);
+		exit(2);
+	}
+	fprintf(f, "{\n  \"elapsed_s\": %.3f, \"span_s\": %.3f, \"epoch\": %u,\n", elapsed, span,
+		epoch);
+	fprintf(f, "  \"receivers\": [\n");
+	for (unsigned k = 0; k < o.nr; k++) {
+		const struct rcv *r = &R[k];
+		static const char *const sn[] = { "idle", "joining", "member", "dead", "silent" };
+
+		fprintf(f, "    {\"id\": %u, \"state\": \"%s\", \"start\": %llu, \"po\": %llu, "
+			   "\"uto\": %llu, \"po_n\": %llu, \"uto_n\": %llu, \"buffer_drops\": %llu, "
+			   "\"rejoins\": %llu, \"view\": %u, \"inc\": %u}%s\n",
+			r->id, sn[r->st], (unsigned long long)r->start, (unsigned long long)r->po,
+			(unsigned long long)r->uto, (unsigned long long)r->po_n,
+			(unsigned long long)r->uto_n, (unsigned long long)r->buffer_drops,
+			(unsigned long long)r->rejoins, r->view, r->inc, k + 1 < o.nr ? "," : "");
+		uto_total += r->uto_n;
+		buffer_drops += r->buffer_drops;
+		rejoins += r->rejoins;
+	}
+	fprintf(f, "  ],\n  \"senders\": [\n");
+	for (unsigned i = 0; i < o.ns; i++) {
+		const struct snd *s = &S[i];
+
+		fprintf(f, "    {\"id\": %u, \"sent\": %llu, \"limit\": %llu, \"max_unstable\": %llu, "
+			   "\"resent\": %llu, \"unseen\": %llu}%s\n", s->id,
+			(unsigned long long)(s->next - 1), (unsigned long long)s->limit,
+			(unsigned long long)s->max_unstable, (unsigned long long)s->resent,
+			(unsigned long long)s->unseen, i + 1 < o.ns ? "," : "");
+		if (s->max_unstable > max_unstable)
+			max_unstable = s->max_unstable;
+	}
+	uint64_t ctl = c.ack_tx + c.hb_tx + c.join_tx + c.nak_tx + c.stable_rx + c.view_rx +
+		       c.credit_rx + c.unavail_rx;
+	fprintf(f, "  ],\n  \"messages\": %llu, \"max_g\": %llu, \"stable\": %llu,\n",
+		(unsigned long long)(o.ns * o.count), (unsigned long long)c.max_g,
+		(unsigned long long)stable);
+	fprintf(f, "  \"throughput_msgs_s\": %.1f, \"uto_deliveries\": %llu,\n",
+		span > 0 ? (double)(o.ns * o.count) / span : 0.0, (unsigned long long)uto_total);
+	fprintf(f, "  \"buffer_drops\": %llu, \"max_unstable\": %llu, \"rejoins\": %llu,\n",
+		(unsigned long long)buffer_drops, (unsigned long long)max_unstable,
+		(unsigned long long)rejoins);
+	fprintf(f, "  \"disagreements\": %llu, \"uniform_violations\": %llu, \"restamped\": %llu,\n",
+		(unsigned long long)c.disagreements, (unsigned long long)c.uniform_violations,
+		(unsigned long long)c.restamped);
+	fprintf(f, "  \"data_rx\": %llu, \"data_dup\": %llu, \"send_fail\": %llu, \"epochs\": %llu,\n",
+		(unsigned long long)c.data_rx, (unsigned long long)c.data_dup,
+		(unsigned long long)c.send_fail, (unsigned long long)c.epochs);
+	fprintf(f, "  \"ctl\": {\"ack_tx\": %llu, \"hb_tx\": %llu, \"join_tx\": %llu, \"nak_tx\": %llu, "
+		   "\"stable_rx\": %llu, \"view_rx\": %llu, \"credit_rx\": %llu, \"unavail_rx\": %llu, "
+		   "\"total\": %llu},\n",
+		(unsigned long long)c.ack_tx, (unsigned long long)c.hb_tx,
+		(unsigned long long)c.join_tx, (unsigned long long)c.nak_tx,
+		(unsigned long long)c.stable_rx, (unsigned long long)c.view_rx,
+		(unsigned long long)c.credit_rx, (unsigned long long)c.unavail_rx,
+		(unsigned long long)ctl);
+	fprintf(f, "  \"ctl_per_data_msg\": %.4f,\n",
+		c.data_tx ? (double)ctl / (double)c.data_tx : 0.0);
+	fprintf(f, "  \"latency_us\": {\"po\": [%.0f, %.0f, %.0f, %.0f], \"uto\": [%.0f, %.0f, %.0f, "
+		   "%.0f], \"uto_minus_po\": [%.0f, %.0f, %.0f, %.0f], \"percentiles\": [10, 50, 90, 99]}\n}\n",
+		pct(lat_po, .1), pct(lat_po, .5), pct(lat_po, .9), pct(lat_po, .99), pct(lat_uto, .1),
+		pct(lat_uto, .5), pct(lat_uto, .9), pct(lat_uto, .99), pct(lat_diff, .1),
+		pct(lat_diff, .5), pct(lat_diff, .9), pct(lat_diff, .99));
+	if (f != stdout)
+		fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+	static uint8_t buf[64][2048];
+	struct mmsghdr mm[64];
+	struct iovec iov[64];
+	double tokens = 0, t_first = 0, t_last = 0;
+	uint64_t last_tok, done_ns = 0;
+	bool ok;
+
+	parse(argc, argv);
+	msgs = calloc(RING, sizeof(*msgs));
+	for (unsigned k = 0; k < o.nr; k++) {
+		R[k].id = 1001 + k;
+		R[k].inc = 1;
+		R[k].st = R_JOINING;
+		R[k].have = calloc(RING / 8, 1);
+		for (unsigned i = 0; i < o.n_ev; i++)
+			if (o.ev[i].k == EV_LATE && o.ev[i].r == k)
+				R[k].st = R_IDLE;
+	}
+	for (unsigned i = 0; i < o.ns; i++) {
+		S[i].id = 1 + i;
+		S[i].next = S[i].stable_next = S[i].unseen = 1;
+		S[i].gseq = calloc(o.count + 2, sizeof(uint64_t));
+	}
+	txfd = open_if(o.tx_if, &txidx, false);
+	rxfd = open_if(o.rx_if, &rxidx, true);
+	t0 = last_tok = now_ns();
+	for (unsigned i = 0; i < 64; i++) {
+		iov[i] = (struct iovec){ buf[i], sizeof(buf[i]) };
+		memset(&mm[i], 0, sizeof(mm[i]));
+	}
+	for (;;) {
+		uint64_t now = now_ns();
+		double t = (double)(now - t0) / 1e9;
+
+		run_events(now);
+		for (unsigned i = 0; i < 64; i++) {
+			mm[i].msg_hdr.msg_iov = &iov[i];
+			mm[i].msg_hdr.msg_iovlen = 1;
+		}
+		int n = recvmmsg(rxfd, mm, 64, MSG_DONTWAIT, NULL);
+		now = now_ns();
+		for (int i = 0; i < n; i++)
+			on_frame(buf[i], mm[i].msg_len, now);
+		for (unsigned k = 0; k < o.nr; k++) {
+			deliver(&R[k], now);
+			receiver_timers(&R[k], now);
+		}
+		if (o.rate > 0) {
+			tokens += (double)(now - last_tok) * o.rate / 1e9;
+			if (tokens > 64)
+				tokens = 64;
+		}
+		last_tok = now;
+		bool was_done = all_done();
+		senders(now, &tokens);
+		if (c.data_tx && t_first == 0)
+			t_first = t;
+		if (!was_done && all_done())
+			done_ns = now;
+		if (finished()) {
+			t_last = t;
+			break;
+		}
+		if (t > o.max_s || (done_ns && now - done_ns > (uint64_t)(o.settle_s * 1e9))) {
+			t_last = t;
+			break;
+		}
+		if (n <= 0)
+			sched_yield();
+	}
+	report((double)(now_ns() - t0) / 1e9, t_first, t_last);
+	ok = finished() && c.disagreements == 0 && c.uniform_violations == 0;
+	for (unsigned k = 0; k < o.nr; k++)
+		ok = ok && R[k].buffer_drops == 0;
+	for (unsigned i = 0; i < o.ns; i++)
+		ok = ok && (o.window == 0 || S[i].max_unstable <= o.window);
+	return ok ? 0 : 1;
+}
