@@ -187,6 +187,10 @@ static void on_dp_hello(struct ctl *c, const struct il_cm_hello *h)
 	c->hello_due = true;
 }
 
+_Static_assert(__builtin_offsetof(struct il_cm_ack, rx_ns) ==
+		       __builtin_offsetof(struct il_cm_member, rx_ns),
+	       "rx_ns offset");
+
 static void dispatch(struct ctl *c, const struct il_cmsg *m, uint64_t now)
 {
 	switch (m->type) {
@@ -204,6 +208,10 @@ static void dispatch(struct ctl *c, const struct il_cmsg *m, uint64_t now)
 			c->st.before_hello++;
 			break;
 		}
+		/* The data plane stamps arrival (same CLOCK_MONOTONIC): a
+		 * member is not suspected because we were slow to look. */
+		if (m->u.ack.rx_ns != 0 && m->u.ack.rx_ns <= now)
+			now = m->u.ack.rx_ns;
 		il_mship_apply(&c->ms, m, now);
 		break;
 	default:
@@ -294,6 +302,8 @@ static size_t reply_status(struct ctl *c, char *r, size_t len)
 	    (unsigned long long)c->ms.st.exclusions, (unsigned long long)c->ms.st.rejoins,
 	    (unsigned long long)c->ms.st.views, (unsigned long long)c->ms.st.credits,
 	    (unsigned long long)c->ms.st.resyncs, (unsigned long long)c->ms.st.epochs);
+	OUT("last_excluded %u\nlast_excluded_quiet_ms %llu\n", c->ms.st.last_excluded,
+	    (unsigned long long)(c->ms.st.last_excluded_quiet / 1000000));
 #undef OUT
 	return o < len ? o : len - 1;
 }
@@ -355,7 +365,23 @@ static void on_tick(struct ctl *c)
 	uint64_t inc;
 
 	c->st.ticks++;
+	/* What waits in the ring may be the heartbeat that keeps a member
+	 * in: apply it before judging. */
+	while (drain(c))
+		;
+	uint64_t ex = c->ms.st.exclusions;
 	il_mship_tick(&c->ms, mono_ns());
+	if (c->ms.st.exclusions != ex) {
+		uint64_t t = mono_ns();
+		logmsg(c, 1, "excluded member %u (silent for %llu ms)", c->ms.st.last_excluded,
+		       (unsigned long long)(c->ms.st.last_excluded_quiet / 1000000));
+		for (unsigned k = 0; k < c->ms.n_groups; k++) {
+			const struct il_mgroup *g = il_mship_group(&c->ms, c->ms.groups[k]);
+			for (unsigned i = 0; i < g->n; i++)
+				logmsg(c, 2, "  member %u quiet %lld us", g->m[i].id,
+				       (long long)(t - g->m[i].last_heard_ns) / 1000);
+		}
+	}
 	/* The in-band HELLO resets state; the header only tells us early. */
 	if (il_chan_peer_restarted(c->ch, &inc))
 		logmsg(c, 1, "data plane attached (incarnation %llu)", (unsigned long long)inc);

@@ -206,6 +206,8 @@ void il_mship_tick(struct il_mship *m, uint64_t now)
 
 			if (m->cfg.exclude_ns && quiet >= m->cfg.exclude_ns) {
 				m->st.exclusions++;
+				m->st.last_excluded = mb->id;
+				m->st.last_excluded_quiet = quiet;
 				member_remove(m, g, i, IL_VR_EXCLUDE);
 				continue; /* the last member moved into slot i */
 			}

@@ -70,6 +70,8 @@ struct il_mship_stats {
 	uint64_t nomem;
 	uint64_t suspicions, false_suspicions, exclusions, rejoins;
 	uint64_t views, credits, resyncs, epochs;
+	uint32_t last_excluded;       /* member id of the latest exclusion */
+	uint64_t last_excluded_quiet; /* how long it had been silent, ns */
 };
 
 struct il_mship {

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -125,6 +126,7 @@ struct ctrl {
 	struct cgroup *g;
 	uint64_t stable_tsc, drain_tsc, house_tsc;
 	uint64_t next_stable, next_drain, next_house;
+	uint64_t last_call, max_gap; /* longest pause between two calls (tsc) */
 	bool hello_due, snapshot_due;
 	/* Wake-fd fetching is a blocking syscall: a helper thread does it. */
 	pthread_t helper;
@@ -580,7 +582,7 @@ static void stable_tick(struct il_stage *st, struct ctrl *c)
 }
 
 static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *mb,
-			  struct il_cmsg *o)
+			  struct il_cmsg *o, uint64_t rx_ns)
 {
 	const struct il_meta *mt = il_meta(mb);
 	const uint8_t *f = rte_pktmbuf_mtod(mb, const uint8_t *);
@@ -613,7 +615,7 @@ static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *
 		o->len = sizeof(o->u.ack);
 		o->u.ack = (struct il_cm_ack){ .receiver = rcv, .epoch = c->seq->epoch,
 					       .cum_seq = il_get64(h + IL_OFF_GLOBAL_SEQ),
-					       .rx_ns = 0, .view_id = il_get32(b),
+					       .rx_ns = rx_ns, .view_id = il_get32(b),
 					       .buffer_free = il_get32(b + 4) };
 		for (unsigned i = 0; i < g->n_members; i++)
 			if (g->m[i].id == rcv) {
@@ -636,6 +638,7 @@ static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *
 		o->u.member = (struct il_cm_member){ .receiver = il_get32(h + IL_OFF_SENDER_ID),
 						     .epoch = c->seq->epoch,
 						     .seq = c->seq->groups[gix - 1].next,
+						     .rx_ns = rx_ns,
 						     .roles = il_get32(b),
 						     .incarnation = il_get32(b + 4) };
 		if (type == IL_T_JOIN) {
@@ -657,6 +660,7 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 	struct il_cmsg up[IL_BURST_CAP];
 	unsigned n_up = 0;
 	uint16_t out = 0;
+	uint64_t rx_ns = 0;
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -672,7 +676,16 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 			pkts[out++] = m; /* VIEW, STABLE, CREDIT, ...: not for us */
 			continue;
 		}
-		if (up_msg(st, c, m, &up[n_up]))
+		if (rx_ns == 0) {
+			/* Liveness is judged by arrival here, not by when the
+			 * control process gets to it (it may be descheduled).
+			 * The vDSO clock: no syscall, once per burst. */
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			rx_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		}
+		if (up_msg(st, c, m, &up[n_up], rx_ns))
 			n_up++;
 	}
 	if (n_up) {
@@ -681,6 +694,9 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 	}
 
 	uint64_t now = rte_rdtsc();
+	if (c->last_call && now - c->last_call > c->max_gap)
+		c->max_gap = now - c->last_call;
+	c->last_call = now;
 	if (now >= c->next_drain) {
 		struct il_cmsg down[DOWN_BURST];
 		unsigned k;
@@ -821,6 +837,12 @@ static unsigned ctrl_state(const struct il_stage *st, const char **keys, uint64_
 	const struct ctrl *c = st->ctx;
 	unsigned n = 0;
 
+	if (n < max) {
+		/* The lcore was away this long at most (descheduled, or a
+		 * stage ran long): what the failure detectors must tolerate. */
+		keys[n] = "max_poll_gap_us";
+		vals[n++] = c->max_gap * 1000000 / rte_get_tsc_hz();
+	}
 	for (unsigned gi = 0; gi < c->app->n_groups && n + 4 <= max; gi++) {
 		const struct cgroup *g = &c->g[gi];
 		uint16_t id = c->app->groups[gi].id;

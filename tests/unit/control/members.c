@@ -69,6 +69,14 @@ struct rcv {
 	uint64_t last_ack_ns, last_hb_ns, last_join_ns, last_nak_ns, acked;
 	uint64_t po_n, uto_n, buffer_drops, rejoins, excluded_at_ns, joined_ns;
 	uint64_t gap_ns, gap_po;
+	uint8_t *got[MAXS];      /* per sender: sender_seqs U-delivered (bits) */
+	uint64_t dup_skipped;    /* stamped twice (re-sent): delivered once */
+	uint64_t killed_ns;      /* --kill: when */
+	double excluded_after_s; /* from its death to the VIEW without it */
+	/* The sender entries of the VIEW it joined by (Fast-Join check). */
+	unsigned n_fj;
+	uint32_t fj_sender[MAXS];
+	uint64_t fj_next[MAXS];
 };
 
 struct snd {
@@ -118,6 +126,7 @@ static struct {
 	uint64_t data_rx, data_dup, stable_rx, view_rx, credit_rx, unavail_rx;
 	uint64_t ack_tx, hb_tx, join_tx, nak_tx, data_tx, data_frames_tx, send_fail;
 	uint64_t disagreements, uniform_violations, restamped, epochs, max_g;
+	uint64_t max_gap_ns; /* longest time between two loop iterations */
 } c;
 
 static uint64_t now_ns(void)
@@ -312,12 +321,25 @@ static void deliver(struct rcv *r, uint64_t now)
 			if (&R[k] != r && live_member(&R[k]) && R[k].start <= r->uto &&
 			    !has(&R[k], r->uto))
 				c.uniform_violations++;
+		r->uto++;
+		/* A message its sender re-sent is stamped twice: every
+		 * receiver sees both copies in the same order, so all skip
+		 * the same one (the second). */
+		unsigned si = m->sender >= 1 && m->sender <= o.ns ? m->sender - 1 : MAXS;
+		if (si < MAXS && m->sseq <= o.count) {
+			uint8_t *bits = r->got[si];
+
+			if (bits[m->sseq >> 3] & (1u << (m->sseq & 7))) {
+				r->dup_skipped++;
+				continue;
+			}
+			bits[m->sseq >> 3] |= (uint8_t)(1u << (m->sseq & 7));
+		}
 		if (m->sent_ns) {
 			hist(lat_uto, now - m->sent_ns);
 			hist(lat_diff, now - m->po_ns);
 			diff_n++;
 		}
-		r->uto++;
 		r->uto_n++;
 	}
 }
@@ -395,8 +417,18 @@ static void on_view(const uint8_t *h, uint64_t now)
 		struct rcv *r = &R[k];
 		bool in = in_view(b, nm, r->id);
 
+		if (r->st == R_DEAD && !in && r->excluded_after_s == 0)
+			r->excluded_after_s = (double)(now - r->killed_ns) / 1e9;
 		if (r->st == R_JOINING && in) {
-			/* Fast-Join: the stream starts at the view's start. */
+			/* Fast-Join: the stream starts at the view's start, and
+			 * each sender's next message there is in the list. */
+			r->n_fj = nsd < MAXS ? nsd : MAXS;
+			for (unsigned i = 0; i < r->n_fj; i++) {
+				const uint8_t *e = b + IL_VIEW_LEN + nm * IL_VIEW_MEMBER_LEN +
+						   i * IL_VIEW_SENDER_LEN;
+				r->fj_sender[i] = il_get32(e);
+				r->fj_next[i] = il_get64(e + 8);
+			}
 			r->st = R_MEMBER;
 			r->start = r->po = r->uto = start;
 			if (r->hi < start)
@@ -551,6 +583,7 @@ static void run_events(uint64_t now)
 			continue;
 		if (e->k == EV_KILL) {
 			r->st = R_DEAD;
+			r->killed_ns = now;
 			e->done = true;
 		} else if (e->k == EV_LATE) {
 			r->st = R_JOINING;
@@ -691,7 +724,7 @@ static void senders(uint64_t now, double *tokens)
 			s->unseen_ns = now;
 		}
 		/* Lost before the appliance (never stamped): send it again. */
-		if (s->unseen < s->next && now - s->unseen_ns > 200000000ull && n < 32) {
+		if (s->unseen < s->next && now - s->unseen_ns > 1000000000ull && n < 32) {
 			uint64_t keep = s->next;
 
 			s->next = s->unseen;
@@ -745,6 +778,26 @@ static void senders(uint64_t now, double *tokens)
 		c.send_fail += n - (k > 0 ? (unsigned)k : 0);
 }
 
+/* Each joiner's VIEW named, per sender, the sender_seq of that sender's
+ * first message at or after the start: check it against the stream. */
+static uint64_t fastjoin_mismatches(const struct rcv *r)
+{
+	uint64_t bad = 0;
+
+	for (unsigned i = 0; i < r->n_fj; i++) {
+		uint64_t want = 0;
+
+		for (uint64_t g = r->start; g < c.max_g && g < r->start + RING / 2; g++)
+			if (msgs[g & (RING - 1)].g == g && msgs[g & (RING - 1)].sender == r->fj_sender[i]) {
+				want = msgs[g & (RING - 1)].sseq;
+				break;
+			}
+		if (want != 0 && want != r->fj_next[i])
+			bad++;
+	}
+	return bad;
+}
+
 static void report(double elapsed, double t_first, double t_last)
 {
 	FILE *f = o.json ? fopen(o.json, "w") : stdout;
@@ -764,11 +817,15 @@ static void report(double elapsed, double t_first, double t_last)
 
 		fprintf(f, "    {\"id\": %u, \"state\": \"%s\", \"start\": %llu, \"po\": %llu, "
 			   "\"uto\": %llu, \"po_n\": %llu, \"uto_n\": %llu, \"buffer_drops\": %llu, "
-			   "\"rejoins\": %llu, \"view\": %u, \"inc\": %u}%s\n",
+			   "\"rejoins\": %llu, \"view\": %u, \"inc\": %u, \"excluded_after_s\": %.3f, "
+			   "\"dup_skipped\": %llu, "
+			   "\"fastjoin_senders\": %u, \"fastjoin_mismatches\": %llu}%s\n",
 			r->id, sn[r->st], (unsigned long long)r->start, (unsigned long long)r->po,
 			(unsigned long long)r->uto, (unsigned long long)r->po_n,
 			(unsigned long long)r->uto_n, (unsigned long long)r->buffer_drops,
-			(unsigned long long)r->rejoins, r->view, r->inc, k + 1 < o.nr ? "," : "");
+			(unsigned long long)r->rejoins, r->view, r->inc, r->excluded_after_s,
+			(unsigned long long)r->dup_skipped, r->n_fj,
+			(unsigned long long)fastjoin_mismatches(r), k + 1 < o.nr ? "," : "");
 		uto_total += r->uto_n;
 		buffer_drops += r->buffer_drops;
 		rejoins += r->rejoins;
@@ -809,6 +866,7 @@ static void report(double elapsed, double t_first, double t_last)
 		(unsigned long long)c.stable_rx, (unsigned long long)c.view_rx,
 		(unsigned long long)c.credit_rx, (unsigned long long)c.unavail_rx,
 		(unsigned long long)ctl);
+	fprintf(f, "  \"max_loop_gap_ms\": %.1f,\n", (double)c.max_gap_ns / 1e6);
 	fprintf(f, "  \"ctl_per_data_msg\": %.4f,\n",
 		c.data_tx ? (double)ctl / (double)c.data_tx : 0.0);
 	fprintf(f, "  \"latency_us\": {\"po\": [%.0f, %.0f, %.0f, %.0f], \"uto\": [%.0f, %.0f, %.0f, "
@@ -836,6 +894,8 @@ int main(int argc, char **argv)
 		R[k].inc = 1;
 		R[k].st = R_JOINING;
 		R[k].have = calloc(RING / 8, 1);
+		for (unsigned i = 0; i < o.ns; i++)
+			R[k].got[i] = calloc(o.count / 8 + 2, 1);
 		for (unsigned i = 0; i < o.n_ev; i++)
 			if (o.ev[i].k == EV_LATE && o.ev[i].r == k)
 				R[k].st = R_IDLE;
@@ -852,10 +912,13 @@ int main(int argc, char **argv)
 		iov[i] = (struct iovec){ buf[i], sizeof(buf[i]) };
 		memset(&mm[i], 0, sizeof(mm[i]));
 	}
-	for (;;) {
+	for (uint64_t prev = now_ns();;) {
 		uint64_t now = now_ns();
 		double t = (double)(now - t0) / 1e9;
 
+		if (now - prev > c.max_gap_ns)
+			c.max_gap_ns = now - prev;
+		prev = now;
 		run_events(now);
 		for (unsigned i = 0; i < 64; i++) {
 			mm[i].msg_hdr.msg_iov = &iov[i];
