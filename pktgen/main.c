@@ -166,8 +166,8 @@ static void summary(double send_s, double total_s, bool complete)
 	if (count) {
 		printf("count check        %" PRIu64 " data frames back (%.3f Mpps), %" PRIu64
 		       " lost; sequence: %" PRIu64 " missing, %" PRIu64 " out of order; %u "
-		       "receivers\n", S.rx_data, rx_mpps, lost(), seq_missing(), seq_reordered(),
-		       S.c.receivers);
+		       "receivers; %" PRIu64 " stale (sent before this run)\n", S.rx_data, rx_mpps,
+		       lost(), seq_missing(), seq_reordered(), S.c.receivers, S.rx_stale);
 	} else {
 		printf("receivers          %u, each expecting %" PRIu64 " messages; delivered %"
 		       PRIu64 " of %" PRIu64 "\n", S.c.receivers, sent_all, t.delivered,
@@ -212,8 +212,9 @@ static void summary(double send_s, double total_s, bool complete)
 		S.tx_retry);
 	fprintf(j, "  \"rx_frames\": %" PRIu64 ", \"rx_data\": %" PRIu64 ", \"rx_other\": %" PRIu64
 		   ", \"rx_mpps\": %.6f, \"lost\": %" PRIu64 ", \"seq_missing\": %" PRIu64
-		   ", \"seq_reordered\": %" PRIu64 ",\n", S.rx_frames, S.rx_data, S.rx_other, rx_mpps,
-		count ? lost() : 0, seq_missing(), seq_reordered());
+		   ", \"seq_reordered\": %" PRIu64 ", \"rx_stale\": %" PRIu64 ",\n", S.rx_frames,
+		S.rx_data, S.rx_other, rx_mpps, count ? lost() : 0, seq_missing(), seq_reordered(),
+		S.rx_stale);
 	fprintf(j, "  \"delivered\": %" PRIu64 ", \"expected\": %" PRIu64 ", \"complete\": %s,\n",
 		t.delivered, sent_all * S.c.receivers, complete ? "true" : "false");
 	fprintf(j, "  \"disagreements\": %u, \"fifo_violations\": %" PRIu64 ", \"unrecoverable\": %"
@@ -357,8 +358,10 @@ int main(int argc, char **argv)
 		return 2;
 
 	/* memif links come up once the peer connects: wait, then send. */
-	if (!il_port_wait_link(S.tx_port, 10000) || !il_port_wait_link(S.rx_port, 10000)) {
-		fprintf(stderr, "interlink-pktgen: link down after 10 s (is the appliance running?)\n");
+	unsigned wait_ms = (unsigned)(S.c.link_wait_s * 1000);
+	if (!il_port_wait_link(S.tx_port, wait_ms) || !il_port_wait_link(S.rx_port, wait_ms)) {
+		fprintf(stderr, "interlink-pktgen: link down after %g s (is the appliance running?)\n",
+			S.c.link_wait_s);
 		return 2;
 	}
 	usleep(100000);

@@ -57,6 +57,7 @@ static void usage(FILE *f)
 "                        (default 2048; 0: no flow control; full check only)\n"
 "  --capture FILE        write the first --capture-count received frames (pcap)\n"
 "  --capture-count N     (default 1000)\n"
+"  --link-wait SEC       wait at most SEC for the links to come up (default 10)\n"
 "  --json FILE           write the final summary as JSON\n"
 "  --quiet               no status line\n",
 		PG_MAX_SENDERS, PG_MAX_RECEIVERS, PG_MAX_GROUPS);
@@ -113,7 +114,7 @@ enum {
 	O_UDP_PORT, O_COUNT, O_DURATION, O_RATE, O_SIZE, O_PACK, O_UDP_CSUM, O_LOSS, O_SEED,
 	O_NAK_TMO, O_DRAIN, O_REORDER, O_JSON, O_QUIET, O_WINDOW, O_MODE, O_RAW_DST,
 	O_RAW_GROUP, O_PCAP, O_SPEED, O_PCAP_LOOPS, O_RATE_BPS, O_FRAME, O_PACK_BYTES,
-	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT,
+	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT,
 };
 
 int pg_parse_args(int argc, char **argv, struct pg_conf *c)
@@ -136,7 +137,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		{"rate-bps", 1, NULL, O_RATE_BPS}, {"frame", 1, NULL, O_FRAME},
 		{"pack-bytes", 1, NULL, O_PACK_BYTES}, {"check", 1, NULL, O_CHECK},
 		{"tx-drop", 0, NULL, O_TX_DROP}, {"capture", 1, NULL, O_CAPTURE},
-		{"capture-count", 1, NULL, O_CAPTURE_COUNT},
+		{"capture-count", 1, NULL, O_CAPTURE_COUNT}, {"link-wait", 1, NULL, O_LINK_WAIT},
 		{"help", 0, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -165,6 +166,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 	c->speed = 1;
 	c->pcap_loops = 1;
 	c->capture_count = 1000;
+	c->link_wait_s = 10;
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case O_TX: c->tx_dev = optarg; break;
@@ -270,6 +272,9 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		case O_CAPTURE: c->capture = optarg; break;
 		case O_CAPTURE_COUNT: if (num("capture-count", optarg, 1, 1e7, &v)) return -1;
 			c->capture_count = (unsigned)v; break;
+		case O_LINK_WAIT: if (num("link-wait", optarg, 0.1, 3600, &c->link_wait_s))
+				return -1;
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}

@@ -54,6 +54,7 @@ struct pg_conf {
 	unsigned pcap_loops;
 	const char *capture;        /* write a sample of what is received */
 	unsigned capture_count;
+	double link_wait_s;         /* how long to wait for the links to come up */
 	const char *json;
 	bool quiet;
 };
@@ -108,6 +109,7 @@ struct pg_state {
 	uint64_t tx_refused;        /* --tx-drop: frames the port did not take */
 	uint64_t tx_bytes;          /* frame bytes accepted (no FCS) */
 	uint64_t rx_data;           /* count mode: frames carrying our payload */
+	uint64_t rx_stale;          /* count mode: ours, but sent before this run */
 	uint64_t rx_last_tsc;       /* when a frame last arrived */
 	struct pg_hist lat_count;   /* count mode: latency of every data frame */
 	struct pg_capture cap;

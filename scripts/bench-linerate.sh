@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The line-rate benchmark (issue 3) in one command: builds what is missing, then runs
+# bench/linerate/run.py, which drives the appliance, the testpmd-io ceiling and the
+# kernel-socket baseline with interlink-pktgen and writes the "Line rate (issue 3)"
+# section of docs/benchmarks.md and docs/linerate-*.png.
+#
+#   sudo ./scripts/bench-linerate.sh              # full run, about 15 minutes
+#   sudo ./scripts/bench-linerate.sh --quick      # one short point of each kind (< 1 min)
+#   sudo ./scripts/bench-linerate.sh --nice -10   # push other work on a shared machine aside
+#
+# Other options: bench/linerate/run.py --help. IL_BUILD names the build directory
+# (default build/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "bench-linerate: run as root (memif sockets, network namespaces, veth pairs)" >&2
+  exit 2
+fi
+BUILD=${IL_BUILD:-build}
+if [ ! -x "$BUILD/dataplane/interlink" ] || [ ! -x "$BUILD/pktgen/interlink-pktgen" ]; then
+  if [ "$BUILD" = build ]; then
+    ./scripts/build.sh
+  else
+    nice ninja -C "$BUILD"
+  fi
+fi
+for tool in dpdk-testpmd ip ethtool cc; do
+  command -v "$tool" >/dev/null || { echo "bench-linerate: $tool is missing (scripts/install-deps.sh)" >&2; exit 2; }
+done
+exec /usr/bin/python3 bench/linerate/run.py --build "$BUILD" "$@"
