@@ -12,7 +12,8 @@
 //                                     into a decoder, per data packet
 //   BM_Xor/<bytes>/<impl>             one XOR of a packet into a bin
 //   BM_PayloadCheck/<bytes>           the payload check of the id
-// impl: 0 = ISA-L, 1 = plain C (RS: 0 = ISA-L SIMD, 1 = ISA-L base).
+// impl: 0 = ISA-L one pass (GF multiply-accumulate by 1), 1 = plain C,
+// 2 = ISA-L xor_gen per bin (RS: 0 and 2 = ISA-L SIMD, 1 = ISA-L base C).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -277,7 +278,7 @@ void enc_args(benchmark::internal::Benchmark *b)
 	b->ArgNames({ "r", "c", "bytes", "impl" });
 	for (int c : { 3, 4 })
 		for (int bytes : { 64, 512, 1500 })
-			for (int impl : { 0, 1 })
+			for (int impl : { 0, 1, 2 })
 				b->Args({ 8, c, bytes, impl });
 }
 

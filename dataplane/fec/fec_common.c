@@ -130,9 +130,10 @@ int il_fec_cfg_check(const struct il_fec_cfg *cfg, char *err, size_t errlen, cha
 				     ? "the Reed-Solomon block interleave"
 				     : "one interleave per layer, c of them");
 	}
-	if (cfg->xor_impl != IL_FEC_XOR_ISAL && cfg->xor_impl != IL_FEC_XOR_REF)
-		FAIL("fec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u)",
-		     cfg->xor_impl, IL_FEC_XOR_ISAL, IL_FEC_XOR_REF);
+	if (cfg->xor_impl > IL_FEC_XOR_ISAL_XORGEN)
+		FAIL("fec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u), "
+		     "isal-xorgen (%u)",
+		     cfg->xor_impl, IL_FEC_XOR_ISAL, IL_FEC_XOR_REF, IL_FEC_XOR_ISAL_XORGEN);
 	if (cfg->lan_mtu < 68)
 		FAIL("fec.lan_mtu = %u is out of range; allowed: 68..65535 (the IPv4 minimum "
 		     "is 68)",
@@ -318,7 +319,7 @@ static inline bool aligned32(const void *p)
 
 bool fec_xor1(unsigned impl, void *dst, const void *src, uint32_t len)
 {
-	if (impl == IL_FEC_XOR_ISAL && aligned32(dst) && aligned32(src)) {
+	if (impl != IL_FEC_XOR_REF && aligned32(dst) && aligned32(src)) {
 		/* xor_gen wants >= 3 vectors with the destination last; it
 		 * reads each block before writing it, so the destination may
 		 * also be the first source (checked in the unit tests). */
@@ -334,7 +335,7 @@ bool fec_xor1(unsigned impl, void *dst, const void *src, uint32_t len)
 bool il_fec_xor_acc(unsigned impl, void *dst, const void *const *src, unsigned n, uint32_t len)
 {
 	void *v[IL_FEC_MAX_R + 2];
-	bool ok = impl == IL_FEC_XOR_ISAL && n >= 1 && n <= IL_FEC_MAX_R && aligned32(dst);
+	bool ok = impl != IL_FEC_XOR_REF && n >= 1 && n <= IL_FEC_MAX_R && aligned32(dst);
 
 	for (unsigned k = 0; ok && k < n; k++)
 		ok = aligned32(src[k]);

@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <isa-l/erasure_code.h>
+
 #include "fec_internal.h"
 
 struct enc_bin {
@@ -55,6 +57,10 @@ struct il_fec_enc {
 	uint64_t seq; /* next repair sequence number */
 	size_t footprint;
 	struct enc_layer layer[IL_FEC_MAX_C];
+	/* ISAL: tables of the coefficient 1, one per layer, for
+	 * ec_encode_data_update: multiplying by 1 and adding in GF(2^8) is
+	 * XOR, so one call XORs a packet into all its bins in one pass. */
+	uint8_t ones_tbls[IL_FEC_MAX_C * 32] __attribute__((aligned(64)));
 	struct fec_gf gf; /* RS only */
 };
 
@@ -121,8 +127,14 @@ struct il_fec_enc *il_fec_enc_create(const struct il_fec_cfg *cfg, il_fec_emit_f
 	e->hdr_room = hdr_room;
 	e->slot = slot;
 	e->footprint = size;
-	if (cfg->code == IL_FEC_CODE_RS)
+	if (cfg->code == IL_FEC_CODE_RS) {
 		fec_gf_init(&e->gf, cfg->r, cfg->c);
+	} else {
+		uint8_t ones[IL_FEC_MAX_C];
+
+		memset(ones, 1, sizeof(ones));
+		ec_init_tables(1, cfg->c, ones, e->ones_tbls);
+	}
 
 	base = (uint8_t *)e;
 	{
@@ -263,12 +275,22 @@ static inline void put_id(struct enc_bin *b, const struct il_fec_id *id)
 	b->n++;
 }
 
+/* ISA-L's multiply-accumulate falls back to byte-wise C under 64 bytes:
+ * the plain XOR loop is faster there. */
+#define MAD_MIN_LEN 64
+
 static void add_xor(struct il_fec_enc *e, const struct il_fec_id *id, const uint8_t *span,
 		    uint32_t len, uint64_t x)
 {
+	struct enc_bin *bins[IL_FEC_MAX_C];
+	uint8_t *acc[IL_FEC_MAX_C];
+	bool one_pass = e->cfg.xor_impl == IL_FEC_XOR_ISAL && len >= MAD_MIN_LEN;
+	unsigned nacc = 0;
+
 	for (unsigned l = 0; l < e->nlayers; l++) {
 		struct enc_bin *b = next_bin(e, l);
 
+		bins[l] = b;
 		if (b->n == 0) {
 			/* The first packet is copied rather than XORed into
 			 * zeros; only the bytes a longer earlier repair left
@@ -279,15 +301,23 @@ static void add_xor(struct il_fec_enc *e, const struct il_fec_id *id, const uint
 				memset(b->buf[0] + len, 0, b->dirty - len);
 			b->xor_len = (uint16_t)len;
 			b->len_code[0] = (uint16_t)len;
-		} else {
-			fec_xor1(e->cfg.xor_impl, b->buf[0], span, len);
-			if (len > b->xor_len)
-				b->xor_len = (uint16_t)len;
-			b->len_code[0] ^= (uint16_t)len;
+			continue;
 		}
-		put_id(b, id);
-		if (b->n == b->target)
-			bin_full(e, l, b);
+		if (one_pass)
+			acc[nacc++] = b->buf[0];
+		else
+			fec_xor1(e->cfg.xor_impl, b->buf[0], span, len);
+		if (len > b->xor_len)
+			b->xor_len = (uint16_t)len;
+		b->len_code[0] ^= (uint16_t)len;
+	}
+	if (nacc)
+		ec_encode_data_update((int)len, 1, (int)nacc, 0, e->ones_tbls,
+				      (uint8_t *)(uintptr_t)span, acc);
+	for (unsigned l = 0; l < e->nlayers; l++) {
+		put_id(bins[l], id);
+		if (bins[l]->n == bins[l]->target)
+			bin_full(e, l, bins[l]);
 	}
 }
 
@@ -339,7 +369,8 @@ int il_fec_enc_add(struct il_fec_enc *e, const struct il_fec_id *id, const void 
 	x = e->x++;
 	e->st.packets++;
 	e->st.bytes += len;
-	if (e->cfg.xor_impl == IL_FEC_XOR_ISAL && ((uintptr_t)span & 31) != 0)
+	if (e->cfg.xor_impl == IL_FEC_XOR_ISAL_XORGEN && ((uintptr_t)span & 31) != 0 &&
+	    e->cfg.code == IL_FEC_CODE_XOR)
 		e->st.unaligned++;
 	if (e->cfg.code == IL_FEC_CODE_RS)
 		add_rs(e, id, span, len, x);

@@ -15,9 +15,9 @@
  * A "span" is the bytes the code protects for one packet: the IPv4
  * packet, optionally preceded by cfg.span_extra bytes the caller wants
  * carried along (for example the 14-byte Ethernet header, so that the
- * span starts at the cache-line-aligned start of an mbuf's data and ISA-L
- * can XOR it in place). Spans that start 32-byte aligned take the ISA-L
- * path; others fall back to the plain C loop (counted).
+ * span starts at the cache-line-aligned start of an mbuf's data). The
+ * default XOR kernel takes spans at any alignment; see enum
+ * il_fec_xor_impl for the one that needs 32-byte alignment.
  */
 #ifndef INTERLINK_FEC_H
 #define INTERLINK_FEC_H
@@ -33,10 +33,19 @@
 #define IL_FEC_MAX_INTERLEAVE 4096
 #define IL_FEC_LAT_BUCKETS 24     /* log2 latency histogram buckets */
 
-/* XOR implementations; the reference one is plain C (any alignment). */
+/* XOR implementations (docs/fec.md, "XOR kernels").
+ *   ISAL:        encoder: one pass over the packet for all c bins with
+ *                ISA-L's GF(2^8) multiply-accumulate at coefficient 1
+ *                (ec_encode_data_update), any alignment, spans of 64
+ *                bytes or more; decoder: xor_gen.
+ *   REF:         plain C everywhere (any alignment), the tests' reference.
+ *   ISAL_XORGEN: xor_gen once per bin (32-byte aligned spans only; others
+ *                take the plain C loop, counted).
+ * RS mode: ISAL and ISAL_XORGEN use ISA-L's SIMD GF code, REF its base C. */
 enum il_fec_xor_impl {
 	IL_FEC_XOR_ISAL = 0,
 	IL_FEC_XOR_REF = 1,
+	IL_FEC_XOR_ISAL_XORGEN = 2,
 };
 
 /* ---- packet identity -------------------------------------------------- */
@@ -75,7 +84,7 @@ struct il_fec_cfg {
 	                                    * RS: [0] is the block interleave (1) */
 	bool stagger;        /* staggered first firings (true) */
 	bool delay_xor;      /* send a repair when its bin next fills (false) */
-	uint8_t xor_impl;    /* enum il_fec_xor_impl (ISA-L) */
+	uint8_t xor_impl;    /* enum il_fec_xor_impl (ISAL) */
 	uint16_t lan_mtu;    /* largest IPv4 packet protected (1500) */
 	uint16_t span_extra; /* bytes of a span in front of the IPv4 header (0) */
 	uint16_t link_mtu;   /* IP MTU of the link between the appliances (9000) */
@@ -133,7 +142,7 @@ struct il_fec_enc_stats {
 	uint64_t bytes;         /* their bytes */
 	uint64_t too_long;      /* refused: longer than lan_mtu + span_extra */
 	uint64_t empty;         /* refused: zero length */
-	uint64_t unaligned;     /* ISA-L asked, span not 32-byte aligned: plain C used */
+	uint64_t unaligned;     /* ISAL_XORGEN, span not 32-byte aligned: plain C used */
 	uint64_t repairs[IL_FEC_MAX_C]; /* repairs sent, per layer / parity row */
 	uint64_t repair_bytes;  /* bytes of repair messages sent */
 	uint64_t flushed;       /* repairs sent by il_fec_enc_flush() */

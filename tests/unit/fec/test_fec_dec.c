@@ -115,8 +115,12 @@ static void test_every_single_loss(void **state)
 	struct il_fec_cfg cfg;
 
 	(void)state;
+	for (unsigned impl = 0; impl <= IL_FEC_XOR_ISAL_XORGEN; impl++) {
+		il_fec_cfg_defaults(&cfg);
+		cfg.xor_impl = (uint8_t)impl;
+		check_every_single_loss(&cfg, 200);
+	}
 	il_fec_cfg_defaults(&cfg);
-	check_every_single_loss(&cfg, 200);
 	cfg.delay_xor = true;
 	check_every_single_loss(&cfg, 200);
 	il_fec_cfg_defaults(&cfg);

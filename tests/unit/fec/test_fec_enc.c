@@ -470,11 +470,17 @@ static void test_stagger_rate(void **state)
 	(void)state;
 	for (unsigned k = 0; k < 4; k++) {
 		check_spacing(is[k], true, &gap, &run, &mean);
+		print_message("r=8 i=%u staggered: mean gap %.2f, largest %u, back-to-back runs "
+			      "%u\n",
+			      is[k], mean, gap, run);
 		assert_true(mean > 7.9 && mean < 8.1);
 		if (gap > 16)
 			fail_msg("i=%u staggered: a gap of %u packets between repairs", is[k], gap);
 		assert_true(run <= 1);
 		check_spacing(is[k], false, &gap, &run, &mean);
+		print_message("r=8 i=%u unstaggered: mean gap %.2f, largest %u, back-to-back "
+			      "runs %u\n",
+			      is[k], mean, gap, run);
 		assert_true(mean > 7.9 && mean < 8.1);
 		/* Unstaggered: i repairs in i consecutive packets. */
 		assert_true(run >= is[k] - 2);
@@ -636,11 +642,65 @@ static void test_enc_refuses(void **state)
 	assert_int_equal(il_fec_enc_stats(e)->too_long, 1);
 	assert_int_equal(il_fec_enc_stats(e)->packets, 0);
 	assert_int_equal(il_fec_enc_add(e, &id, buf, 1500), 0);
-	/* A span off the 32-byte grid takes the plain C path, counted. */
+	/* The one-pass ISA-L path takes any alignment. */
 	assert_int_equal(il_fec_enc_add(e, &id, buf + 14, 100), 0);
+	assert_int_equal(il_fec_enc_stats(e)->unaligned, 0);
+	il_fec_enc_free(e);
+	/* xor_gen does not: a span off the 32-byte grid takes the plain C
+	 * path, counted. */
+	cfg.xor_impl = IL_FEC_XOR_ISAL_XORGEN;
+	e = il_fec_enc_create(&cfg, cap_emit, &c, err, sizeof(err));
+	assert_int_equal(il_fec_enc_add(e, &id, buf + 14, 100), 0);
+	assert_int_equal(il_fec_enc_add(e, &id, buf, 100), 0);
 	assert_int_equal(il_fec_enc_stats(e)->unaligned, 1);
 	il_fec_enc_free(e);
 	cap_fini(&c);
+}
+
+/* The three XOR implementations (and RS's SIMD and base code) write the
+ * same repairs byte for byte, whatever the packet lengths and alignment. */
+static void test_impls_agree(void **state)
+{
+	static const unsigned impls[] = { IL_FEC_XOR_ISAL, IL_FEC_XOR_REF, IL_FEC_XOR_ISAL_XORGEN };
+	uint8_t *buf = aligned_alloc(64, 2048 + 64);
+	struct cap c[3];
+
+	(void)state;
+	for (unsigned code = IL_FEC_CODE_XOR; code <= IL_FEC_CODE_RS; code++) {
+		for (unsigned k = 0; k < 3; k++) {
+			struct il_fec_cfg cfg;
+			struct il_fec_enc *e;
+			char err[256];
+
+			il_fec_cfg_defaults(&cfg);
+			cfg.code = (uint8_t)code;
+			cfg.xor_impl = (uint8_t)impls[k];
+			cap_init(&c[k], 2000);
+			e = il_fec_enc_create(&cfg, cap_emit, &c[k], err, sizeof(err));
+			assert_non_null(e);
+			for (uint64_t x = 0; x < 3000; x++) {
+				uint32_t len = sim_pkt_len(x, 28, 1500);
+				uint32_t off = (x % 3) * 14; /* 0, 14, 28 */
+				struct il_fec_id id;
+
+				sim_pkt_build(buf + off, x, len);
+				il_fec_id_ipv4(buf + off, len, &id);
+				assert_int_equal(il_fec_enc_add(e, &id, buf + off, len), 0);
+			}
+			il_fec_enc_flush(e, true);
+			il_fec_enc_free(e);
+		}
+		for (unsigned k = 1; k < 3; k++) {
+			assert_int_equal(c[k].n, c[0].n);
+			for (unsigned n = 0; n < c[0].n; n++) {
+				assert_int_equal(c[k].r[n].len, c[0].r[n].len);
+				assert_memory_equal(c[k].r[n].msg, c[0].r[n].msg, c[0].r[n].len);
+			}
+		}
+		for (unsigned k = 0; k < 3; k++)
+			cap_fini(&c[k]);
+	}
+	free(buf);
 }
 
 int main(void)
@@ -652,6 +712,7 @@ int main(void)
 		cmocka_unit_test(test_payload_check),
 		cmocka_unit_test(test_id_ipv4),
 		cmocka_unit_test(test_xor_isal_vs_ref),
+		cmocka_unit_test(test_impls_agree),
 		cmocka_unit_test(test_bin_placement),
 		cmocka_unit_test(test_each_packet_in_c_repairs),
 		cmocka_unit_test(test_stagger_first_sizes),
