@@ -701,7 +701,7 @@ const char *il_cm_type_name(uint16_t type)
 		[IL_CM_JOIN] = "join",	       [IL_CM_LEAVE] = "leave",
 		[IL_CM_WATERMARK] = "watermark", [IL_CM_VIEW] = "view",
 		[IL_CM_VIEW_MEMBERS] = "view_members", [IL_CM_CREDIT] = "credit",
-		[IL_CM_RESYNC] = "resync",
+		[IL_CM_RESYNC] = "resync", [IL_CM_ALIVE] = "alive",
 	};
 
 	if (type < IL_CM_TYPE_COUNT)

@@ -63,6 +63,9 @@ struct ctl {
 
 	struct il_mship ms;
 	bool dp_known;    /* a data-plane HELLO has been seen */
+	uint64_t dp_last_ns; /* last message from the data plane */
+	bool dp_silent;   /* failure detection paused: the data plane is quiet */
+	uint64_t dp_silent_since;
 	uint32_t dp_epoch;
 	uint64_t dp_inc;
 	bool hello_due;   /* our HELLO still has to go down */
@@ -71,7 +74,7 @@ struct ctl {
 	struct {
 		uint64_t msgs, batches, wakes, ticks, sleeps_skipped;
 		uint64_t hellos, dp_restarts, before_hello, unknown_type;
-		uint64_t mgmt_cmds, wake_served;
+		uint64_t mgmt_cmds, wake_served, detector_paused;
 	} st;
 };
 
@@ -175,7 +178,7 @@ static void on_dp_hello(struct ctl *c, const struct il_cm_hello *h)
 	if (c->dp_known) {
 		/* The members outlive the data plane: only the sequence space
 		 * (epoch) restarts, after the old one's final watermark. */
-		il_mship_new_epoch(&c->ms, h->epoch);
+		il_mship_new_epoch(&c->ms, h->epoch, mono_ns());
 	} else {
 		/* A data plane we have not talked to re-sends its state
 		 * (RESYNC) if it has any. */
@@ -214,6 +217,8 @@ static void dispatch(struct ctl *c, const struct il_cmsg *m, uint64_t now)
 			now = m->u.ack.rx_ns;
 		il_mship_apply(&c->ms, m, now);
 		break;
+	case IL_CM_ALIVE:
+		break;
 	default:
 		c->st.unknown_type++;
 		break;
@@ -233,6 +238,7 @@ static bool drain(struct ctl *c)
 			return false;
 		c->st.batches++;
 		c->st.msgs += n;
+		c->dp_last_ns = now;
 		for (unsigned i = 0; i < n; i++)
 			dispatch(c, &msgs[i], now);
 	}
@@ -302,6 +308,7 @@ static size_t reply_status(struct ctl *c, char *r, size_t len)
 	    (unsigned long long)c->ms.st.exclusions, (unsigned long long)c->ms.st.rejoins,
 	    (unsigned long long)c->ms.st.views, (unsigned long long)c->ms.st.credits,
 	    (unsigned long long)c->ms.st.resyncs, (unsigned long long)c->ms.st.epochs);
+	OUT("detector_paused %llu\n", (unsigned long long)c->st.detector_paused);
 	OUT("last_excluded %u\nlast_excluded_quiet_ms %llu\n", c->ms.st.last_excluded,
 	    (unsigned long long)(c->ms.st.last_excluded_quiet / 1000000));
 #undef OUT
@@ -369,19 +376,25 @@ static void on_tick(struct ctl *c)
 	 * in: apply it before judging. */
 	while (drain(c))
 		;
-	uint64_t ex = c->ms.st.exclusions;
-	il_mship_tick(&c->ms, mono_ns());
-	if (c->ms.st.exclusions != ex) {
-		uint64_t t = mono_ns();
+	uint64_t ex = c->ms.st.exclusions, now = mono_ns();
+	/* The data plane says ALIVE every 10 ms: 100 ms without a word and
+	 * it is down or stalled, and the members' silence is its own. */
+	if (now - c->dp_last_ns > 100000000ull) {
+		if (!c->dp_silent) {
+			logmsg(c, 1, "data plane silent: failure detection paused");
+			c->dp_silent_since = c->dp_last_ns;
+		}
+		c->dp_silent = true;
+		c->st.detector_paused++;
+	} else {
+		if (c->dp_silent)
+			il_mship_grace(&c->ms, now - c->dp_silent_since, now);
+		c->dp_silent = false;
+		il_mship_tick(&c->ms, now);
+	}
+	if (c->ms.st.exclusions != ex)
 		logmsg(c, 1, "excluded member %u (silent for %llu ms)", c->ms.st.last_excluded,
 		       (unsigned long long)(c->ms.st.last_excluded_quiet / 1000000));
-		for (unsigned k = 0; k < c->ms.n_groups; k++) {
-			const struct il_mgroup *g = il_mship_group(&c->ms, c->ms.groups[k]);
-			for (unsigned i = 0; i < g->n; i++)
-				logmsg(c, 2, "  member %u quiet %lld us", g->m[i].id,
-				       (long long)(t - g->m[i].last_heard_ns) / 1000);
-		}
-	}
 	/* The in-band HELLO resets state; the header only tells us early. */
 	if (il_chan_peer_restarted(c->ch, &inc))
 		logmsg(c, 1, "data plane attached (incarnation %llu)", (unsigned long long)inc);

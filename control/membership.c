@@ -195,6 +195,19 @@ static void heard(struct il_mship *m, struct il_member *mb, uint64_t now)
 	}
 }
 
+void il_mship_grace(struct il_mship *m, uint64_t pause, uint64_t now)
+{
+	for (unsigned k = 0; k < m->n_groups; k++) {
+		struct il_mgroup *g = m->by_id[m->groups[k]];
+
+		for (unsigned i = 0; i < g->n; i++) {
+			uint64_t *t = &g->m[i].last_heard_ns;
+
+			*t = *t + pause < now ? *t + pause : now;
+		}
+	}
+}
+
 void il_mship_tick(struct il_mship *m, uint64_t now)
 {
 	for (unsigned k = 0; k < m->n_groups; k++) {
@@ -230,18 +243,26 @@ static uint32_t window_of(const struct il_mship *m, const struct il_mgroup *g)
 
 	if (w == 0)
 		return 0;
+	bool unknown = false;
 	for (unsigned i = 0; i < g->n; i++) {
 		if (g->m[i].roles & IL_ROLE_SENDER)
 			senders++;
-		if ((g->m[i].roles & IL_ROLE_RECEIVER) && g->m[i].buffer_free < free)
+		if (!(g->m[i].roles & IL_ROLE_RECEIVER))
+			continue;
+		unknown |= !g->m[i].reported;
+		if (g->m[i].buffer_free < free)
 			free = g->m[i].buffer_free;
 	}
+	step = w >= 8 ? w / 8 : 1;
+	/* Until every receiver has said how much room it has, a small step:
+	 * a full window now could overflow a receiver that turns out small. */
+	if (unknown)
+		return (uint32_t)step;
 	if (free == UINT32_MAX)
 		return (uint32_t)w;
 	free /= senders ? senders : 1;
 	if (free >= w)
 		return (uint32_t)w;
-	step = w >= 8 ? w / 8 : 1;
 	free = free / step * step;
 	return (uint32_t)(free ? free : 1);
 }
@@ -269,7 +290,7 @@ int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now)
 	_Static_assert(__builtin_offsetof(struct il_cm_ack, receiver) ==
 			       __builtin_offsetof(struct il_cm_member, receiver),
 		       "receiver offset");
-	if (p->epoch != m->epoch) {
+	if ((msg->type == IL_CM_RESYNC ? msg->u.resync.epoch : p->epoch) != m->epoch) {
 		m->st.wrong_epoch++;
 		return 1;
 	}
@@ -324,6 +345,7 @@ int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now)
 		if (i >= 0) {
 			heard(m, &g->m[i], now);
 			g->m[i].buffer_free = msg->u.ack.buffer_free;
+			g->m[i].reported = true;
 		}
 		m->st.acks++;
 		mark_pending(m, g);
@@ -374,7 +396,7 @@ void il_mship_published(struct il_mship *m, const struct il_cmsg *msgs, unsigned
 	}
 }
 
-void il_mship_new_epoch(struct il_mship *m, uint32_t epoch)
+void il_mship_new_epoch(struct il_mship *m, uint32_t epoch, uint64_t now)
 {
 	uint32_t old = m->epoch;
 
@@ -395,6 +417,11 @@ void il_mship_new_epoch(struct il_mship *m, uint32_t epoch)
 		for (unsigned i = 0; i < g->n; i++)
 			if (g->m[i].roles & IL_ROLE_RECEIVER)
 				il_stab_add(&g->stab, g->m[i].id, 0);
+		/* Nobody could be heard while the data plane was down. */
+		for (unsigned i = 0; i < g->n; i++) {
+			g->m[i].last_heard_ns = now;
+			g->m[i].suspected = false;
+		}
 		g->published = 0;
 		g->view_start = 0;
 		g->window_sent = UINT32_MAX;

@@ -31,6 +31,7 @@ struct il_member {
 	uint32_t roles;       /* IL_ROLE_*; a JOIN without roles is a receiver */
 	uint32_t incarnation;
 	uint32_t buffer_free; /* from its last ACK; UINT32_MAX: no limit */
+	bool reported;        /* an ACK (with buffer_free) has come */
 	bool suspected;
 	uint64_t joined_ns;
 	uint64_t last_heard_ns;
@@ -94,10 +95,14 @@ void il_mship_reset(struct il_mship *m, uint32_t epoch);
  * the final watermark of the old epoch (every live receiver holds what is
  * below it), restart stability at 0 and announce a new view starting at
  * global sequence 1. */
-void il_mship_new_epoch(struct il_mship *m, uint32_t epoch);
+void il_mship_new_epoch(struct il_mship *m, uint32_t epoch, uint64_t now_ns);
 
-/* Failure detection; call on every housekeeping tick. */
+/* Failure detection; call on every housekeeping tick, and only while the
+ * data plane is alive (members cannot be heard through a dead one). */
 void il_mship_tick(struct il_mship *m, uint64_t now_ns);
+/* The data plane was silent (down or stalled) for pause_ns: that much of
+ * each member's silence is not held against it. */
+void il_mship_grace(struct il_mship *m, uint64_t pause_ns, uint64_t now_ns);
 
 /* Apply one up-ring message (JOIN, LEAVE, HEARTBEAT, ACK, RESYNC); other types
  * return -1 untouched. now_ns stamps liveness. Returns 0 applied, 1

@@ -554,6 +554,13 @@ static void housekeeping(struct il_stage *st, struct ctrl *c)
 		c->hello_due = false;
 	if (!c->hello_due && c->snapshot_due && send_snapshot(st, c))
 		c->snapshot_due = false;
+	if (!c->hello_due) {
+		/* While we are silent the control process must not take the
+		 * members' silence for their failure. */
+		struct il_cmsg a = { .type = IL_CM_ALIVE };
+
+		il_chan_send_burst(c->ch, &a, 1);
+	}
 }
 
 /* Every stable_interval_us: a STABLE for each group that DATA did not

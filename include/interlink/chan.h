@@ -62,6 +62,7 @@ enum il_cm_type {
 	IL_CM_VIEW_MEMBERS = 8, /* down: up to IL_CM_VIEW_CHUNK members of a view */
 	IL_CM_CREDIT = 9,    /* down: a group's flow-control window */
 	IL_CM_RESYNC = 10,   /* up: a group's state, after a control restart */
+	IL_CM_ALIVE = 11,    /* up: the data plane's own heartbeat (every 10 ms) */
 	IL_CM_TYPE_COUNT,
 	/* 0x8000..0xffff: private to tests and experiments. */
 	IL_CM_PRIVATE = 0x8000,

@@ -69,7 +69,10 @@ struct rcv {
 	uint64_t last_ack_ns, last_hb_ns, last_join_ns, last_nak_ns, acked;
 	uint64_t po_n, uto_n, buffer_drops, rejoins, excluded_at_ns, joined_ns;
 	uint64_t gap_ns, gap_po;
-	uint8_t *got[MAXS];      /* per sender: sender_seqs U-delivered (bits) */
+	uint8_t *got[MAXS];      /* per sender and sender_seq: epoch number (1, 2, ...)
+				  * it was U-delivered in; 0: not yet */
+	uint64_t redelivered;    /* U-delivered again in a later epoch: must not be */
+	bool whole;              /* a member from the start, never excluded */
 	uint64_t dup_skipped;    /* stamped twice (re-sent): delivered once */
 	uint64_t killed_ns;      /* --kill: when */
 	double excluded_after_s; /* from its death to the VIEW without it */
@@ -88,7 +91,7 @@ struct snd {
 	uint64_t *gseq;    /* sender_seq -> global sequence */
 	uint64_t last_join_ns;
 	uint64_t unseen, unseen_ns; /* first sender_seq not yet seen stamped */
-	uint64_t resent;
+	uint64_t resent, rewound;
 };
 
 enum evk { EV_KILL, EV_LATE, EV_SILENT };
@@ -127,6 +130,7 @@ static struct {
 	uint64_t ack_tx, hb_tx, join_tx, nak_tx, data_tx, data_frames_tx, send_fail;
 	uint64_t disagreements, uniform_violations, restamped, epochs, max_g;
 	uint64_t max_gap_ns; /* longest time between two loop iterations */
+	uint64_t lost_stable, finals;
 } c;
 
 static uint64_t now_ns(void)
@@ -327,13 +331,15 @@ static void deliver(struct rcv *r, uint64_t now)
 		 * the same one (the second). */
 		unsigned si = m->sender >= 1 && m->sender <= o.ns ? m->sender - 1 : MAXS;
 		if (si < MAXS && m->sseq <= o.count) {
-			uint8_t *bits = r->got[si];
+			uint8_t *e = &r->got[si][m->sseq];
 
-			if (bits[m->sseq >> 3] & (1u << (m->sseq & 7))) {
+			if (*e) {
+				if (*e != (uint8_t)c.epochs)
+					r->redelivered++;
 				r->dup_skipped++;
 				continue;
 			}
-			bits[m->sseq >> 3] |= (uint8_t)(1u << (m->sseq & 7));
+			*e = (uint8_t)c.epochs;
 		}
 		if (m->sent_ns) {
 			hist(lat_uto, now - m->sent_ns);
@@ -441,6 +447,7 @@ static void on_view(const uint8_t *h, uint64_t now)
 			/* Excluded (wrongly, since it is alive): rejoin afresh. */
 			if (r->st == R_MEMBER) {
 				r->st = R_JOINING;
+				r->whole = false;
 				r->inc++;
 				r->rejoins++;
 				r->last_join_ns = 0;
@@ -452,6 +459,58 @@ static void on_view(const uint8_t *h, uint64_t now)
 		if (in_view(b, nm, S[s].id))
 			S[s].member = true;
 	(void)nsd;
+}
+
+#define MAXPEND 65536
+static struct pend {
+	unsigned len;
+	uint8_t f[1536];
+} *pend;
+static unsigned n_pend;
+static uint32_t old_epoch;
+static bool awaiting;
+static uint64_t await_deadline;
+static void on_frame(const uint8_t *f, unsigned len, uint64_t now);
+static void sender_update(struct snd *s);
+
+/* End of an epoch at watermark w: U-deliver what is below it (every live
+ * receiver holds it), forget the rest (its senders send it again), and
+ * start the new sequence space. */
+static void finalize(uint64_t w, uint64_t now)
+{
+	if (w > stable)
+		stable = w;
+	for (unsigned k = 0; k < o.nr; k++) {
+		struct rcv *r = &R[k];
+
+		deliver(r, now);
+		if (r->st == R_MEMBER && r->uto < stable)
+			c.lost_stable += stable - r->uto;
+		r->start = r->po = r->uto = r->hi = 1;
+		r->acked = 0;
+		r->gap_ns = 0;
+		memset(r->have, 0, RING / 8);
+	}
+	for (unsigned i = 0; i < o.ns; i++) {
+		struct snd *sd = &S[i];
+
+		sender_update(sd);
+		for (uint64_t q = sd->stable_next; q < sd->next && q <= o.count; q++)
+			sd->gseq[q] = 0;
+		if (sd->stable_next < sd->next)
+			sd->rewound += sd->next - sd->stable_next;
+		sd->next = sd->unseen = sd->stable_next;
+		sd->unseen_ns = now;
+	}
+	memset(msgs, 0, RING * sizeof(*msgs));
+	stable = 0;
+	c.max_g = 0;
+	c.finals++;
+	awaiting = false;
+	unsigned n = n_pend;
+	n_pend = 0;
+	for (unsigned i = 0; i < n; i++)
+		on_frame(pend[i].f, pend[i].len, now);
 }
 
 static void on_frame(const uint8_t *f, unsigned len, uint64_t now)
@@ -467,11 +526,34 @@ static void on_frame(const uint8_t *f, unsigned len, uint64_t now)
 	if (type != IL_T_DATA && type != IL_T_STABLE && type != IL_T_VIEW &&
 	    type != IL_T_CREDIT && type != IL_T_UNAVAIL)
 		return;
+	if (type == IL_T_STABLE && il_get64(h + IL_OFF_GLOBAL_SEQ) == 0) {
+		/* The final watermark of a data plane that died. */
+		if (e == old_epoch && awaiting)
+			finalize(il_get64(h + IL_OFF_STABLE_SEQ), now);
+		else if (e == epoch && il_get64(h + IL_OFF_STABLE_SEQ) > stable)
+			stable = il_get64(h + IL_OFF_STABLE_SEQ);
+		return;
+	}
 	if (e != epoch) {
 		if (epoch != 0 && e < epoch)
 			return; /* a late frame of an older epoch */
+		if (epoch != 0) {
+			/* The sequencer restarted: hold the new stream until the
+			 * old one's final watermark says what was stable. */
+			old_epoch = epoch;
+			awaiting = true;
+			await_deadline = now + 3000000000ull;
+		}
 		epoch = e;
 		c.epochs++;
+	}
+	if (awaiting) {
+		if (n_pend < MAXPEND) {
+			pend[n_pend].len = len < sizeof(pend[0].f) ? len : sizeof(pend[0].f);
+			memcpy(pend[n_pend].f, f, pend[n_pend].len);
+			n_pend++;
+		}
+		return;
 	}
 	switch (type) {
 	case IL_T_DATA:
@@ -571,9 +653,14 @@ static bool all_done(void)
 	return true;
 }
 
+/* Event times count from the first DATA sent, so that a slow start on a
+ * loaded machine does not move them before the stream. */
+static uint64_t t_data0;
 static void run_events(uint64_t now)
 {
-	double t = (double)(now - t0) / 1e9;
+	if (t_data0 == 0)
+		return;
+	double t = (double)(now - t_data0) / 1e9;
 
 	for (unsigned i = 0; i < o.n_ev; i++) {
 		struct ev *e = &o.ev[i];
@@ -591,6 +678,7 @@ static void run_events(uint64_t now)
 		} else if (e->k == EV_SILENT) {
 			if (r->st == R_MEMBER && t < e->until) {
 				r->st = R_SILENT;
+				r->whole = false;
 			} else if (r->st == R_SILENT && t >= e->until) {
 				/* Back: it finds itself excluded (a VIEW without
 				 * it came meanwhile) and rejoins. */
@@ -684,7 +772,7 @@ static void parse(int argc, char **argv)
 
 static bool finished(void)
 {
-	if (!all_done() || stable < c.max_g)
+	if (awaiting || !all_done() || stable < c.max_g)
 		return false;
 	for (unsigned s = 0; s < o.ns; s++)
 		if (S[s].unseen <= o.count)
@@ -866,6 +954,21 @@ static void report(double elapsed, double t_first, double t_last)
 		(unsigned long long)c.stable_rx, (unsigned long long)c.view_rx,
 		(unsigned long long)c.credit_rx, (unsigned long long)c.unavail_rx,
 		(unsigned long long)ctl);
+	uint64_t missing = 0, redelivered = 0, rewound = 0;
+	for (unsigned k = 0; k < o.nr; k++) {
+		redelivered += R[k].redelivered;
+		if (!R[k].whole || R[k].st != R_MEMBER)
+			continue;
+		for (unsigned i = 0; i < o.ns; i++)
+			for (uint64_t q = 1; q <= o.count; q++)
+				missing += R[k].got[i][q] == 0;
+	}
+	for (unsigned i = 0; i < o.ns; i++)
+		rewound += S[i].rewound;
+	fprintf(f, "  \"missing\": %llu, \"redelivered\": %llu, \"lost_stable\": %llu, "
+		   "\"finals\": %llu, \"rewound\": %llu,\n", (unsigned long long)missing,
+		(unsigned long long)redelivered, (unsigned long long)c.lost_stable,
+		(unsigned long long)c.finals, (unsigned long long)rewound);
 	fprintf(f, "  \"max_loop_gap_ms\": %.1f,\n", (double)c.max_gap_ns / 1e6);
 	fprintf(f, "  \"ctl_per_data_msg\": %.4f,\n",
 		c.data_tx ? (double)ctl / (double)c.data_tx : 0.0);
@@ -889,16 +992,20 @@ int main(int argc, char **argv)
 
 	parse(argc, argv);
 	msgs = calloc(RING, sizeof(*msgs));
+	pend = calloc(MAXPEND, sizeof(*pend));
 	for (unsigned k = 0; k < o.nr; k++) {
 		R[k].id = 1001 + k;
 		R[k].inc = 1;
 		R[k].st = R_JOINING;
+		R[k].whole = true;
 		R[k].have = calloc(RING / 8, 1);
 		for (unsigned i = 0; i < o.ns; i++)
-			R[k].got[i] = calloc(o.count / 8 + 2, 1);
+			R[k].got[i] = calloc(o.count + 2, 1);
 		for (unsigned i = 0; i < o.n_ev; i++)
-			if (o.ev[i].k == EV_LATE && o.ev[i].r == k)
+			if (o.ev[i].k == EV_LATE && o.ev[i].r == k) {
 				R[k].st = R_IDLE;
+				R[k].whole = false;
+			}
 	}
 	for (unsigned i = 0; i < o.ns; i++) {
 		S[i].id = 1 + i;
@@ -920,6 +1027,8 @@ int main(int argc, char **argv)
 			c.max_gap_ns = now - prev;
 		prev = now;
 		run_events(now);
+		if (awaiting && now > await_deadline)
+			finalize(stable, now); /* never came: what we know is safe */
 		for (unsigned i = 0; i < 64; i++) {
 			mm[i].msg_hdr.msg_iov = &iov[i];
 			mm[i].msg_hdr.msg_iovlen = 1;
@@ -940,8 +1049,10 @@ int main(int argc, char **argv)
 		last_tok = now;
 		bool was_done = all_done();
 		senders(now, &tokens);
-		if (c.data_tx && t_first == 0)
+		if (c.data_tx && t_first == 0) {
 			t_first = t;
+			t_data0 = now;
+		}
 		if (!was_done && all_done())
 			done_ns = now;
 		if (finished()) {
@@ -956,7 +1067,10 @@ int main(int argc, char **argv)
 			sched_yield();
 	}
 	report((double)(now_ns() - t0) / 1e9, t_first, t_last);
-	ok = finished() && c.disagreements == 0 && c.uniform_violations == 0;
+	ok = finished() && c.disagreements == 0 && c.uniform_violations == 0 &&
+	     c.lost_stable == 0;
+	for (unsigned k = 0; k < o.nr; k++)
+		ok = ok && R[k].redelivered == 0;
 	for (unsigned k = 0; k < o.nr; k++)
 		ok = ok && R[k].buffer_drops == 0;
 	for (unsigned i = 0; i < o.ns; i++)
