@@ -127,6 +127,7 @@ static int do_join(struct il_mship *m, struct il_mgroup *g, const struct il_cm_m
 		mb->incarnation = p->incarnation;
 		mb->roles = roles_of(p);
 		mb->suspected = false;
+		mb->fresh = true;
 		il_stab_remove(&g->stab, p->receiver);
 		if ((mb->roles & IL_ROLE_RECEIVER) && il_stab_add(&g->stab, p->receiver, p->seq) < 0)
 			goto nomem;
@@ -147,6 +148,7 @@ static int do_join(struct il_mship *m, struct il_mgroup *g, const struct il_cm_m
 		goto nomem;
 	g->m[g->n++] = (struct il_member){ .id = p->receiver, .roles = roles_of(p),
 					   .incarnation = p->incarnation,
+					   .fresh = !(flags & IL_CMF_RESYNC),
 					   .buffer_free = UINT32_MAX, .joined_ns = now,
 					   .last_heard_ns = now };
 	if (flags & IL_CMF_RESYNC) {
@@ -496,6 +498,17 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 			g->final_due = false;
 		}
 		if (g->view_due) {
+			/* Every joiner of this view is told the same start: count
+			 * each from there (the watermark is at or below the
+			 * earliest join point, so this never pulls it back). */
+			for (unsigned i = 0; i < g->n; i++) {
+				if (g->m[i].fresh && g->view_start &&
+				    (g->m[i].roles & IL_ROLE_RECEIVER)) {
+					il_stab_remove(&g->stab, g->m[i].id);
+					il_stab_add(&g->stab, g->m[i].id, g->view_start);
+				}
+				g->m[i].fresh = false;
+			}
 			n += view_msgs(m, g, &out[n]);
 			g->view_due = false;
 			g->view_start = 0;

@@ -32,6 +32,7 @@ struct il_member {
 	uint32_t incarnation;
 	uint32_t buffer_free; /* from its last ACK; UINT32_MAX: no limit */
 	bool reported;        /* an ACK (with buffer_free) has come */
+	bool fresh;           /* joined since the last VIEW was handed out */
 	bool suspected;
 	uint64_t joined_ns;
 	uint64_t last_heard_ns;

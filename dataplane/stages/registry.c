@@ -10,6 +10,7 @@ extern const struct il_stage_type il_stage_classify;
 extern const struct il_stage_type il_stage_sequencer;
 extern const struct il_stage_type il_stage_nak;
 extern const struct il_stage_type il_stage_impair;
+extern const struct il_stage_type il_stage_ftcp;
 extern const struct il_stage_type il_stage_control;
 
 static const struct il_stage_type *const types[] = {
@@ -17,6 +18,7 @@ static const struct il_stage_type *const types[] = {
 	&il_stage_sequencer,
 	&il_stage_nak,
 	&il_stage_impair,
+	&il_stage_ftcp,
 	&il_stage_control,
 };
 

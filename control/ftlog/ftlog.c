@@ -1,0 +1,693 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * interlink-ftlog: the FT-TCP logger. One io_uring loop, no busy polling:
+ *
+ *   1. drain the up ring (client segments, ISNs, crash markers) and the
+ *      shim sessions (read lengths, accepts, closes) into per-connection
+ *      write buffers;
+ *   2. write every dirty buffer at its file's end (io_uring WRITE), then,
+ *      by durability mode, fsync (sync: now; group: every group_ms; none);
+ *   3. publish what is durable: cumulative FD_STABLE to the data plane,
+ *      cumulative FS_READ_ACK to each shim;
+ *   4. sleep on the uring (wake datagram from the data plane, shim
+ *      sockets, a timer) only if the ring is still empty.
+ *
+ * A separate process rather than a module of interlink-control: the
+ * logger must fail independently of the server and be restartable on its
+ * own, and interlink-control's loop is being extended concurrently.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <liburing.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <arpa/inet.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ftlog.h"
+
+enum { EV_WAKE = 1, EV_LISTEN, EV_SIGNAL, EV_TIMER, EV_SESS, EV_WRITE, EV_FSYNC };
+#define EV(t, i) ((uint64_t)(t) << 32 | (uint32_t)(i))
+
+struct sess {
+	int fd;
+	int pid;
+	uint16_t listen_port; /* host order, 0: none */
+	uint8_t buf[4096];
+	uint32_t have;
+};
+
+struct loop {
+	struct ftl l;
+	struct io_uring ring;
+	struct ftc_ring_hdr *rh;
+	int wake_fd, listen_fd, sig_fd;
+	struct sess sess[FTL_MAX_SESS];
+	bool quit;
+	unsigned inflight;
+	uint64_t next_group_ns;
+	struct __kernel_timespec ts;
+	char wake_path[300], sock_path[300];
+	const char *stats_path;
+	FILE *trace; /* --trace: every FD_STABLE published (tests check acks against it) */
+};
+
+static struct io_uring_sqe *sqe(struct loop *L)
+{
+	struct io_uring_sqe *s = io_uring_get_sqe(&L->ring);
+	if (!s) {
+		io_uring_submit(&L->ring);
+		s = io_uring_get_sqe(&L->ring);
+	}
+	return s;
+}
+
+static void arm_poll(struct loop *L, int fd, uint64_t ev)
+{
+	struct io_uring_sqe *s = sqe(L);
+	io_uring_prep_poll_add(s, fd, POLLIN);
+	io_uring_sqe_set_data64(s, ev);
+}
+
+static void sess_send(struct loop *L, int i, const void *m, size_t len)
+{
+	/* Small messages on a local socket; a shim that stops reading is
+	 * a dead shim, so a full buffer ends the session (MSG_DONTWAIT). */
+	if (L->sess[i].fd >= 0 &&
+	    send(L->sess[i].fd, m, len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)len) {
+		shutdown(L->sess[i].fd, SHUT_RDWR);
+	}
+}
+
+static void down_send(struct loop *L, uint16_t type, const struct ftc_key *k, uint32_t a,
+		      uint32_t b)
+{
+	struct ftc_down d = {.type = type, .key = *k, .a = a, .b = b};
+	/* Crash and recover orders must not be lost: wait for room (the data
+	 * plane drains this ring on every poll). */
+	for (int i = 0; !ftc_down_send(L->rh, &d); i++) {
+		L->l.st.down_full++;
+		if (i > 100000)
+			return;
+		usleep(10);
+	}
+}
+
+static void recover(struct loop *L, struct ftl_conn *c)
+{
+	char path[512];
+	uint32_t isn, sseq;
+
+	if (ftl_make_replay(&L->l, c, path, sizeof(path), &isn, &sseq)) {
+		fprintf(stderr, "ftlog: cannot build the replay file %s\n", path);
+		return;
+	}
+	c->state = FC_RECOVERING;
+	down_send(L, FD_RECOVER, &c->key, isn, sseq);
+	if (L->l.verbose)
+		fprintf(stderr, "ftlog: recovering %s (fab ISN %u, server_seq %u)\n", path, isn,
+			sseq);
+}
+
+static void try_recover_port(struct loop *L, uint16_t port_n)
+{
+	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
+		struct ftl_conn *c = &L->l.conns[i];
+		if (c->used && c->state == FC_FROZEN && c->key.sport == port_n)
+			recover(L, c);
+	}
+}
+
+static bool port_listening(struct loop *L, uint16_t port_n)
+{
+	for (int i = 0; i < FTL_MAX_SESS; i++)
+		if (L->sess[i].fd >= 0 && L->sess[i].listen_port &&
+		    htons(L->sess[i].listen_port) == port_n)
+			return true;
+	return false;
+}
+
+static void crash_conn(struct loop *L, struct ftl_conn *c)
+{
+	c->owner = -1;
+	if (c->closed || c->state != FC_LIVE)
+		return;
+	c->state = FC_CRASHED;
+	L->l.st.crashes++;
+	down_send(L, FD_CRASH, &c->key, 0, 0);
+}
+
+/* ---- the up ring ------------------------------------------------------ */
+
+static unsigned drain_ring(struct loop *L)
+{
+	struct ftc_ring_hdr *h = L->rh;
+	uint64_t tail = atomic_load_explicit(&h->up_tail, memory_order_relaxed);
+	uint64_t head = atomic_load_explicit(&h->up_head, memory_order_acquire);
+	uint8_t *data = ftc_up_data(h);
+	unsigned n = 0;
+
+	while (tail != head) {
+		const struct ftc_rec *r = (const struct ftc_rec *)(data + (tail & (h->up_size - 1)));
+		struct ftl_conn *c;
+
+		if (r->len < 8 || r->len > h->up_size || r->len % FTC_REC_ALIGN) {
+			fprintf(stderr, "ftlog: corrupt ring record (len %u): resynchronising\n",
+				r->len);
+			tail = head;
+			break;
+		}
+		tail += r->len;
+		n++;
+		if (r->type == FR_PAD)
+			continue;
+		c = ftl_conn_find(&L->l, &r->key);
+		if (r->type == FR_SYN) {
+			if (c && c->have_syn && c->client_isn == r->seq)
+				continue; /* retransmitted SYN */
+			if (c)
+				ftl_conn_free(&L->l, c);
+			c = ftl_conn_new(&L->l, &r->key);
+			if (!c || ftl_open_file(&L->l, c, true)) {
+				if (c)
+					ftl_conn_free(&L->l, c);
+				continue;
+			}
+		}
+		if (!c)
+			continue;
+		if (r->type == FR_CLOSED) {
+			c->closed = true;
+			continue;
+		}
+		if (r->type == FR_DATA)
+			L->l.st.bytes_logged += r->plen;
+		ftl_apply(&L->l, c, r, true);
+		if (r->type == FR_CRASHED && c->state == FC_FROZEN && port_listening(L, c->key.sport))
+			recover(L, c);
+	}
+	atomic_store_explicit(&h->up_tail, tail, memory_order_release);
+	return n;
+}
+
+/* ---- writing and publishing ------------------------------------------- */
+
+static void wait_inflight(struct loop *L);
+
+static void flush_writes(struct loop *L)
+{
+	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
+		struct ftl_conn *c = &L->l.conns[i];
+		if (!c->used || !c->wlen || c->fd < 0)
+			continue;
+		struct io_uring_sqe *s = sqe(L);
+		io_uring_prep_write(s, c->fd, c->wbuf, c->wlen, c->off);
+		io_uring_sqe_set_data64(s, EV(EV_WRITE, i));
+		L->inflight++;
+	}
+	wait_inflight(L);
+}
+
+static void fsync_dirty(struct loop *L)
+{
+	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
+		struct ftl_conn *c = &L->l.conns[i];
+		if (!c->used || !c->dirty_sync || c->fd < 0)
+			continue;
+		struct io_uring_sqe *s = sqe(L);
+		io_uring_prep_fsync(s, c->fd, IORING_FSYNC_DATASYNC);
+		io_uring_sqe_set_data64(s, EV(EV_FSYNC, i));
+		L->inflight++;
+		c->dirty_sync = false;
+	}
+	wait_inflight(L);
+}
+
+/* What is on disk (and synced, by mode) becomes what we acknowledge. */
+static void mark_durable(struct loop *L, bool synced)
+{
+	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
+		struct ftl_conn *c = &L->l.conns[i];
+		if (!c->used || c->wlen || (!synced && L->l.durability != FTL_NONE))
+			continue;
+		c->contig_durable = c->contig;
+		c->isns_durable = c->have_syn && c->have_synack;
+		c->reads_durable = c->reads;
+		c->read_total_durable = c->read_total;
+	}
+}
+
+static void publish(struct loop *L)
+{
+	if (L->l.delay_us)
+		usleep(L->l.delay_us); /* injected logger slowness (tests, benchmarks) */
+	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
+		struct ftl_conn *c = &L->l.conns[i];
+		if (!c->used)
+			continue;
+		if (c->have_syn && (c->contig_durable != c->contig_sent ||
+				    c->isns_durable != c->isns_sent)) {
+			struct ftc_down d = {.type = FD_STABLE, .key = c->key,
+					     .flags = c->isns_durable ? FD_F_ISNS : 0,
+					     .a = c->contig_durable};
+			if (ftc_down_send(L->rh, &d)) {
+				c->contig_sent = c->contig_durable;
+				c->isns_sent = c->isns_durable;
+				L->l.st.acks_down++;
+				if (L->trace) {
+					struct timespec ts;
+					clock_gettime(CLOCK_REALTIME, &ts);
+					fprintf(L->trace, "%u %u %lld.%09ld\n", ntohs(c->key.cport),
+						c->contig_durable, (long long)ts.tv_sec, ts.tv_nsec);
+					fflush(L->trace);
+				}
+			} else {
+				L->l.st.down_full++;
+			}
+		}
+		/* G3: a read length is acknowledged only once the bytes it
+		 * covers are logged too. */
+		if (c->owner >= 0 && c->reads_acked < c->reads_durable &&
+		    c->read_total_durable <= (uint32_t)(c->contig_durable - c->client_isn - 1)) {
+			struct ftc_shim_msg m = {.type = FS_READ_ACK, .key = c->key,
+						 .a = c->reads_durable};
+			c->reads_acked = c->reads_durable;
+			sess_send(L, c->owner, &m, sizeof(m));
+		}
+		if (c->closed && !c->wlen) {
+			/* Normal end: compaction is removing the log. */
+			char p[512];
+			ftl_path(&L->l, &c->key, "log", p, sizeof(p));
+			unlink(p);
+			L->l.st.compactions++;
+			ftl_conn_free(&L->l, c);
+		}
+	}
+}
+
+/* ---- shim sessions ------------------------------------------------------ */
+
+static void sess_close(struct loop *L, int i)
+{
+	struct sess *s = &L->sess[i];
+
+	if (s->fd < 0)
+		return;
+	close(s->fd);
+	s->fd = -1;
+	/* The server process is gone (SIGKILL included: the kernel closed
+	 * this socket): every connection it owned is a crashed one. */
+	for (unsigned j = 0; j < FTL_MAX_CONNS; j++) {
+		struct ftl_conn *c = &L->l.conns[j];
+		if (c->used && c->owner == i)
+			crash_conn(L, c);
+	}
+	if (L->l.verbose)
+		fprintf(stderr, "ftlog: shim session %d (pid %d) ended\n", i, s->pid);
+}
+
+static void sess_msg(struct loop *L, int i, const struct ftc_shim_msg *m)
+{
+	struct ftl_conn *c = ftl_conn_find(&L->l, &m->key);
+	struct ftc_shim_msg r = {.key = m->key};
+
+	switch (m->type) {
+	case FS_HELLO:
+		L->sess[i].pid = (int)m->a;
+		break;
+	case FS_LISTEN:
+		L->sess[i].listen_port = (uint16_t)m->a;
+		try_recover_port(L, htons((uint16_t)m->a));
+		break;
+	case FS_ACCEPTED:
+		r.type = FS_CONN;
+		if (c && !c->closed) {
+			r.a = 1;
+			r.b = c->state == FC_RECOVERING;
+			c->owner = i;
+			c->claim_deadline_ns = 0;
+			if (m->a && c->state == FC_LIVE) /* re-claim after a logger restart */
+				r.b = 0;
+			sess_send(L, i, &r, sizeof(r));
+			if (r.b) {
+				char path[512];
+				struct ftc_shim_msg p = {.type = FS_REPLAY, .key = m->key};
+				ftl_path(&L->l, &c->key, "replay", path, sizeof(path));
+				p.a = (uint32_t)strlen(path);
+				sess_send(L, i, &p, sizeof(p));
+				sess_send(L, i, path, p.a);
+				c->state = FC_LIVE;
+			}
+			/* Acks for a re-claim start over: the shim says how many
+			 * it has seen (b). */
+			if (m->a)
+				c->reads_acked = m->b;
+		} else {
+			sess_send(L, i, &r, sizeof(r));
+		}
+		break;
+	case FS_READ:
+		if (!c || c->closed)
+			break;
+		/* b = index of this read: a shim re-sending after a logger
+		 * restart must not log a read twice. */
+		if (m->b < c->reads)
+			break;
+		{
+			struct ftc_rec rec = {.len = sizeof(rec), .type = FR_READ, .key = m->key,
+					      .aux = m->a};
+			ftl_apply(&L->l, c, &rec, true);
+			L->l.st.reads_logged++;
+		}
+		break;
+	case FS_CLOSE:
+		if (c) {
+			down_send(L, FD_CLOSE_OK, &c->key, 0, 0);
+			c->owner = -1;
+		}
+		r.type = FS_CLOSE_OK;
+		sess_send(L, i, &r, sizeof(r));
+		break;
+	default:
+		break;
+	}
+}
+
+static void sess_read(struct loop *L, int i)
+{
+	struct sess *s = &L->sess[i];
+	ssize_t n = recv(s->fd, s->buf + s->have, sizeof(s->buf) - s->have, MSG_DONTWAIT);
+
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		sess_close(L, i);
+		return;
+	}
+	if (n > 0)
+		s->have += (uint32_t)n;
+	uint32_t o = 0;
+	for (; o + sizeof(struct ftc_shim_msg) <= s->have; o += sizeof(struct ftc_shim_msg)) {
+		struct ftc_shim_msg m;
+		memcpy(&m, s->buf + o, sizeof(m));
+		sess_msg(L, i, &m);
+	}
+	memmove(s->buf, s->buf + o, s->have - o);
+	s->have -= o;
+	arm_poll(L, s->fd, EV(EV_SESS, i));
+}
+
+/* ---- completions -------------------------------------------------------- */
+
+static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
+{
+	uint64_t ud = io_uring_cqe_get_data64(cqe);
+	unsigned ev = (unsigned)(ud >> 32), idx = (uint32_t)ud;
+
+	switch (ev) {
+	case EV_WAKE: {
+		char b[64];
+		while (recv(L->wake_fd, b, sizeof(b), MSG_DONTWAIT) > 0)
+			L->l.st.ring_wakeups++;
+		arm_poll(L, L->wake_fd, EV(EV_WAKE, 0));
+		break;
+	}
+	case EV_LISTEN: {
+		int fd = accept4(L->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0) {
+			int i;
+			for (i = 0; i < FTL_MAX_SESS && L->sess[i].fd >= 0; i++)
+				;
+			if (i == FTL_MAX_SESS) {
+				close(fd);
+			} else {
+				memset(&L->sess[i], 0, sizeof(L->sess[i]));
+				L->sess[i].fd = fd;
+				arm_poll(L, fd, EV(EV_SESS, i));
+			}
+		}
+		arm_poll(L, L->listen_fd, EV(EV_LISTEN, 0));
+		break;
+	}
+	case EV_SIGNAL:
+		L->quit = true;
+		break;
+	case EV_TIMER:
+		break;
+	case EV_SESS:
+		if (idx < FTL_MAX_SESS && L->sess[idx].fd >= 0)
+			sess_read(L, (int)idx);
+		break;
+	case EV_WRITE: {
+		struct ftl_conn *c = &L->l.conns[idx];
+		L->inflight--;
+		if (cqe->res < 0 || (uint32_t)cqe->res != c->wlen) {
+			/* Finish a short or failed write synchronously. */
+			uint32_t done = cqe->res > 0 ? (uint32_t)cqe->res : 0;
+			while (done < c->wlen) {
+				ssize_t w = pwrite(c->fd, c->wbuf + done, c->wlen - done,
+						   (off_t)(c->off + done));
+				if (w <= 0) {
+					perror("ftlog: write");
+					exit(1);
+				}
+				done += (uint32_t)w;
+			}
+		}
+		c->off += c->wlen;
+		L->l.st.writes++;
+		c->wlen = 0;
+		c->dirty_sync = true;
+		break;
+	}
+	case EV_FSYNC:
+		L->inflight--;
+		L->l.st.fsyncs++;
+		break;
+	}
+}
+
+static void reap(struct loop *L)
+{
+	struct io_uring_cqe *cqe;
+	while (io_uring_peek_cqe(&L->ring, &cqe) == 0) {
+		on_cqe(L, cqe);
+		io_uring_cqe_seen(&L->ring, cqe);
+	}
+}
+
+static void wait_inflight(struct loop *L)
+{
+	io_uring_submit(&L->ring);
+	while (L->inflight) {
+		struct io_uring_cqe *cqe;
+		if (io_uring_wait_cqe(&L->ring, &cqe) == 0) {
+			on_cqe(L, cqe);
+			io_uring_cqe_seen(&L->ring, cqe);
+		}
+	}
+}
+
+/* ---- set-up and the loop ------------------------------------------------ */
+
+static void write_stats(struct loop *L)
+{
+	FILE *f;
+	char tmp[512];
+
+	if (!L->stats_path)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", L->stats_path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	const struct ftl_stats *s = &L->l.st;
+	fprintf(f,
+		"{\"records\": %lu, \"bytes_logged\": %lu, \"writes\": %lu, \"fsyncs\": %lu, "
+		"\"acks_down\": %lu, \"reads_logged\": %lu, \"crashes\": %lu, "
+		"\"recoveries\": %lu, \"compactions\": %lu, \"ring_wakeups\": %lu, "
+		"\"down_full\": %lu, \"replay_bytes\": %lu, \"replay_build_us_last\": %lu}\n",
+		s->records, s->bytes_logged, s->writes, s->fsyncs, s->acks_down, s->reads_logged,
+		s->crashes, s->recoveries, s->compactions, s->ring_wakeups, s->down_full,
+		s->replay_bytes, s->replay_us_last);
+	fclose(f);
+	rename(tmp, L->stats_path);
+}
+
+static int unix_sock(int type, const char *path)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	unlink(path);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    (type == SOCK_STREAM && listen(fd, 64))) {
+		fprintf(stderr, "ftlog: socket %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	chmod(path, 0666);
+	return fd;
+}
+
+static void usage(int rc)
+{
+	fprintf(rc ? stderr : stdout,
+		"usage: interlink-ftlog [--ring PATH] [--sock PATH] [--dir DIR]\n"
+		"         [--durability none|group|sync] [--group-ms N] [--delay-us N]\n"
+		"         [--stats FILE] [--trace FILE] [-v]\n");
+	exit(rc);
+}
+
+int main(int argc, char **argv)
+{
+	static struct loop L;
+	const char *ring = FTC_RING_PATH_DEF, *sock = FTC_LOGGER_SOCK_DEF, *dir = "/var/lib/interlink/ftlog";
+	static const struct option lo[] = {
+		{"ring", 1, 0, 'r'}, {"sock", 1, 0, 's'}, {"dir", 1, 0, 'd'},
+		{"durability", 1, 0, 'D'}, {"group-ms", 1, 0, 'g'}, {"delay-us", 1, 0, 'y'},
+		{"stats", 1, 0, 'S'}, {"trace", 1, 0, 'T'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0},
+	};
+	char err[256];
+	int o;
+
+	L.l.group_ms = 5;
+	while ((o = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
+		switch (o) {
+		case 'r': ring = optarg; break;
+		case 's': sock = optarg; break;
+		case 'd': dir = optarg; break;
+		case 'S': L.stats_path = optarg; break;
+		case 'T':
+			L.trace = fopen(optarg, "a");
+			if (!L.trace) {
+				fprintf(stderr, "ftlog: --trace %s: %s\n", optarg, strerror(errno));
+				return 2;
+			}
+			break;
+		case 'D':
+			if (!strcmp(optarg, "none"))
+				L.l.durability = FTL_NONE;
+			else if (!strcmp(optarg, "group"))
+				L.l.durability = FTL_GROUP;
+			else if (!strcmp(optarg, "sync"))
+				L.l.durability = FTL_SYNC;
+			else {
+				fprintf(stderr, "ftlog: --durability: '%s'; allowed: none, group, sync\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'g': L.l.group_ms = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'y': L.l.delay_us = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'v': L.l.verbose++; break;
+		case 'h': usage(0); break;
+		default: usage(2);
+		}
+	}
+	if (L.l.durability == FTL_GROUP && (L.l.group_ms < 1 || L.l.group_ms > 10000)) {
+		fprintf(stderr, "ftlog: --group-ms: %u; allowed 1..10000\n", L.l.group_ms);
+		return 2;
+	}
+	L.l.dir = dir;
+	mkdir(dir, 0755);
+	for (int i = 0; i < FTL_MAX_SESS; i++)
+		L.sess[i].fd = -1;
+	L.rh = ftc_ring_open(ring, 0, err, sizeof(err));
+	if (!L.rh) {
+		fprintf(stderr, "ftlog: --ring: %s\n", err);
+		return 1;
+	}
+	/* A restart: rebuild every connection from its log. Shims have 3 s to
+	 * re-claim theirs; an unclaimed one lost its server meanwhile. */
+	int loaded = ftl_load_dir(&L.l, ftl_now_ns() + 3000000000ull);
+	if (loaded < 0) {
+		fprintf(stderr, "ftlog: --dir %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	snprintf(L.wake_path, sizeof(L.wake_path), "%s.wake", ring);
+	snprintf(L.sock_path, sizeof(L.sock_path), "%s", sock);
+	L.wake_fd = unix_sock(SOCK_DGRAM, L.wake_path);
+	L.listen_fd = unix_sock(SOCK_STREAM, L.sock_path);
+	sigset_t ss;
+	sigemptyset(&ss);
+	sigaddset(&ss, SIGINT);
+	sigaddset(&ss, SIGTERM);
+	sigprocmask(SIG_BLOCK, &ss, NULL);
+	L.sig_fd = signalfd(-1, &ss, SFD_CLOEXEC);
+	if (L.wake_fd < 0 || L.listen_fd < 0 || L.sig_fd < 0 ||
+	    io_uring_queue_init(256, &L.ring, 0)) {
+		fprintf(stderr, "ftlog: set-up failed\n");
+		return 1;
+	}
+	arm_poll(&L, L.wake_fd, EV(EV_WAKE, 0));
+	arm_poll(&L, L.listen_fd, EV(EV_LISTEN, 0));
+	arm_poll(&L, L.sig_fd, EV(EV_SIGNAL, 0));
+	fprintf(stderr, "ftlog: ready (ring %s, sock %s, dir %s, durability %s, %d logs loaded)\n",
+		ring, sock, dir, (const char *[]){"none", "group", "sync"}[L.l.durability], loaded);
+	uint64_t next_stats = 0;
+	while (!L.quit) {
+		unsigned got = drain_ring(&L);
+		reap(&L);
+		flush_writes(&L);
+		uint64_t now = ftl_now_ns();
+		bool synced = false;
+		if (L.l.durability == FTL_SYNC ||
+		    (L.l.durability == FTL_GROUP && now >= L.next_group_ns)) {
+			fsync_dirty(&L);
+			synced = true;
+			L.next_group_ns = now + (uint64_t)L.l.group_ms * 1000000u;
+		}
+		mark_durable(&L, synced);
+		publish(&L);
+		for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
+			struct ftl_conn *c = &L.l.conns[i];
+			if (c->used && c->claim_deadline_ns && now > c->claim_deadline_ns &&
+			    c->owner < 0) {
+				c->claim_deadline_ns = 0;
+				crash_conn(&L, c);
+			}
+		}
+		if (now >= next_stats) {
+			write_stats(&L);
+			next_stats = now + 200000000u;
+		}
+		if (got)
+			continue;
+		/* Announce the sleep, then look once more, so a record queued
+		 * in between is never left waiting for the timer. */
+		atomic_fetch_add(&L.rh->sleep_gen, 1);
+		if (atomic_load(&L.rh->up_head) != atomic_load(&L.rh->up_tail)) {
+			atomic_fetch_add(&L.rh->sleep_gen, 1);
+			continue;
+		}
+		uint64_t wait_ns = 100000000u;
+		if (L.l.durability == FTL_GROUP)
+			wait_ns = (uint64_t)L.l.group_ms * 1000000u;
+		L.ts.tv_sec = (long long)(wait_ns / 1000000000u);
+		L.ts.tv_nsec = (long long)(wait_ns % 1000000000u);
+		struct io_uring_cqe *cqe;
+		io_uring_submit(&L.ring);
+		if (io_uring_wait_cqe_timeout(&L.ring, &cqe, &L.ts) == 0)
+			reap(&L);
+		atomic_fetch_add(&L.rh->sleep_gen, 1);
+	}
+	write_stats(&L);
+	/* Flush what is buffered so a clean stop loses nothing. */
+	flush_writes(&L);
+	fsync_dirty(&L);
+	unlink(L.wake_path);
+	unlink(L.sock_path);
+	fprintf(stderr, "ftlog: stopped: %lu records, %lu bytes logged, %lu crashes, "
+		"%lu recoveries, %lu compactions\n", L.l.st.records, L.l.st.bytes_logged,
+		L.l.st.crashes, L.l.st.recoveries, L.l.st.compactions);
+	io_uring_queue_exit(&L.ring);
+	return 0;
+}

@@ -1,0 +1,399 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The logger's per-connection state and files. A log file is a sequence of
+ * records (struct ftc_rec + payload, 8-byte aligned) exactly as the data
+ * plane queued them, plus the shim's FR_READ records, so the state can be
+ * rebuilt by applying the file from the start (ftl_load_dir), which is what
+ * a restarted logger does. The stream of instream bytes is the union of the
+ * FR_DATA payloads by sequence number: duplicates and overlaps (client
+ * retransmissions) are harmless, holes are tracked (G7).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "ftlog.h"
+
+/* A read record's flags value meaning "keep only the first aux reads":
+ * written when recovery drops reads whose bytes were never logged. */
+#define FTL_READ_TRUNC 0xff
+
+uint64_t ftl_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t key_hash(const struct ftc_key *k)
+{
+	uint32_t h = k->cip * 2654435761u ^ k->sip * 2246822519u;
+	h ^= ((uint32_t)k->cport << 16 | k->sport) * 3266489917u;
+	return h ^ (h >> 15);
+}
+
+/* Linear probing; deletion uses tombstones-free backward shift would be
+ * nicer, but the table is small and scanned on lookup miss only. */
+struct ftl_conn *ftl_conn_find(struct ftl *l, const struct ftc_key *k)
+{
+	uint32_t i = key_hash(k) & (FTL_MAX_CONNS - 1);
+
+	for (unsigned n = 0; n < FTL_MAX_CONNS; n++, i = (i + 1) & (FTL_MAX_CONNS - 1)) {
+		struct ftl_conn *c = &l->conns[i];
+		if (c->used && !memcmp(&c->key, k, sizeof(*k)))
+			return c;
+	}
+	return NULL;
+}
+
+struct ftl_conn *ftl_conn_new(struct ftl *l, const struct ftc_key *k)
+{
+	uint32_t i = key_hash(k) & (FTL_MAX_CONNS - 1);
+
+	for (unsigned n = 0; n < FTL_MAX_CONNS; n++, i = (i + 1) & (FTL_MAX_CONNS - 1)) {
+		struct ftl_conn *c = &l->conns[i];
+		if (c->used)
+			continue;
+		uint8_t *wbuf = c->wbuf;
+		uint32_t wcap = c->wcap;
+		memset(c, 0, sizeof(*c));
+		c->wbuf = wbuf;
+		c->wcap = wcap;
+		c->used = true;
+		c->key = *k;
+		c->fd = -1;
+		c->owner = -1;
+		c->state = FC_LIVE;
+		return c;
+	}
+	return NULL;
+}
+
+void ftl_conn_free(struct ftl *l, struct ftl_conn *c)
+{
+	(void)l;
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->used = false;
+	c->wlen = 0;
+}
+
+void ftl_path(const struct ftl *l, const struct ftc_key *k, const char *ext, char *buf,
+	      size_t len)
+{
+	char a[16], b[16];
+
+	inet_ntop(AF_INET, &k->cip, a, sizeof(a));
+	inet_ntop(AF_INET, &k->sip, b, sizeof(b));
+	snprintf(buf, len, "%s/%s_%u-%s_%u.%s", l->dir, a, ntohs(k->cport), b, ntohs(k->sport),
+		 ext);
+}
+
+int ftl_open_file(struct ftl *l, struct ftl_conn *c, bool truncate)
+{
+	char p[512];
+
+	ftl_path(l, &c->key, "log", p, sizeof(p));
+	c->fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
+	if (c->fd < 0) {
+		fprintf(stderr, "ftlog: %s: %s\n", p, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int ftl_append_raw(struct ftl_conn *c, const struct ftc_rec *r)
+{
+	if (c->wlen + r->len > c->wcap) {
+		uint32_t cap = c->wcap ? c->wcap : 65536;
+		while (cap < c->wlen + r->len)
+			cap *= 2;
+		uint8_t *nb = realloc(c->wbuf, cap);
+		if (!nb)
+			return -1;
+		c->wbuf = nb;
+		c->wcap = cap;
+	}
+	memcpy(c->wbuf + c->wlen, r, r->len);
+	c->wlen += r->len;
+	return 0;
+}
+
+static void add_range(struct ftl_conn *c, uint32_t s, uint32_t e)
+{
+	if (!ftc_seq_lt(s, e))
+		return;
+	if (ftc_seq_le(s, c->contig)) {
+		if (ftc_seq_lt(c->contig, e))
+			c->contig = e;
+	} else {
+		/* Past a hole: remember the range (merged) if there is room;
+		 * if not, the bytes are still in the file and a retransmission
+		 * re-reports them. */
+		for (uint32_t i = 0; i < c->n_holes; i++) {
+			if (ftc_seq_le(s, c->hole_e[i]) && ftc_seq_le(c->hole_s[i], e)) {
+				c->hole_s[i] = ftc_seq_min(s, c->hole_s[i]);
+				c->hole_e[i] = ftc_seq_max(e, c->hole_e[i]);
+				return;
+			}
+		}
+		if (c->n_holes < FTL_MAX_HOLES) {
+			c->hole_s[c->n_holes] = s;
+			c->hole_e[c->n_holes++] = e;
+		}
+		return;
+	}
+	for (bool again = true; again;) {
+		again = false;
+		for (uint32_t i = 0; i < c->n_holes; i++) {
+			if (ftc_seq_le(c->hole_s[i], c->contig)) {
+				c->contig = ftc_seq_max(c->contig, c->hole_e[i]);
+				c->hole_s[i] = c->hole_s[c->n_holes - 1];
+				c->hole_e[i] = c->hole_e[--c->n_holes];
+				again = true;
+				break;
+			}
+		}
+	}
+}
+
+/* Apply one record to the connection's state; append it to the write
+ * buffer too when `append` (live records; a restart replays the file with
+ * append false). */
+int ftl_apply(struct ftl *l, struct ftl_conn *c, const struct ftc_rec *r, bool append)
+{
+	if (append && ftl_append_raw(c, r))
+		return -1;
+	l->st.records++;
+	switch (r->type) {
+	case FR_SYN:
+		c->have_syn = true;
+		c->client_isn = r->seq;
+		c->contig = r->seq + 1;
+		break;
+	case FR_SYNACK:
+		c->have_synack = true;
+		c->server_isn = r->seq;
+		break;
+	case FR_DATA: {
+		uint32_t end = r->seq + r->plen + ((r->flags & 0x01) ? 1 : 0);
+		if (!c->have_syn)
+			break;
+		add_range(c, r->seq, end);
+		if ((r->flags & 0x10) && c->have_synack &&
+		    (!c->have_ack || ftc_seq_lt(c->max_ack, r->ack)))
+			c->max_ack = r->ack, c->have_ack = true;
+		l->st.data_bytes += r->plen;
+		break;
+	}
+	case FR_READ:
+		if (r->flags == FTL_READ_TRUNC) {
+			/* recovery dropped the reads past aux; recount below */
+			c->reads = r->aux;
+			c->read_total = r->ack | (uint64_t)r->seq << 32;
+		} else {
+			c->reads++;
+			c->read_total += r->aux;
+		}
+		break;
+	case FR_CRASHED:
+		if (c->state == FC_LIVE || c->state == FC_CRASHED)
+			c->state = FC_FROZEN;
+		break;
+	case FR_RECOVERED:
+		l->st.recoveries++;
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int read_all(int fd, uint8_t **buf, size_t *len)
+{
+	struct stat stb;
+
+	if (fstat(fd, &stb))
+		return -1;
+	*len = (size_t)stb.st_size;
+	*buf = malloc(*len ? *len : 1);
+	if (!*buf)
+		return -1;
+	for (size_t got = 0; got < *len;) {
+		ssize_t n = pread(fd, *buf + got, *len - got, (off_t)got);
+		if (n <= 0) {
+			*len = got; /* a torn tail record is ignored below */
+			break;
+		}
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* Walk the complete records of a file image. */
+#define FOR_EACH_REC(buf, len, r)                                                        \
+	for (size_t _o = 0;                                                               \
+	     _o + sizeof(struct ftc_rec) <= (len) &&                                      \
+	     ((r) = (const struct ftc_rec *)((buf) + _o))->len >= sizeof(struct ftc_rec) && \
+	     _o + (r)->len <= (len) && sizeof(struct ftc_rec) + (r)->plen <= (r)->len;    \
+	     _o += (r)->len)
+
+int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
+{
+	DIR *d = opendir(l->dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		size_t nl = strlen(e->d_name), len;
+		char p[512];
+		uint8_t *buf;
+		const struct ftc_rec *r;
+		struct ftl_conn *c = NULL;
+		int fd;
+
+		if (nl < 5 || strcmp(e->d_name + nl - 4, ".log"))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", l->dir, e->d_name);
+		fd = open(p, O_RDWR | O_CLOEXEC);
+		if (fd < 0 || read_all(fd, &buf, &len)) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		size_t good = 0;
+		FOR_EACH_REC(buf, len, r) {
+			if (!c) {
+				c = ftl_conn_find(l, &r->key);
+				if (!c)
+					c = ftl_conn_new(l, &r->key);
+				if (!c)
+					break;
+			}
+			ftl_apply(l, c, r, false);
+			good = _o + r->len;
+		}
+		free(buf);
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		/* A record torn by a crash mid-write is cut off, so appends
+		 * continue on a record boundary. */
+		if (good < len && ftruncate(fd, (off_t)good))
+			fprintf(stderr, "ftlog: %s: truncate: %s\n", p, strerror(errno));
+		c->fd = fd;
+		c->off = good;
+		c->contig_durable = c->contig;
+		c->isns_durable = c->have_syn && c->have_synack;
+		c->reads_durable = c->reads;
+		c->read_total_durable = c->read_total;
+		c->claim_deadline_ns = claim_deadline_ns;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+int ftl_make_replay(struct ftl *l, struct ftl_conn *c, char *path, size_t plen,
+		    uint32_t *fab_isn, uint32_t *server_seq)
+{
+	uint64_t t0 = ftl_now_ns();
+	uint32_t base = c->client_isn + 1, L = c->contig_durable - base;
+	uint8_t *buf, *stream;
+	uint32_t *lens, nr = 0, nmax = c->reads_durable + 1;
+	uint64_t sum = 0;
+	const struct ftc_rec *r;
+	size_t len;
+	int fd;
+
+	if (read_all(c->fd, &buf, &len))
+		return -1;
+	stream = malloc(L ? L : 1);
+	lens = malloc(sizeof(*lens) * nmax);
+	if (!stream || !lens) {
+		free(buf);
+		free(stream);
+		free(lens);
+		return -1;
+	}
+	FOR_EACH_REC(buf, len, r) {
+		if (r->type == FR_DATA && r->plen) {
+			/* Copy what of [seq, seq+plen) falls in [base, base+L). */
+			uint32_t off = r->seq - base, s = 0, n = r->plen;
+			if ((int32_t)off < 0) {
+				if ((uint32_t)-(int32_t)off >= n)
+					continue;
+				s = (uint32_t)-(int32_t)off;
+				off = 0;
+				n -= s;
+			}
+			if (off >= L)
+				continue;
+			if (n > L - off)
+				n = L - off;
+			memcpy(stream + off, (const uint8_t *)(r + 1) + s, n);
+		} else if (r->type == FR_READ) {
+			if (r->flags == FTL_READ_TRUNC) {
+				nr = r->aux < nr ? r->aux : nr;
+				sum = 0;
+				for (uint32_t i = 0; i < nr; i++)
+					sum += lens[i];
+			} else if (nr < nmax) {
+				lens[nr++] = r->aux;
+				sum += r->aux;
+			}
+		}
+	}
+	free(buf);
+	/* A read whose bytes were never all logged was never acknowledged,
+	 * so no output depended on it: replay stops before it (G3). */
+	while (nr && sum > L)
+		sum -= lens[--nr];
+	if (nr != c->reads || sum != c->read_total) {
+		struct ftc_rec t = {.len = sizeof(t), .type = FR_READ, .key = c->key,
+				    .flags = FTL_READ_TRUNC, .aux = nr,
+				    .seq = (uint32_t)(sum >> 32), .ack = (uint32_t)sum};
+		ftl_apply(l, c, &t, true);
+	}
+	c->reads_durable = c->reads_acked = nr;
+	c->read_total_durable = sum;
+
+	struct ftc_replay_hdr h = {.n_reads = nr, .data_len = L};
+	memcpy(h.magic, "ILFTRPL1", 8);
+	*server_seq = c->have_ack ? c->max_ack : c->server_isn + 1;
+	h.out_skip = *server_seq - (c->server_isn + 1);
+	/* G1/G2: the shim serves every logged byte from the log, so the new
+	 * TCP must expect the first byte that is not logged. */
+	*fab_isn = c->contig_durable - 1;
+	ftl_path(l, &c->key, "replay", path, plen);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int rc = fd < 0 ? -1 : 0;
+	if (!rc && (write(fd, &h, sizeof(h)) != (ssize_t)sizeof(h) ||
+		    write(fd, lens, sizeof(*lens) * nr) != (ssize_t)(sizeof(*lens) * nr)))
+		rc = -1;
+	for (size_t o = 0; !rc && o < L;) {
+		ssize_t w = write(fd, stream + o, L - o);
+		if (w <= 0)
+			rc = -1;
+		else
+			o += (size_t)w;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(stream);
+	free(lens);
+	l->st.replay_bytes += L;
+	l->st.replay_us_last = (ftl_now_ns() - t0) / 1000;
+	return rc;
+}

@@ -1,0 +1,1060 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Stage `ftcp`: the FT-TCP south-side wrapper (Alvisi et al., "Wrapping
+ * server-side TCP to mask connection failures"), for the connections to
+ * the configured server addresses and ports. It sits in both chains of a
+ * bump in the wire (clients <-> servers) and decides the direction of a
+ * segment from its addresses.
+ *
+ *  client -> server: checksum verified, copied to the logger's ring (a full
+ *    ring drops the segment: TCP retransmits it, no unlogged byte goes on),
+ *    ack shifted by -delta_seq.
+ *  server -> client: seq shifted by +delta_seq, ack clamped to stable_seq
+ *    with the window widened so its right edge stays put; the SYN-ACK is
+ *    held until both ISNs are logged; a FIN or RST the shim did not
+ *    announce is dropped (a killed server's kernel sends them).
+ *  recovery: closed-window acks to the client, an RST to the dead server
+ *    socket, a fabricated SYN to the restarted server whose SYN-ACK is
+ *    absorbed and answered.
+ *
+ * SACK and timestamps are removed from the handshake (options become NOPs):
+ * a restarted server would otherwise need TSval offsets and SACK block
+ * translation; docs/ft-tcp.md explains the trade.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <rte_byteorder.h>
+#include <rte_cycles.h>
+#include <rte_ether.h>
+#include <rte_hash.h>
+#include <rte_ip.h>
+#include <rte_jhash.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_tcp.h>
+
+#include <interlink/app.h>
+#include <interlink/csum.h>
+#include <interlink/stage.h>
+
+#include "ftcp.h"
+
+enum {
+	C_CONNS, C_SEGS_LOGGED, C_BYTES_LOGGED, C_BYTES_STABLE, C_LAG_BYTES, C_LAG_US_LAST,
+	C_LAG_US_MAX, C_ACKS_TO_CLIENT, C_ACKS_CLAMPED, C_ACKS_GENERATED, C_ACKS_HELD,
+	C_SYNACK_HELD, C_CLOSED_WINDOW_ACKS, C_RECOVERIES, C_RECOVERY_US_LAST,
+	C_RECOVERY_US_TOTAL, C_FAB_SYNS, C_RST_TO_SERVER, C_FLOWS_ACTIVE, C_LOGGER_MSGS,
+	C_DROP_RING_FULL, C_DROP_BAD_CSUM, C_DROP_UNANNOUNCED_FIN, C_DROP_UNANNOUNCED_RST,
+	C_DROP_IN_RECOVERY, C_DROP_FLOW_TABLE_FULL, C_DROP_SERVER_DEAD, C_DROP_NO_MBUF,
+	C_COUNT
+};
+
+static const char *const ftcp_counter_names[C_COUNT] = {
+	"conns_protected", "segs_logged", "bytes_logged", "bytes_stable", "logger_lag_bytes",
+	"logger_lag_us_last", "logger_lag_us_max", "acks_to_client", "acks_clamped",
+	"acks_generated", "acks_held", "synack_held", "closed_window_acks", "recoveries",
+	"recovery_us_last", "recovery_us_total", "fabricated_syns", "rst_to_server",
+	"flows_active", "logger_msgs", "drop_ring_full", "drop_bad_csum",
+	"drop_unannounced_fin", "drop_unannounced_rst", "drop_in_recovery",
+	"drop_flow_table_full", "drop_server_dead", "drop_no_mbuf",
+};
+
+#define FTCP_MAX_PROTECT 16
+#define TCP_F_FIN 0x01
+#define TCP_F_SYN 0x02
+#define TCP_F_RST 0x04
+#define TCP_F_ACK 0x10
+
+struct ftcp {
+	struct il_app *app;
+	uint16_t cport, sport; /* app port index towards clients / servers */
+	int strategy;
+	unsigned n_protect;
+	uint32_t prot_ip[FTCP_MAX_PROTECT]; /* network order */
+	uint16_t prot_port[FTCP_MAX_PROTECT];
+	struct rte_hash *h;
+	struct ftcp_flow *flows;
+	uint32_t max_flows;
+	struct ftc_ring_hdr *ring;
+	uint64_t cached_tail, head;
+	bool pend;
+	int wake_fd;
+	struct sockaddr_un wake_addr;
+	uint64_t hz, next_scan, linger_tsc, syn_rto_tsc;
+	char ring_path[256];
+	/* Flows whose stable_seq moved during this call: their Lazy release
+	 * or Eager/Conditional ack is made after the burst, so it carries the
+	 * newest values and never goes out behind a newer ack (the stage's
+	 * own packets follow the burst's survivors on the wire). */
+	uint16_t n_post;
+	int32_t post[64];
+};
+
+static const char *const strategy_names[] = {"basic", "lazy", "eager", "conditional", NULL};
+
+#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+
+static inline uint64_t tsc_us(const struct ftcp *f, uint64_t dt)
+{
+	return dt * 1000000 / f->hz;
+}
+
+static inline uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no syscall */
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- packet access --------------------------------------------------- */
+
+struct seg {
+	struct rte_ether_hdr *eth;
+	struct rte_ipv4_hdr *ip;
+	struct rte_tcp_hdr *tcp;
+	uint8_t *payload;
+	uint32_t plen;
+	uint32_t thl;
+	uint32_t seq, ack;
+	uint8_t flags;
+};
+
+static bool seg_parse(struct rte_mbuf *m, struct seg *s)
+{
+	uint32_t len = rte_pktmbuf_data_len(m), ihl, tot;
+
+	if (len < sizeof(*s->eth) + 20 + 20 || m->nb_segs != 1)
+		return false;
+	s->eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	if (s->eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))
+		return false;
+	s->ip = (struct rte_ipv4_hdr *)(s->eth + 1);
+	ihl = (s->ip->version_ihl & 0xf) * 4u;
+	tot = rte_be_to_cpu_16(s->ip->total_length);
+	if ((s->ip->version_ihl >> 4) != 4 || ihl < 20 || s->ip->next_proto_id != IPPROTO_TCP ||
+	    (s->ip->fragment_offset & rte_cpu_to_be_16(0x3fff)) || tot < ihl + 20 ||
+	    sizeof(*s->eth) + tot > len)
+		return false;
+	s->tcp = (struct rte_tcp_hdr *)((uint8_t *)s->ip + ihl);
+	s->thl = (s->tcp->data_off >> 4) * 4u;
+	if (s->thl < 20 || ihl + s->thl > tot)
+		return false;
+	s->payload = (uint8_t *)s->tcp + s->thl;
+	s->plen = tot - ihl - s->thl;
+	s->seq = rte_be_to_cpu_32(s->tcp->sent_seq);
+	s->ack = rte_be_to_cpu_32(s->tcp->recv_ack);
+	s->flags = s->tcp->tcp_flags;
+	/* Trim Ethernet padding so what we log is the segment only. */
+	if (len > sizeof(*s->eth) + tot)
+		rte_pktmbuf_trim(m, (uint16_t)(len - sizeof(*s->eth) - tot));
+	return true;
+}
+
+/* Incremental checksum update of one 32-bit field (RFC 1624). */
+#define OFF_SEQ 4
+#define OFF_ACK 8
+static inline void set32(struct rte_tcp_hdr *t, unsigned off, uint32_t host)
+{
+	struct il_csum_delta d;
+	rte_be32_t nv = rte_cpu_to_be_32(host);
+	void *field = (uint8_t *)t + off;
+
+	il_csum_begin(&d, t->cksum);
+	il_csum_sub(&d, field, 4);
+	il_csum_add(&d, &nv, 4);
+	memcpy(field, &nv, 4);
+	t->cksum = il_csum_end(&d);
+}
+
+static inline void set_win(struct rte_tcp_hdr *t, uint16_t host)
+{
+	struct il_csum_delta d;
+	rte_be16_t nv = rte_cpu_to_be_16(host);
+
+	il_csum_begin(&d, t->cksum);
+	il_csum_sub(&d, (uint8_t *)t + 14, 2);
+	il_csum_add(&d, &nv, 2);
+	t->rx_win = nv;
+	t->cksum = il_csum_end(&d);
+}
+
+/* Read MSS and window scale; turn SACK-permitted, SACK and timestamps into
+ * NOPs. Returns true when it changed the options. */
+static bool opts_scan(struct seg *s, uint16_t *mss, uint8_t *ws, bool *has_ws)
+{
+	uint8_t *o = (uint8_t *)(s->tcp + 1), *end = s->payload;
+	bool changed = false;
+
+	while (o < end) {
+		uint8_t kind = o[0], l;
+		if (kind == 0)
+			break;
+		if (kind == 1) {
+			o++;
+			continue;
+		}
+		if (o + 1 >= end || (l = o[1]) < 2 || o + l > end)
+			break;
+		if (kind == 2 && l == 4 && mss)
+			*mss = (uint16_t)(o[2] << 8 | o[3]);
+		else if (kind == 3 && l == 3 && ws) {
+			*ws = o[2] > 14 ? 14 : o[2];
+			*has_ws = true;
+		} else if (kind == 4 || kind == 5 || kind == 8) {
+			memset(o, 1, l);
+			changed = true;
+		}
+		o += l;
+	}
+	return changed;
+}
+
+static bool csum_ok(const struct seg *s)
+{
+	uint32_t l4 = s->thl + s->plen;
+	uint32_t sum = rte_ipv4_phdr_cksum(s->ip, 0) + rte_raw_cksum(s->tcp, l4);
+
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
+static void full_csum(struct seg *s)
+{
+	s->tcp->cksum = 0;
+	s->tcp->cksum = rte_ipv4_udptcp_cksum(s->ip, s->tcp);
+}
+
+static inline uint16_t win_encode(uint64_t bytes, uint8_t ws)
+{
+	/* Round up: rescaling must never move the right edge left (G8). */
+	uint64_t f = (bytes + (1u << ws) - 1) >> ws;
+	return f > 0xffff ? 0xffff : (uint16_t)f;
+}
+
+/* The window to advertise with `ack`: wb bytes, widened if needed so the
+ * right edge never moves left of what the client was already offered (a
+ * restarted server starts with a smaller buffer than its predecessor had
+ * grown; G8). Segments beyond the new server's window are dropped by it
+ * and retransmitted by the client: harmless. */
+static inline uint16_t edge_window(struct ftcp_flow *fl, uint32_t ack, uint64_t wb)
+{
+	uint32_t edge = ack + (uint32_t)(wb > 0x3fffffff ? 0x3fffffff : wb);
+	uint16_t field;
+
+	if (fl->have_edge && ftc_seq_lt(edge, fl->max_edge))
+		wb = fl->max_edge - ack;
+	field = win_encode(wb, fl->sws_orig);
+	edge = ack + ((uint32_t)field << fl->sws_orig);
+	if (!fl->have_edge || ftc_seq_lt(fl->max_edge, edge)) {
+		fl->max_edge = edge;
+		fl->have_edge = true;
+	}
+	return field;
+}
+
+/* ---- logger ring ----------------------------------------------------- */
+
+static void wake_logger(struct ftcp *f)
+{
+	if (f->pend) {
+		ftc_up_publish(f->ring, f->head);
+		f->pend = false;
+	}
+	if (f->wake_fd >= 0 && ftc_up_wants_wake(f->ring)) {
+		char b = 1;
+		/* One datagram per logger sleep; never blocks, harmless if the
+		 * logger is down (it drains the ring when it comes back). */
+		(void)sendto(f->wake_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+			     (struct sockaddr *)&f->wake_addr, sizeof(f->wake_addr));
+	}
+}
+
+static bool log_rec(struct ftcp *f, const struct ftc_key *k, uint16_t type, uint32_t seq,
+		    uint32_t ack, uint16_t win, uint8_t flags, uint32_t aux, const void *p,
+		    uint32_t plen)
+{
+	uint32_t len = ftc_rec_size(plen);
+	uint64_t nh;
+	struct ftc_rec *r;
+
+	if (!f->ring)
+		return false;
+	r = (struct ftc_rec *)ftc_up_reserve(f->ring, f->head, &f->cached_tail, len, &nh);
+	if (!r) {
+		f->ring->up_drops++;
+		return false;
+	}
+	r->len = len;
+	r->type = type;
+	r->plen = (uint16_t)plen;
+	r->key = *k;
+	r->seq = seq;
+	r->ack = ack;
+	r->win = win;
+	r->flags = flags;
+	r->spare = 0;
+	r->aux = aux;
+	r->ts_ns = 0;
+	if (plen)
+		memcpy(r + 1, p, plen);
+	/* Published once per burst (wake_logger), not per record. */
+	f->head = nh;
+	f->pend = true;
+	return true;
+}
+
+/* ---- packets the stage makes ------------------------------------------ */
+
+static void make_seg(struct il_stage *st, struct ftcp_flow *fl, bool to_server, uint32_t seq,
+		     uint32_t ack, uint8_t flags, uint16_t win, const uint8_t *opt,
+		     uint8_t optlen)
+{
+	struct ftcp *f = st->ctx;
+	struct rte_mbuf *m = rte_pktmbuf_alloc(f->app->pool);
+	struct rte_ether_hdr *eth;
+	struct rte_ipv4_hdr *ip;
+	struct rte_tcp_hdr *t;
+	uint16_t len = (uint16_t)(sizeof(*eth) + sizeof(*ip) + sizeof(*t) + optlen);
+
+	if (!m) {
+		st->ctr[C_DROP_NO_MBUF]++;
+		return;
+	}
+	eth = (struct rte_ether_hdr *)rte_pktmbuf_append(m, len);
+	ip = (struct rte_ipv4_hdr *)(eth + 1);
+	t = (struct rte_tcp_hdr *)(ip + 1);
+	memcpy(&eth->dst_addr, to_server ? fl->smac : fl->cmac, 6);
+	memcpy(&eth->src_addr, to_server ? fl->cmac : fl->smac, 6);
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+	memset(ip, 0, sizeof(*ip));
+	ip->version_ihl = 0x45;
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(len - sizeof(*eth)));
+	ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+	ip->time_to_live = 64;
+	ip->next_proto_id = IPPROTO_TCP;
+	ip->src_addr = to_server ? fl->key.cip : fl->key.sip;
+	ip->dst_addr = to_server ? fl->key.sip : fl->key.cip;
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	t->src_port = to_server ? fl->key.cport : fl->key.sport;
+	t->dst_port = to_server ? fl->key.sport : fl->key.cport;
+	t->sent_seq = rte_cpu_to_be_32(seq);
+	t->recv_ack = rte_cpu_to_be_32(ack);
+	t->data_off = (uint8_t)(((sizeof(*t) + optlen) / 4) << 4);
+	t->tcp_flags = flags;
+	t->rx_win = rte_cpu_to_be_16(win);
+	t->tcp_urp = 0;
+	if (optlen)
+		memcpy(t + 1, opt, optlen);
+	t->cksum = 0;
+	t->cksum = rte_ipv4_udptcp_cksum(ip, t);
+	il_emit(st, to_server ? f->sport : f->cport, m);
+}
+
+/* An ack to the client that TCP did not send: Eager/Conditional, and the
+ * window update that ends recovery. Seq and window are the latest the
+ * server sent (digest G6), the right edge kept. */
+static void gen_ack(struct il_stage *st, struct ftcp_flow *fl)
+{
+	/* Never past the server TCP's own ack either: bytes can be logged
+	 * that TCP dropped (out of its window), and acking them would stop
+	 * the client from ever resending them (G7). */
+	uint32_t ack = ftc_seq_min(fl->stable_seq, fl->last_asn);
+	uint32_t edge = fl->last_asn + fl->last_win_bytes;
+	uint64_t w = ftc_seq_lt(ack, edge) ? edge - ack : 0;
+
+	make_seg(st, fl, false, fl->out_nxt, ack, TCP_F_ACK, edge_window(fl, ack, w), NULL, 0);
+	st->ctr[C_ACKS_GENERATED]++;
+	st->ctr[C_ACKS_TO_CLIENT]++;
+}
+
+static void send_fab_syn(struct il_stage *st, struct ftcp_flow *fl)
+{
+	uint8_t opt[8] = {2, 4, (uint8_t)(fl->mss >> 8), (uint8_t)fl->mss, 1, 1, 1, 0};
+
+	/* The client's original options (minus SACK and timestamps), so the
+	 * new server TCP sees the same MSS and window scale (G8). */
+	if (fl->has_cws) {
+		opt[5] = 3;
+		opt[6] = 3;
+		opt[7] = fl->cws;
+		opt[4] = 1;
+	}
+	make_seg(st, fl, true, fl->fab_isn, 0, TCP_F_SYN, fl->syn_win, opt, 8);
+	fl->syn_sent = true;
+	fl->syn_tsc = rte_rdtsc();
+	st->ctr[C_FAB_SYNS]++;
+}
+
+/* ---- flows ------------------------------------------------------------ */
+
+static struct ftcp_flow *flow_get(struct ftcp *f, const struct ftc_key *k)
+{
+	int32_t pos = rte_hash_lookup(f->h, k);
+	return pos < 0 ? NULL : &f->flows[pos];
+}
+
+static void flow_del(struct il_stage *st, struct ftcp_flow *fl)
+{
+	struct ftcp *f = st->ctx;
+	uint32_t lag = fl->c2s_next - fl->stable_seq;
+
+	if (fl->state != FT_SYN && ftc_seq_lt(fl->stable_seq, fl->c2s_next) &&
+	    st->ctr[C_LAG_BYTES] >= lag)
+		st->ctr[C_LAG_BYTES] -= lag;
+	rte_pktmbuf_free(fl->held_synack);
+	rte_pktmbuf_free(fl->held_ack);
+	rte_hash_del_key(f->h, &fl->key);
+	memset(fl, 0, sizeof(*fl));
+	st->ctr[C_FLOWS_ACTIVE]--;
+}
+
+static void flow_closing(struct il_stage *st, struct ftcp_flow *fl)
+{
+	struct ftcp *f = st->ctx;
+
+	if (fl->state == FT_CLOSING)
+		return;
+	fl->state = FT_CLOSING;
+	fl->close_tsc = rte_rdtsc();
+	/* Compaction request; if the ring is full the logger's own close
+	 * rule (FIN seen both ways) still compacts it. */
+	log_rec(f, &fl->key, FR_CLOSED, 0, 0, 0, 0, 0, NULL, 0);
+}
+
+static void stable_advance(struct il_stage *st, struct ftcp_flow *fl, uint32_t a)
+{
+	struct ftcp *f = st->ctx;
+	uint32_t adv, old = fl->stable_seq;
+
+	if (!ftc_seq_lt(old, a))
+		return;
+	fl->stable_seq = a;
+	adv = a - old;
+	st->ctr[C_BYTES_STABLE] += adv;
+	if (st->ctr[C_LAG_BYTES] >= adv)
+		st->ctr[C_LAG_BYTES] -= adv;
+	else
+		st->ctr[C_LAG_BYTES] = 0;
+	if (fl->lag_tsc && ftc_seq_le(fl->lag_seq, a)) {
+		uint64_t us = tsc_us(f, rte_rdtsc() - fl->lag_tsc);
+		st->ctr[C_LAG_US_LAST] = us;
+		if (us > st->ctr[C_LAG_US_MAX])
+			st->ctr[C_LAG_US_MAX] = us;
+		fl->lag_tsc = 0;
+	}
+	if ((fl->state != FT_EST && fl->state != FT_CLOSING) || fl->post_pending ||
+	    f->strategy == FTCP_BASIC)
+		return;
+	if (f->n_post < RTE_DIM(f->post)) {
+		fl->post_pending = true;
+		f->post[f->n_post++] = (int32_t)(fl - f->flows);
+	}
+}
+
+static void post_burst(struct il_stage *st)
+{
+	struct ftcp *f = st->ctx;
+
+	for (uint16_t i = 0; i < f->n_post; i++) {
+		struct ftcp_flow *fl = &f->flows[f->post[i]];
+
+		if (!fl->post_pending)
+			continue;
+		fl->post_pending = false;
+		if (fl->state != FT_EST && fl->state != FT_CLOSING)
+			continue;
+		switch (f->strategy) {
+		case FTCP_LAZY:
+			if (fl->held_ack && ftc_seq_le(fl->held_asn, fl->stable_seq)) {
+				il_emit(st, f->cport, fl->held_ack);
+				fl->held_ack = NULL;
+				fl->clamped_pending = false;
+				st->ctr[C_ACKS_TO_CLIENT]++;
+			} else if (!fl->held_ack && fl->clamped_pending &&
+				   ftc_seq_le(fl->last_asn, fl->stable_seq)) {
+				/* A clamped data or FIN segment was TCP's last
+				 * word: with nothing held, say it once the log
+				 * caught up, or a server that has finished (the
+				 * client's FIN in its ack) would never be heard
+				 * acking it and the client's retransmitted FIN
+				 * would meet a closed socket's RST. */
+				fl->clamped_pending = false;
+				gen_ack(st, fl);
+			}
+			break;
+		case FTCP_EAGER:
+			gen_ack(st, fl);
+			break;
+		case FTCP_CONDITIONAL:
+			/* Only when TCP's own ack was clamped and nothing arrived
+			 * since (a later arrival makes TCP ack again anyway). */
+			if (fl->clamped_pending && ftc_seq_le(fl->c2s_next, fl->stable_seq)) {
+				fl->clamped_pending = false;
+				gen_ack(st, fl);
+			}
+			break;
+		default:
+			break;
+		}
+	}
+	f->n_post = 0;
+}
+
+static void on_down(struct il_stage *st, const struct ftc_down *d)
+{
+	struct ftcp *f = st->ctx;
+	struct ftcp_flow *fl = flow_get(f, &d->key);
+
+	st->ctr[C_LOGGER_MSGS]++;
+	if (!fl)
+		return;
+	switch (d->type) {
+	case FD_STABLE:
+		if ((d->flags & FD_F_ISNS) && !fl->isns_logged) {
+			fl->isns_logged = true;
+			if (fl->state == FT_SYNACK_HELD && fl->held_synack) {
+				il_emit(st, f->cport, fl->held_synack);
+				fl->held_synack = NULL;
+				fl->state = FT_EST;
+				st->ctr[C_ACKS_TO_CLIENT]++;
+			}
+		}
+		if (fl->state != FT_SYN && fl->state != FT_SYNACK_HELD)
+			stable_advance(st, fl, d->a);
+		break;
+	case FD_CRASH:
+		if (fl->state != FT_EST && fl->state != FT_SYNACK_HELD)
+			break;
+		fl->state = FT_RECOVERING;
+		fl->rec_tsc = rte_rdtsc();
+		fl->syn_sent = false;
+		rte_pktmbuf_free(fl->held_ack);
+		fl->held_ack = NULL;
+		rte_pktmbuf_free(fl->held_synack);
+		fl->held_synack = NULL;
+		/* Kill the dead process's socket so the fabricated SYN meets the
+		 * listener, not a lingering FIN_WAIT socket (seq = its rcv_nxt). */
+		make_seg(st, fl, true, fl->c2s_next, 0, TCP_F_RST, 0, NULL, 0);
+		st->ctr[C_RST_TO_SERVER]++;
+		fl->crash_rec_pending =
+			!log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0, 0, 0, 0, NULL, 0);
+		break;
+	case FD_RECOVER:
+		if (fl->state != FT_RECOVERING)
+			break;
+		fl->fab_isn = d->a;
+		fl->server_seq = d->b;
+		send_fab_syn(st, fl);
+		break;
+	case FD_CLOSE_OK:
+		fl->close_ok = true;
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- the two directions -------------------------------------------- */
+
+/* Returns true if the packet goes on. */
+static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
+{
+	struct ftcp *f = st->ctx;
+	struct ftc_key k = {s->ip->src_addr, s->ip->dst_addr, s->tcp->src_port,
+			    s->tcp->dst_port};
+	struct ftcp_flow *fl;
+	uint32_t end;
+
+	if (!csum_ok(s)) {
+		/* Never log (or let TCP ack) a corrupt segment (G7). */
+		il_drop(st, C_DROP_BAD_CSUM, m);
+		return false;
+	}
+	fl = flow_get(f, &k);
+	if ((s->flags & (TCP_F_SYN | TCP_F_ACK)) == TCP_F_SYN) {
+		uint16_t mss = 536;
+		uint8_t ws = 0;
+		bool has_ws = false, changed;
+		int32_t pos;
+
+		if (fl && fl->client_isn == s->seq && fl->state <= FT_EST) {
+			changed = opts_scan(s, NULL, NULL, NULL);
+		} else {
+			if (fl)
+				flow_del(st, fl);
+			pos = rte_hash_add_key(f->h, &k);
+			if (pos < 0) {
+				il_drop(st, C_DROP_FLOW_TABLE_FULL, m);
+				return false;
+			}
+			fl = &f->flows[pos];
+			memset(fl, 0, sizeof(*fl));
+			fl->key = k;
+			fl->state = FT_SYN;
+			st->ctr[C_FLOWS_ACTIVE]++;
+			changed = opts_scan(s, &mss, &ws, &has_ws);
+			fl->client_isn = s->seq;
+			fl->mss = mss;
+			fl->cws = ws;
+			fl->has_cws = has_ws;
+			fl->syn_win = rte_be_to_cpu_16(s->tcp->rx_win);
+			fl->last_cwin = fl->syn_win;
+			fl->stable_seq = s->seq + 1;
+			fl->c2s_next = s->seq + 1;
+			memcpy(fl->cmac, &s->eth->src_addr, 6);
+			memcpy(fl->smac, &s->eth->dst_addr, 6);
+			st->ctr[C_CONNS]++;
+		}
+		if (changed)
+			full_csum(s);
+		uint8_t macs[12];
+		memcpy(macs, fl->cmac, 6);
+		memcpy(macs + 6, fl->smac, 6);
+		if (!log_rec(f, &k, FR_SYN, s->seq, 0, fl->syn_win, s->flags,
+			     (uint32_t)fl->mss | (uint32_t)fl->cws << 16 |
+				     (uint32_t)fl->has_cws << 24,
+			     macs, 12)) {
+			il_drop(st, C_DROP_RING_FULL, m);
+			return false;
+		}
+		return true;
+	}
+	if (!fl)
+		return true; /* not a connection we saw open: leave it alone */
+	if (fl->state == FT_RECOVERING) {
+		/* Keep the client waiting, not retransmitting into the void:
+		 * a closed window at stable_seq (Sec. IV-E step 1). */
+		if (!(s->flags & TCP_F_RST)) {
+			make_seg(st, fl, false, fl->out_nxt, fl->stable_seq, TCP_F_ACK, 0, NULL, 0);
+			st->ctr[C_CLOSED_WINDOW_ACKS]++;
+			st->ctr[C_ACKS_TO_CLIENT]++;
+		}
+		il_drop(st, C_DROP_IN_RECOVERY, m);
+		return false;
+	}
+	if (!log_rec(f, &k, FR_DATA, s->seq, s->ack, rte_be_to_cpu_16(s->tcp->rx_win), s->flags,
+		     0, s->payload, s->plen)) {
+		il_drop(st, C_DROP_RING_FULL, m);
+		return false;
+	}
+	st->ctr[C_SEGS_LOGGED]++;
+	st->ctr[C_BYTES_LOGGED] += s->plen;
+	fl->last_cwin = rte_be_to_cpu_16(s->tcp->rx_win);
+	end = s->seq + s->plen + ((s->flags & TCP_F_FIN) ? 1 : 0);
+	if (ftc_seq_lt(fl->c2s_next, end) && fl->state != FT_SYN) {
+		st->ctr[C_LAG_BYTES] += end - fl->c2s_next;
+		fl->c2s_next = end;
+		if (!fl->lag_tsc) {
+			fl->lag_tsc = rte_rdtsc();
+			fl->lag_seq = end;
+		}
+	}
+	if (s->flags & TCP_F_ACK) {
+		/* After recovery the client may ack bytes the new server has not
+		 * regenerated yet (they reached the client before the crash but
+		 * their ack was never logged). Linux ignores an ack of unsent
+		 * data, so the server would stall at its initial window: ack
+		 * only what it has sent, which the client does hold. */
+		uint32_t a = s->ack - fl->delta_seq;
+		if (fl->state == FT_EST && ftc_seq_lt(fl->srv_nxt, a))
+			a = fl->srv_nxt;
+		set32(s->tcp, OFF_ACK, a);
+	}
+	if (s->flags & TCP_F_FIN)
+		fl->fin_c = true;
+	if (s->flags & TCP_F_RST)
+		flow_closing(st, fl);
+	else if (fl->fin_c && fl->fin_s)
+		flow_closing(st, fl);
+	return true;
+}
+
+static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
+{
+	struct ftcp *f = st->ctx;
+	struct ftc_key k = {s->ip->dst_addr, s->ip->src_addr, s->tcp->dst_port,
+			    s->tcp->src_port};
+	struct ftcp_flow *fl = flow_get(f, &k);
+	uint32_t end;
+
+	if (!fl)
+		return true;
+	if ((s->flags & (TCP_F_SYN | TCP_F_ACK)) == (TCP_F_SYN | TCP_F_ACK)) {
+		uint8_t ws = 0;
+		bool has_ws = false;
+
+		if (fl->state == FT_RECOVERING && fl->syn_sent) {
+			/* The restarted server answers the fabricated SYN:
+			 * absorb it, finish its handshake, reopen the client's
+			 * window (Sec. IV-E step 4; delta per G4). */
+			opts_scan(s, NULL, &ws, &has_ws);
+			fl->sws_cur = has_ws ? ws : 0;
+			fl->delta_seq = fl->server_seq - (s->seq + 1);
+			fl->last_asn = s->ack;
+			fl->last_win_bytes = rte_be_to_cpu_16(s->tcp->rx_win);
+			make_seg(st, fl, true, fl->fab_isn + 1, s->seq + 1, TCP_F_ACK, fl->last_cwin,
+				 NULL, 0);
+			fl->state = FT_EST;
+			fl->out_nxt = fl->server_seq;
+			fl->srv_nxt = s->seq + 1;
+			fl->crash_rec_pending = false;
+			log_rec(f, &k, FR_RECOVERED, s->seq, 0, 0, 0, 0, NULL, 0);
+			gen_ack(st, fl);
+			st->ctr[C_ACKS_GENERATED]--; /* a window update, counted below */
+			st->ctr[C_RECOVERIES]++;
+			st->ctr[C_RECOVERY_US_LAST] = tsc_us(f, rte_rdtsc() - fl->rec_tsc);
+			st->ctr[C_RECOVERY_US_TOTAL] += st->ctr[C_RECOVERY_US_LAST];
+			rte_pktmbuf_free(m);
+			return false;
+		}
+		if (fl->state == FT_SYN || fl->state == FT_SYNACK_HELD) {
+			if (opts_scan(s, NULL, &ws, &has_ws))
+				full_csum(s);
+			fl->server_isn = s->seq;
+			fl->sws_orig = fl->sws_cur = (has_ws && fl->has_cws) ? ws : 0;
+			fl->out_nxt = fl->srv_nxt = s->seq + 1;
+			fl->max_edge = s->ack + rte_be_to_cpu_16(s->tcp->rx_win);
+			fl->have_edge = true;
+			fl->last_asn = s->ack;
+			fl->last_win_bytes = rte_be_to_cpu_16(s->tcp->rx_win);
+			if (fl->state == FT_SYN &&
+			    !log_rec(f, &k, FR_SYNACK, s->seq, s->ack, 0, s->flags, fl->sws_orig,
+				     NULL, 0)) {
+				il_drop(st, C_DROP_RING_FULL, m);
+				return false;
+			}
+			if (fl->isns_logged) {
+				fl->state = FT_EST;
+				st->ctr[C_ACKS_TO_CLIENT]++;
+				return true;
+			}
+			/* Held until both ISNs are durable (Sec. IV-B). */
+			rte_pktmbuf_free(fl->held_synack);
+			fl->held_synack = m;
+			fl->state = FT_SYNACK_HELD;
+			st->ctr[C_SYNACK_HELD]++;
+			return false;
+		}
+	}
+	if (fl->state == FT_RECOVERING) {
+		/* The dead process's socket still talks: reset it at the
+		 * sequence number it expects (its ack). */
+		if (!(s->flags & TCP_F_RST) && (s->flags & TCP_F_ACK)) {
+			make_seg(st, fl, true, s->ack, 0, TCP_F_RST, 0, NULL, 0);
+			st->ctr[C_RST_TO_SERVER]++;
+		}
+		il_drop(st, C_DROP_SERVER_DEAD, m);
+		return false;
+	}
+	if (fl->state == FT_SYN || fl->state == FT_SYNACK_HELD) {
+		if (s->flags & TCP_F_RST) /* refused: the port is closed */
+			flow_closing(st, fl);
+		return true;
+	}
+	if (!fl->close_ok && fl->state != FT_CLOSING && (s->flags & (TCP_F_FIN | TCP_F_RST))) {
+		/* A FIN or RST the shim did not announce comes from a killed
+		 * process's kernel: the client must never see it (Sec. VI-A). */
+		il_drop(st, (s->flags & TCP_F_RST) ? C_DROP_UNANNOUNCED_RST : C_DROP_UNANNOUNCED_FIN,
+			m);
+		return false;
+	}
+	if (fl->delta_seq)
+		set32(s->tcp, OFF_SEQ, s->seq + fl->delta_seq);
+	end = s->seq + s->plen + ((s->flags & TCP_F_FIN) ? 1 : 0);
+	if (ftc_seq_lt(fl->srv_nxt, end))
+		fl->srv_nxt = end;
+	end += fl->delta_seq;
+	if (ftc_seq_lt(fl->out_nxt, end))
+		fl->out_nxt = end;
+	if (s->flags & TCP_F_RST) {
+		flow_closing(st, fl);
+		return true;
+	}
+	if (s->flags & TCP_F_FIN)
+		fl->fin_s = true;
+	if (s->flags & TCP_F_ACK) {
+		uint32_t asn = s->ack;
+		uint64_t wb = (uint64_t)rte_be_to_cpu_16(s->tcp->rx_win) << fl->sws_cur;
+		bool pure = s->plen == 0 && !(s->flags & (TCP_F_SYN | TCP_F_FIN | TCP_F_RST));
+
+		fl->last_asn = asn;
+		fl->last_win_bytes = (uint32_t)(wb > UINT32_MAX ? UINT32_MAX : wb);
+		if (ftc_seq_lt(fl->stable_seq, asn)) {
+			if (f->strategy == FTCP_LAZY && pure) {
+				/* Lazy (G6): hold until stable_seq >= its ack;
+				 * only the newest is kept. */
+				set_win(s->tcp, edge_window(fl, asn, wb));
+				rte_pktmbuf_free(fl->held_ack);
+				fl->held_ack = m;
+				fl->held_asn = asn;
+				st->ctr[C_ACKS_HELD]++;
+				return false;
+			}
+			/* min(asn, stable_seq) with the right edge kept (G7). */
+			wb += asn - fl->stable_seq;
+			set32(s->tcp, OFF_ACK, fl->stable_seq);
+			st->ctr[C_ACKS_CLAMPED]++;
+			fl->clamped_pending = true;
+			asn = fl->stable_seq;
+		}
+		if (fl->held_ack && ftc_seq_le(fl->held_asn, asn)) {
+			/* Superseded by this segment's ack: sending it later
+			 * would make the client's ack go backwards. */
+			rte_pktmbuf_free(fl->held_ack);
+			fl->held_ack = NULL;
+		}
+		uint16_t field = edge_window(fl, asn, wb);
+		if (field != rte_be_to_cpu_16(s->tcp->rx_win))
+			set_win(s->tcp, field);
+		st->ctr[C_ACKS_TO_CLIENT]++;
+	}
+	if (fl->fin_c && fl->fin_s)
+		flow_closing(st, fl);
+	return true;
+}
+
+static void scan_flows(struct il_stage *st, uint64_t now)
+{
+	struct ftcp *f = st->ctx;
+	const void *key;
+	void *data;
+	uint32_t it = 0;
+	int32_t pos;
+
+	while ((pos = rte_hash_iterate(f->h, &key, &data, &it)) >= 0) {
+		struct ftcp_flow *fl = &f->flows[pos];
+
+		if (fl->state == FT_CLOSING && now - fl->close_tsc > f->linger_tsc) {
+			flow_del(st, fl);
+			continue;
+		}
+		if (fl->state != FT_RECOVERING)
+			continue;
+		if (fl->crash_rec_pending)
+			fl->crash_rec_pending = !log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0, 0,
+							 0, 0, NULL, 0);
+		if (fl->syn_sent && now - fl->syn_tsc > f->syn_rto_tsc)
+			send_fab_syn(st, fl);
+	}
+}
+
+static uint16_t ftcp_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct ftcp *f = st->ctx;
+	struct ftc_down d[32];
+	unsigned nd;
+	uint16_t out = 0;
+	uint64_t now;
+
+	/* Logger messages first: a CLOSE_OK published before the shim closed
+	 * is seen before the FIN it allows. */
+	if (f->ring)
+		while ((nd = ftc_down_recv(f->ring, d, 32)) > 0)
+			for (unsigned i = 0; i < nd; i++)
+				on_down(st, &d[i]);
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		struct seg s;
+		bool keep = true;
+
+		if (seg_parse(m, &s)) {
+			for (unsigned p = 0; p < f->n_protect; p++) {
+				if (s.ip->dst_addr == f->prot_ip[p] &&
+				    s.tcp->dst_port == f->prot_port[p]) {
+					keep = from_client(st, m, &s);
+					break;
+				}
+				if (s.ip->src_addr == f->prot_ip[p] &&
+				    s.tcp->src_port == f->prot_port[p]) {
+					keep = from_server(st, m, &s);
+					break;
+				}
+			}
+		}
+		if (keep)
+			pkts[out++] = m;
+	}
+	if (f->n_post)
+		post_burst(st);
+	now = rte_rdtsc();
+	if (now >= f->next_scan) {
+		f->next_scan = now + f->hz / 100;
+		scan_flows(st, now);
+	}
+	if (f->ring)
+		wake_logger(f);
+	return out;
+}
+
+/* ---- set-up ----------------------------------------------------------- */
+
+static int parse_protect(struct ftcp *f, const struct il_cfg *p, char *err, size_t errlen)
+{
+	const struct il_cfg *l = il_cfg_get(p, "protect");
+	static const char *const pkeys[] = {"address", "port", NULL};
+
+	if (!l)
+		return ERR("config: key '%s.protect' is missing: list the servers, e.g. "
+			   "[{ address: 10.77.0.2, port: 5001 }]", il_cfg_path(p));
+	if (il_cfg_expect(l, IL_CFG_SEQ, err, errlen))
+		return -1;
+	if (il_cfg_len(l) == 0 || il_cfg_len(l) > FTCP_MAX_PROTECT)
+		return ERR("config: key '%s' must list 1..%d servers", il_cfg_path(l),
+			   FTCP_MAX_PROTECT);
+	for (unsigned i = 0; i < il_cfg_len(l); i++) {
+		const struct il_cfg *e = il_cfg_at(l, i);
+		uint32_t ip;
+		uint64_t port;
+
+		if (il_cfg_expect(e, IL_CFG_MAP, err, errlen) ||
+		    il_cfg_check_keys(e, pkeys, err, errlen) ||
+		    il_cfg_ipv4(e, "address", 0, &ip, err, errlen) ||
+		    il_cfg_u64(e, "port", 0, 1, 65535, &port, err, errlen))
+			return -1;
+		if (!ip || !port)
+			return ERR("config: key '%s' needs 'address' and 'port'", il_cfg_path(e));
+		f->prot_ip[i] = rte_cpu_to_be_32(ip);
+		f->prot_port[i] = rte_cpu_to_be_16((uint16_t)port);
+	}
+	f->n_protect = il_cfg_len(l);
+	return 0;
+}
+
+static int ftcp_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app,
+		       char *err, size_t errlen)
+{
+	static const char *const keys[] = {"type", "client_port", "server_port", "protect",
+					   "strategy", "ring", "ring_size", "max_flows",
+					   "linger_ms", NULL};
+	const char *cp, *sp, *ring;
+	uint64_t max_flows, ring_size, linger;
+	struct ftcp *f;
+	int ci, si;
+
+	if (il_cfg_check_keys(p, keys, err, errlen))
+		return -1;
+	f = rte_zmalloc("il_ftcp", sizeof(*f), RTE_CACHE_LINE_SIZE);
+	if (!f)
+		return ERR("out of memory for stage '%s'", st->name);
+	st->ctx = f;
+	f->app = app;
+	f->wake_fd = -1;
+	if (il_cfg_str(p, "client_port", "client", &cp, err, errlen) ||
+	    il_cfg_str(p, "server_port", "server", &sp, err, errlen) ||
+	    il_cfg_enum(p, "strategy", strategy_names, FTCP_LAZY, &f->strategy, err, errlen) ||
+	    il_cfg_str(p, "ring", FTC_RING_PATH_DEF, &ring, err, errlen) ||
+	    il_cfg_u64(p, "ring_size", FTC_UP_SIZE_DEF, 1u << 16, 1u << 30, &ring_size, err,
+		       errlen) ||
+	    il_cfg_u64(p, "max_flows", 4096, 16, 1u << 20, &max_flows, err, errlen) ||
+	    il_cfg_u64(p, "linger_ms", 2000, 0, 600000, &linger, err, errlen) ||
+	    parse_protect(f, p, err, errlen))
+		return -1;
+	if (ring_size & (ring_size - 1))
+		return ERR("config: key '%s.ring_size': %llu is not a power of two",
+			   il_cfg_path(p), (unsigned long long)ring_size);
+	ci = il_app_port_index(app, cp);
+	si = il_app_port_index(app, sp);
+	if (ci < 0)
+		return ERR("config: key '%s.client_port': '%s' is not a configured port",
+			   il_cfg_path(p), cp);
+	if (si < 0)
+		return ERR("config: key '%s.server_port': '%s' is not a configured port",
+			   il_cfg_path(p), sp);
+	f->cport = (uint16_t)ci;
+	f->sport = (uint16_t)si;
+	snprintf(f->ring_path, sizeof(f->ring_path), "%s", ring);
+
+	char hname[64];
+	snprintf(hname, sizeof(hname), "ftcp_%s", st->name);
+	struct rte_hash_parameters hp = {
+		.name = hname,
+		.entries = (uint32_t)max_flows,
+		.key_len = sizeof(struct ftc_key),
+		.hash_func = rte_jhash,
+		.socket_id = (int)rte_socket_id(),
+	};
+	f->h = rte_hash_create(&hp);
+	f->max_flows = (uint32_t)max_flows;
+	/* rte_hash may hand out positions up to entries + a few per-lcore
+	 * cache slots; size the array from what it reports. */
+	f->flows = rte_zmalloc("il_ftcp_flows",
+			       sizeof(struct ftcp_flow) * (rte_hash_max_key_id(f->h) + 1),
+			       RTE_CACHE_LINE_SIZE);
+	if (!f->h || !f->flows)
+		return ERR("cannot create the flow table of stage '%s' (%llu flows)", st->name,
+			   (unsigned long long)max_flows);
+	f->ring = ftc_ring_open(ring, (uint32_t)ring_size, err, errlen);
+	if (!f->ring)
+		return -1;
+	f->cached_tail = atomic_load(&f->ring->up_tail);
+	f->head = atomic_load(&f->ring->up_head);
+	f->hz = rte_get_tsc_hz();
+	f->linger_tsc = linger * f->hz / 1000;
+	f->syn_rto_tsc = f->hz / 5;
+	f->wake_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	f->wake_addr.sun_family = AF_UNIX;
+	snprintf(f->wake_addr.sun_path, sizeof(f->wake_addr.sun_path), "%s.wake", ring);
+	return 0;
+}
+
+static void ftcp_destroy(struct il_stage *st)
+{
+	struct ftcp *f = st->ctx;
+
+	if (!f)
+		return;
+	if (f->h) {
+		const void *key;
+		void *data;
+		uint32_t it = 0;
+		int32_t pos;
+
+		while ((pos = rte_hash_iterate(f->h, &key, &data, &it)) >= 0) {
+			rte_pktmbuf_free(f->flows[pos].held_ack);
+			rte_pktmbuf_free(f->flows[pos].held_synack);
+		}
+		rte_hash_free(f->h);
+	}
+	if (f->wake_fd >= 0)
+		close(f->wake_fd);
+	ftc_ring_close(f->ring);
+	rte_free(f->flows);
+	rte_free(f);
+	st->ctx = NULL;
+}
+
+static unsigned ftcp_state(const struct il_stage *st, const char **keys, uint64_t *vals,
+			   unsigned max)
+{
+	const struct ftcp *f = st->ctx;
+	unsigned n = 0;
+
+	if (!f || !f->ring || max < 3)
+		return 0;
+	keys[n] = "strategy";
+	vals[n++] = (uint64_t)f->strategy;
+	keys[n] = "ring_bytes_queued";
+	vals[n++] = atomic_load(&f->ring->up_head) - atomic_load(&f->ring->up_tail);
+	keys[n] = "ring_drops";
+	vals[n++] = f->ring->up_drops;
+	return n;
+}
+
+const struct il_stage_type il_stage_ftcp = {
+	.name = "ftcp",
+	.help = "FT-TCP south-side wrapper: log client segments, clamp acks, mask server crashes",
+	.counter_names = ftcp_counter_names,
+	.n_counters = C_COUNT,
+	.create = ftcp_create,
+	.process = ftcp_process,
+	.poll = true,
+	.destroy = ftcp_destroy,
+	.state = ftcp_state,
+};

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * FT-TCP south-side wrapper: per-connection state (docs/ft-tcp.md).
+ */
+#ifndef INTERLINK_STAGE_FTCP_H
+#define INTERLINK_STAGE_FTCP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ftcp_proto.h"
+
+enum ftcp_strategy { FTCP_BASIC, FTCP_LAZY, FTCP_EAGER, FTCP_CONDITIONAL };
+
+/* An explicit state machine rather than the paper's restarting/recovering
+ * flag pair (digest G9). */
+enum ftcp_state {
+	FT_SYN = 1,     /* client SYN seen and logged */
+	FT_SYNACK_HELD, /* server SYN-ACK held until both ISNs are durable */
+	FT_EST,         /* normal operation */
+	FT_RECOVERING,  /* server crashed: closed-window acks, fabricated SYN */
+	FT_CLOSING,     /* both sides closed (or RST): lingers, then removed */
+};
+
+struct ftcp_flow {
+	struct ftc_key key;
+	uint8_t state;
+	bool isns_logged;
+	bool close_ok;      /* the shim announced close/shutdown */
+	bool fin_c, fin_s;
+	bool clamped_pending; /* Conditional: TCP tried to ack past stable_seq */
+	bool syn_sent;      /* recovery: fabricated SYN out */
+	bool crash_rec_pending; /* FR_CRASHED still to be queued to the logger */
+	bool has_cws;
+	bool post_pending;  /* stable_seq moved: strategy work after the burst */
+	uint8_t cws;        /* client's window scale */
+	uint8_t sws_orig;   /* server window scale the client knows */
+	uint8_t sws_cur;    /* window scale of the current server TCP */
+	uint8_t cmac[6], smac[6];
+	uint16_t mss;
+	uint16_t syn_win;
+	uint16_t last_cwin; /* client's last raw window field */
+	uint32_t client_isn, server_isn;
+	uint32_t delta_seq;  /* client-visible outstream seq - server TCP seq */
+	uint32_t stable_seq; /* lowest instream seq not known to be logged */
+	uint32_t server_seq; /* recovery: first outstream seq the new server sends */
+	uint32_t fab_isn;
+	uint32_t c2s_next;   /* end of the instream bytes passed on */
+	uint32_t out_nxt;    /* client-visible end of the outstream sent */
+	uint32_t srv_nxt;    /* the same in the current server TCP's space */
+	uint32_t last_asn;   /* server TCP's latest ack (its rcv_nxt) */
+	uint32_t last_win_bytes;
+	uint32_t max_edge;   /* right edge advertised to the client (ack + window) */
+	bool have_edge;
+	uint32_t held_asn;
+	uint32_t lag_seq;
+	struct rte_mbuf *held_synack;
+	struct rte_mbuf *held_ack; /* Lazy: newest pure ack above stable_seq */
+	uint64_t lag_tsc;
+	uint64_t rec_tsc, syn_tsc, close_tsc;
+};
+
+#endif

@@ -1,0 +1,430 @@
+"""FT-TCP rig and applications (no tests here; test_ftcp.py has them).
+
+Topology: two network namespaces (client, server), each joined by a veth
+pair to the root namespace, whose ends are the appliance's two
+net_af_packet ports. The appliance bridges them (ARP passes through), so
+client 10.77.0.1 and server 10.77.0.2 share one subnet. interlink-ftlog runs
+in the root namespace; the server runs under LD_PRELOAD=libilftcp.so and
+reaches the logger's unix socket through the shared filesystem.
+
+Run as a program, this file is also the server and client applications:
+  server --mode sink|source|echo --port P      (deterministic, threaded)
+  client --mode ... --host H --port P --bytes N --seed S [--rate B/s]
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+BUILD = Path(os.environ.get("IL_BUILD", ROOT / "build")).resolve()
+INTERLINK = BUILD / "dataplane" / "interlink"
+FTLOG = BUILD / "control" / "ftlog" / "interlink-ftlog"
+SHIM = BUILD / "shim" / "libilftcp.so"
+PY = "/usr/bin/python3"
+CLIENT_IP, SERVER_IP, PORT = "10.77.0.1", "10.77.0.2", 5001
+
+
+def sh(*cmd, check=True):
+    return subprocess.run(cmd, capture_output=True, text=True, check=check)
+
+
+def payload(seed, n):
+    return random.Random(seed).randbytes(n)
+
+
+class Rig:
+    """Namespaces, appliance, logger, server; everything torn down in stop()."""
+
+    def __init__(self, tmp: Path, strategy="lazy", durability="none", logger_args=(),
+                 server_mode="sink"):
+        self.tmp = tmp
+        self.tag = uuid.uuid4().hex[:6]
+        self.ns_c, self.ns_s = f"ftc{self.tag}", f"fts{self.tag}"
+        self.if_c, self.if_s = f"fc{self.tag}", f"fs{self.tag}"
+        self.ring = f"/dev/shm/ilft-{self.tag}"
+        self.sock = str(tmp / "ftlog.sock")
+        self.logdir = tmp / "logs"
+        self.strategy, self.durability = strategy, durability
+        self.logger_args = list(logger_args)
+        self.server_mode = server_mode
+        self.app = self.logger = self.server = self.cap = None
+        self.app_json = tmp / "appliance.json"
+        self.logger_stats = tmp / "ftlog.json"
+        self.procs = []
+        self.server_starts = 0
+
+    # -- network --------------------------------------------------------
+    def net_up(self):
+        for ns, ifr, ip in ((self.ns_c, self.if_c, CLIENT_IP), (self.ns_s, self.if_s, SERVER_IP)):
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", ifr, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+            sh("ip", "-n", ns, "link", "set", "eth0", "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+            sh("ip", "link", "set", ifr, "up")
+            # TCP through an AF_PACKET port needs real checksums and MTU-sized frames.
+            sh("ethtool", "-K", ifr, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
+               check=False)
+            sh("ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off", "tso", "off",
+               "gso", "off", "gro", "off", check=False)
+            sh("sysctl", "-qw", f"net.ipv6.conf.{ifr}.disable_ipv6=1", check=False)
+
+    def net_down(self):
+        for ns in (self.ns_c, self.ns_s):
+            sh("ip", "netns", "del", ns, check=False)
+        for ifr in (self.if_c, self.if_s):
+            sh("ip", "link", "del", ifr, check=False)
+
+    # -- processes ------------------------------------------------------
+    def start_logger(self, extra=()):
+        self.logger = subprocess.Popen(
+            [str(FTLOG), "--ring", self.ring, "--sock", self.sock, "--dir", str(self.logdir),
+             "--durability", self.durability, "--stats", str(self.logger_stats), "-v",
+             "--trace", str(self.tmp / "stable.trace"),
+             *self.logger_args, *extra],
+            stdout=open(self.tmp / "ftlog.log", "a"), stderr=subprocess.STDOUT)
+        self.procs.append(self.logger)
+        for _ in range(200):
+            if os.path.exists(self.sock):
+                return
+            time.sleep(0.02)
+        raise RuntimeError("logger did not start: " + (self.tmp / "ftlog.log").read_text())
+
+    def stop_logger(self, sig=signal.SIGTERM):
+        if self.logger and self.logger.poll() is None:
+            self.logger.send_signal(sig)
+            self.logger.wait(timeout=10)
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)
+
+    def start_appliance(self):
+        cmd = [str(INTERLINK), "-c", str(ROOT / "configs" / "ftcp.yaml"), "-q",
+               "--json", str(self.app_json),
+               "--set", f"name=ftcp{self.tag}",
+               "--set", f"ports.client.device=net_af_packet0,iface={self.if_c}",
+               "--set", f"ports.server.device=net_af_packet1,iface={self.if_s}",
+               "--set", f"stages.ftcp.ring={self.ring}",
+               "--set", f"stages.ftcp.strategy={self.strategy}",
+               "--set", 'eal=[--no-huge, -m, "512", --lcores, "0,1", --log-level, "lib.eal:error"]']
+        self.app = subprocess.Popen(cmd, stdout=open(self.tmp / "appliance.log", "w"),
+                                    stderr=subprocess.STDOUT)
+        self.procs.append(self.app)
+        time.sleep(1.0)
+        if self.app.poll() is not None:
+            raise RuntimeError("appliance exited: " + (self.tmp / "appliance.log").read_text())
+
+    def stop_appliance(self):
+        if self.app and self.app.poll() is None:
+            self.app.send_signal(signal.SIGINT)
+            try:
+                self.app.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.app.kill()
+                self.app.wait()
+        shutil.rmtree(f"/var/run/dpdk/ftcp{self.tag}", ignore_errors=True)
+        if self.app_json.exists():
+            return json.loads(self.app_json.read_text())
+        return None
+
+    def start_server(self):
+        self.server_starts += 1
+        env = dict(os.environ, LD_PRELOAD=str(SHIM), ILFTCP_SOCK=self.sock)
+        self.server = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns_s, PY, __file__, "server", "--mode", self.server_mode,
+             "--port", str(PORT)],
+            env=env, stdout=open(self.tmp / f"server{self.server_starts}.log", "w"),
+            stderr=subprocess.STDOUT)
+        self.procs.append(self.server)
+        for _ in range(200):
+            r = sh("ip", "netns", "exec", self.ns_s, "ss", "-Hltn", f"sport = :{PORT}", check=False)
+            if str(PORT) in r.stdout:
+                return
+            if self.server.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise RuntimeError("server did not listen: " +
+                           (self.tmp / f"server{self.server_starts}.log").read_text())
+
+    def wait_established(self, n, timeout=20):
+        """Until the server holds n established connections (clients are
+        Python processes: slow to start on a loaded machine)."""
+        end = time.time() + timeout
+        while time.time() < end:
+            r = sh("ip", "netns", "exec", self.ns_s, "ss", "-Htn", "state", "established",
+                   f"sport = :{PORT}", check=False)
+            if len([x for x in r.stdout.splitlines() if x.strip()]) >= n:
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"{n} connections not established in {timeout} s")
+
+    def kill_server(self):
+        # `ip netns exec` execs the program, so the pid is the server's own.
+        self.server.send_signal(signal.SIGKILL)
+        self.server.wait()
+
+    def start_capture(self):
+        self.pcap = self.tmp / "client.pcap"
+        # Inside the client's namespace: the af_packet PMD bypasses the
+        # qdisc, so a capture on the root-side veth misses what it sends.
+        self.cap = subprocess.Popen(["ip", "netns", "exec", self.ns_c, "tcpdump", "-i", "eth0",
+                                     "-s", "0", "-B", "32768", "-U", "-w", str(self.pcap), "tcp"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(self.cap)
+        time.sleep(0.5)
+
+    def stop_capture(self):
+        if self.cap and self.cap.poll() is None:
+            time.sleep(0.3)
+            self.cap.send_signal(signal.SIGINT)
+            self.cap.wait(timeout=10)
+
+    def client(self, *args, timeout=60):
+        return subprocess.Popen(["ip", "netns", "exec", self.ns_c, PY, __file__, "client",
+                                 "--host", SERVER_IP, "--port", str(PORT), *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def __enter__(self):
+        try:
+            self.net_up()
+            self.start_logger()
+            self.start_appliance()
+            self.start_server()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.kill()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+        shutil.rmtree(f"/var/run/dpdk/ftcp{self.tag}", ignore_errors=True)
+        self.net_down()
+        for p in (self.ring, self.ring + ".wake"):
+            if os.path.exists(p):
+                os.unlink(p)
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+# ---- capture checks -------------------------------------------------------
+def load_trace(path):
+    """{client port: [(realtime, stable_seq)]} as the logger published them."""
+    tr = {}
+    if not Path(path).exists():
+        return tr
+    for line in Path(path).read_text().split("\n"):
+        if line.strip():
+            cport, stable, t = line.split()
+            tr.setdefault(int(cport), []).append((float(t), int(stable)))
+    return tr
+
+
+def check_capture(pcap, server_ip=SERVER_IP, port=PORT, trace=None):
+    """Invariants on every segment the client saw from the server side:
+    valid checksums, ack never regresses, the right edge of non-zero windows
+    never moves left, no RST, FIN only at one sequence number. Returns a
+    dict of findings (empty lists mean fine)."""
+    from scapy.all import IP, TCP, rdpcap
+    import bisect
+    tr = {}
+    for cport, pubs in (load_trace(trace) if trace else {}).items():
+        pubs.sort()
+        base, m, maxes = pubs[0][1], None, []
+        for _, v in pubs:
+            if m is None or ((v - base) & 0xffffffff) > ((m - base) & 0xffffffff):
+                m = v
+            maxes.append(m)
+        tr[cport] = {"t": [x[0] for x in pubs], "max": maxes}
+    out = {"bad_csum": [], "ack_regress": [], "edge_left": [], "rst": [], "fin_seqs": set(),
+           "above_stable": [], "checked_vs_stable": 0,
+           "segments": 0, "acks": 0, "zero_windows": 0}
+    flows = {}
+    for p in rdpcap(str(pcap)):
+        if IP not in p or TCP not in p:
+            continue
+        ip, t = p[IP], p[TCP]
+        if ip.src != server_ip or t.sport != port:
+            continue
+        out["segments"] += 1
+        raw = bytes(ip)
+        # Full recomputation against what was on the wire.
+        chk_ip, chk_tcp = ip.chksum, t.chksum
+        q = IP(raw)
+        del q.chksum
+        del q[TCP].chksum
+        q = IP(bytes(q))
+        if len(raw) >= ip.len and (q.chksum != chk_ip or q[TCP].chksum != chk_tcp):
+            out["bad_csum"].append(t.seq)
+        f = flows.setdefault(t.dport, {"ack": None, "edge": None, "ws": 0})
+        if t.flags & 0x02:  # SYN-ACK: window scale as the client will use it
+            for o in t.options:
+                if o[0] == "WScale":
+                    f["ws"] = o[1]
+        if t.flags & 0x04:
+            out["rst"].append(t.seq)
+        if t.flags & 0x01:
+            out["fin_seqs"].add((t.dport, t.seq + len(t.payload)))
+        if t.flags & 0x10:
+            out["acks"] += 1
+            a = t.ack
+            pub = tr.get(t.dport)
+            if pub is not None:
+                # The data plane can only use a stable_seq the logger has
+                # already published: the highest one published before this
+                # segment was captured bounds its ack.
+                i = bisect.bisect_right(pub["t"], float(p.time))
+                bound = pub["max"][i - 1] if i else None
+                out["checked_vs_stable"] += 1
+                if bound is None or 0 < ((a - bound) & 0xffffffff) < 0x80000000:
+                    out["above_stable"].append((a, bound))
+            if f["ack"] is not None and ((a - f["ack"]) & 0xffffffff) > 0x7fffffff:
+                out["ack_regress"].append((f["ack"], a))
+            f["ack"] = a if f["ack"] is None or ((a - f["ack"]) & 0xffffffff) < 0x7fffffff else f["ack"]
+            win = t.window << (0 if t.flags & 0x02 else f["ws"])
+            if win == 0:
+                out["zero_windows"] += 1  # recovery's closed window: shrinks on purpose
+                continue
+            edge = (a + win) & 0xffffffff
+            if f["edge"] is not None and ((edge - f["edge"]) & 0xffffffff) > 0x7fffffff:
+                out["edge_left"].append((f["edge"], edge))
+            else:
+                f["edge"] = edge
+    out["fin_seqs"] = sorted(out["fin_seqs"])
+    return out
+
+
+# ---- applications -----------------------------------------------------------
+def recv_exact(c, n):
+    b = bytearray()
+    while len(b) < n:
+        d = c.recv(min(65536, n - len(b)))
+        if not d:
+            raise EOFError
+        b += d
+    return bytes(b)
+
+
+def serve_conn(c, mode):
+    try:
+        if mode == "sink":
+            h, total = hashlib.sha256(), 0
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    break
+                h.update(d)
+                total += len(d)
+            c.sendall(f"{h.hexdigest()} {total}\n".encode())
+        elif mode == "source":
+            n, seed = struct.unpack("!QQ", recv_exact(c, 16))
+            data = payload(seed, n)
+            for o in range(0, n, 65536):
+                c.sendall(data[o:o + 65536])
+        elif mode == "echo":
+            while True:
+                try:
+                    (n,) = struct.unpack("!I", recv_exact(c, 4))
+                except EOFError:
+                    break
+                body = recv_exact(c, n)
+                c.sendall(hashlib.sha256(body).digest() + body[::-1])
+    finally:
+        c.close()
+
+
+def server_main(a):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", a.port))
+    s.listen(64)
+    print("listening", flush=True)
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve_conn, args=(c, a.mode), daemon=True).start()
+
+
+def client_main(a):
+    t0 = time.time()
+    c = socket.create_connection((a.host, a.port), timeout=a.timeout)
+    res = {"mode": a.mode, "ok": False}
+    chunk = 16384
+    pace = chunk / a.rate if a.rate else 0
+    if a.mode == "sink":
+        data = payload(a.seed, a.bytes)
+        for o in range(0, len(data), chunk):
+            c.sendall(data[o:o + chunk])
+            if pace:
+                time.sleep(pace)
+        c.shutdown(socket.SHUT_WR)
+        reply = b""
+        while not reply.endswith(b"\n"):
+            d = c.recv(100)
+            if not d:
+                break
+            reply += d
+        digest, total = reply.decode().split()
+        res.update(ok=digest == hashlib.sha256(data).hexdigest() and int(total) == len(data),
+                   got=int(total))
+    elif a.mode == "source":
+        c.sendall(struct.pack("!QQ", a.bytes, a.seed))
+        h, total = hashlib.sha256(), 0
+        while True:
+            d = c.recv(chunk)
+            if not d:
+                break
+            h.update(d)
+            total += len(d)
+            if pace:
+                time.sleep(pace)
+        res.update(ok=h.hexdigest() == hashlib.sha256(payload(a.seed, a.bytes)).hexdigest(),
+                   got=total)
+    elif a.mode == "echo":
+        r = random.Random(a.seed)
+        ok, sent = True, 0
+        while sent < a.bytes:
+            body = r.randbytes(r.randint(1, 20000))
+            c.sendall(struct.pack("!I", len(body)) + body)
+            back = recv_exact(c, 32 + len(body))
+            ok &= back == hashlib.sha256(body).digest() + body[::-1]
+            sent += len(body)
+            if pace:
+                time.sleep(len(body) / a.rate)
+        c.shutdown(socket.SHUT_WR)
+        ok &= c.recv(1) == b""
+        res.update(ok=ok, got=sent)
+    c.close()
+    res["seconds"] = time.time() - t0
+    print(json.dumps(res), flush=True)
+    return 0 if res["ok"] else 1
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("role", choices=["server", "client"])
+    ap.add_argument("--mode", choices=["sink", "source", "echo"], default="sink")
+    ap.add_argument("--host", default=SERVER_IP)
+    ap.add_argument("--port", type=int, default=PORT)
+    ap.add_argument("--bytes", type=int, default=4 << 20)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rate", type=float, default=0)
+    ap.add_argument("--timeout", type=float, default=60)
+    a = ap.parse_args()
+    sys.exit(server_main(a) if a.role == "server" else client_main(a))
