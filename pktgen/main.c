@@ -119,6 +119,8 @@ static uint64_t lost(void)
 
 static bool count_ok(void)
 {
+	if (S.c.listen && !S.rx_data)
+		return false; /* nothing came: the other generator did not reach us */
 	return !lost() && !seq_missing() && !seq_reordered();
 }
 
@@ -380,9 +382,16 @@ int main(int argc, char **argv)
 
 	S.t0 = t0;
 	pg_pace_init(&S.pace, hz, S.c.rate_pps, S.c.rate_bps, t0);
+	if (S.c.catch_up_s > 0)
+		pg_pace_set_lag(&S.pace, hz, S.c.catch_up_s);
 	while (!S.quit) {
 		uint64_t now = rte_rdtsc();
-		if (sending) {
+		if (sending && S.c.listen) {
+			if ((double)(now - t0) / (double)hz >= S.c.duration) {
+				sending = false;
+				done_tsc = now;
+			}
+		} else if (sending) {
 			if (npend == pend_off) {
 				npend = pg_build_burst(&S, pend, PG_BURST, now);
 				pend_off = 0;

@@ -35,6 +35,8 @@ static void usage(FILE *f)
 "  --duration SEC        send for SEC seconds\n"
 "  --rate PPS            frames per second, TSC-paced (default 0: as fast as possible)\n"
 "  --rate-bps BPS        or wire bits per second (frame + FCS + preamble + gap)\n"
+"  --catch-up-us U       after losing the CPU, make up at most U us of sending\n"
+"                        (default 10000: exact rate over a second; small for NDR)\n"
 "  --size SPEC           message payload bytes (raw: UDP payload): N, A-B\n"
 "                        (uniform) (default 64; >= 16 carries timestamp and tag)\n"
 "  --frame SPEC          whole frame bytes, FCS included (RFC 2544): N, A-B or\n"
@@ -58,6 +60,8 @@ static void usage(FILE *f)
 "  --capture FILE        write the first --capture-count received frames (pcap)\n"
 "  --capture-count N     (default 1000)\n"
 "  --link-wait SEC       wait at most SEC for the links to come up (default 10)\n"
+"  --listen              send nothing: count what arrives for --duration seconds\n"
+"                        (another generator drives the appliance; count check)\n"
 "  --json FILE           write the final summary as JSON\n"
 "  --quiet               no status line\n",
 		PG_MAX_SENDERS, PG_MAX_RECEIVERS, PG_MAX_GROUPS);
@@ -114,7 +118,7 @@ enum {
 	O_UDP_PORT, O_COUNT, O_DURATION, O_RATE, O_SIZE, O_PACK, O_UDP_CSUM, O_LOSS, O_SEED,
 	O_NAK_TMO, O_DRAIN, O_REORDER, O_JSON, O_QUIET, O_WINDOW, O_MODE, O_RAW_DST,
 	O_RAW_GROUP, O_PCAP, O_SPEED, O_PCAP_LOOPS, O_RATE_BPS, O_FRAME, O_PACK_BYTES,
-	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT,
+	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT, O_LISTEN, O_CATCH_UP,
 };
 
 int pg_parse_args(int argc, char **argv, struct pg_conf *c)
@@ -138,6 +142,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		{"pack-bytes", 1, NULL, O_PACK_BYTES}, {"check", 1, NULL, O_CHECK},
 		{"tx-drop", 0, NULL, O_TX_DROP}, {"capture", 1, NULL, O_CAPTURE},
 		{"capture-count", 1, NULL, O_CAPTURE_COUNT}, {"link-wait", 1, NULL, O_LINK_WAIT},
+		{"listen", 0, NULL, O_LISTEN}, {"catch-up-us", 1, NULL, O_CATCH_UP},
 		{"help", 0, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -275,6 +280,9 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		case O_LINK_WAIT: if (num("link-wait", optarg, 0.1, 3600, &c->link_wait_s))
 				return -1;
 			break;
+		case O_LISTEN: c->listen = true; break;
+		case O_CATCH_UP: if (num("catch-up-us", optarg, 1, 1e7, &v)) return -1;
+			c->catch_up_s = v / 1e6; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -306,6 +314,15 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 					"frame: no --pack\n");
 			return -1;
 		}
+	}
+	if (c->listen) {
+		if (c->duration <= 0 || c->pcap) {
+			fprintf(stderr, "interlink-pktgen: --listen needs a --duration (and no "
+					"--pcap)\n");
+			return -1;
+		}
+		c->check = PG_CHECK_COUNT;
+		c->count = 0;
 	}
 	if (c->check == PG_CHECK_COUNT)
 		c->window = 0; /* count mode settles no windows */

@@ -55,3 +55,8 @@ void pg_pace_charge(struct pg_pace *p, unsigned frame_len)
 	if (p->on)
 		p->next += cost(p, frame_len);
 }
+
+void pg_pace_set_lag(struct pg_pace *p, uint64_t hz, double seconds)
+{
+	p->max_lag = seconds * (double)hz;
+}

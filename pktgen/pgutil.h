@@ -64,6 +64,10 @@ struct pg_pace {
 };
 
 void pg_pace_init(struct pg_pace *p, uint64_t hz, double pps, double bps, uint64_t now);
+/* Lateness forgiven (default: 64 frames, at least 10 ms). A benchmark
+ * sets it small, so that a generator that lost its CPU does not make up
+ * with a burst the device under test never saw from a real wire. */
+void pg_pace_set_lag(struct pg_pace *p, uint64_t hz, double seconds);
 /* Frames of frame_len bytes (without FCS) that may go now, at most max. */
 unsigned pg_pace_due(struct pg_pace *p, uint64_t now, unsigned frame_len, unsigned max);
 /* Charge one frame of frame_len bytes (without FCS). */

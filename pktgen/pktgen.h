@@ -54,6 +54,8 @@ struct pg_conf {
 	unsigned pcap_loops;
 	const char *capture;        /* write a sample of what is received */
 	unsigned capture_count;
+	bool listen;                /* receive only */
+	double catch_up_s;          /* pacing: lateness made up (0: the default) */
 	double link_wait_s;         /* how long to wait for the links to come up */
 	const char *json;
 	bool quiet;

@@ -24,7 +24,8 @@ static inline bool stale(const struct pg_state *s, const uint8_t *ts)
 {
 	uint64_t t;
 	memcpy(&t, ts, 8);
-	return t < s->t0 && s->t0 - t < 600 * s->hz;
+	/* zero: a frame that carries no timestamp (another generator's) */
+	return t && t < s->t0 && s->t0 - t < 60 * s->hz;
 }
 
 static inline void latency(struct pg_state *s, const uint8_t *ts, uint64_t now)

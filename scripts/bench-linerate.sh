@@ -18,12 +18,12 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 2
 fi
 BUILD=${IL_BUILD:-build}
-if [ ! -x "$BUILD/dataplane/interlink" ] || [ ! -x "$BUILD/pktgen/interlink-pktgen" ]; then
-  if [ "$BUILD" = build ]; then
-    ./scripts/build.sh
-  else
-    nice ninja -C "$BUILD"
-  fi
+# Always bring the build up to date (a no-op when it is): a stale pktgen or appliance
+# would measure yesterday's code.
+if [ "$BUILD" = build ]; then
+  nice ./scripts/build.sh >/dev/null
+else
+  nice ninja -C "$BUILD" >/dev/null
 fi
 for tool in dpdk-testpmd ip ethtool cc; do
   command -v "$tool" >/dev/null || { echo "bench-linerate: $tool is missing (scripts/install-deps.sh)" >&2; exit 2; }

@@ -260,3 +260,14 @@ def write(res, out, docs, write_docs):
         cur = cur.rstrip("\n") + "\n\n" + text
     bm.write_text(cur)
     print(f"wrote {bm} ({SECTION}) and {', '.join(str(f) for f in files)}")
+
+
+if __name__ == "__main__":
+    # Re-render the section and plots from saved results (after editing NOTES.md):
+    #   /usr/bin/python3 bench/linerate/report.py bench/linerate/results/linerate.json
+    import json
+    import sys
+    src = Path(sys.argv[1] if len(sys.argv) > 1 else
+               Path(__file__).resolve().parent / "results" / "linerate.json")
+    root = Path(__file__).resolve().parents[2]
+    write(json.loads(src.read_text()), src.parent, root / "docs", True)
