@@ -10,6 +10,8 @@ extern const struct il_stage_type il_stage_classify;
 extern const struct il_stage_type il_stage_sequencer;
 extern const struct il_stage_type il_stage_nak;
 extern const struct il_stage_type il_stage_impair;
+extern const struct il_stage_type il_stage_fec_enc;
+extern const struct il_stage_type il_stage_fec_dec;
 extern const struct il_stage_type il_stage_ftcp;
 extern const struct il_stage_type il_stage_control;
 
@@ -18,6 +20,8 @@ static const struct il_stage_type *const types[] = {
 	&il_stage_sequencer,
 	&il_stage_nak,
 	&il_stage_impair,
+	&il_stage_fec_enc,
+	&il_stage_fec_dec,
 	&il_stage_ftcp,
 	&il_stage_control,
 };
