@@ -8,8 +8,9 @@ The appliance owns the root ends of the two veth pairs (net_af_packet0,iface=<ta
 net_af_packet1,iface=<tag>b, see .devices()); the hosts share one subnet, so ARP crosses the
 appliance like everything else. Offloads are off on every veth end (the af_packet PMD sees
 real frames: no TSO/GSO super-frames, real checksums), IPv6 is off on the root ends (no stray
-router solicitations), and the hosts get TCP buffers big enough to fill a 100 ms x 1 Gbit/s
-path. The congestion control is set explicitly: this kernel's namespaces default to BBR,
+router solicitations), each host's eth0 sends at most at its NIC rate (nic_rate, 1 Gbit/s by
+default, a token-bucket qdisc), and the hosts get TCP buffers big enough to fill a
+100 ms x 1 Gbit/s path. The congestion control is set explicitly: this kernel's namespaces default to BBR,
 which ignores loss, and only reno and bbr are allowed outside the root namespace; Reno is
 also what the Maelstrom paper's hosts ran (Linux 2.6.20).
 
@@ -36,14 +37,14 @@ def sh(*cmd, check=True, timeout=30):
 
 
 class HostPair:
-    def __init__(self, tag=None, subnet=None, cc="reno", tcp_mem_max=64 << 20):
+    def __init__(self, tag=None, subnet=None, cc="reno", tcp_mem_max=64 << 20, nic_rate="1gbit"):
         self.tag = tag or ("mx" + uuid.uuid4().hex[:6])
         # A subnet of its own per rig, so rigs of parallel tests never share addresses.
         n = subnet if subnet is not None else 100 + zlib.crc32(self.tag.encode()) % 100
         self.ip_a, self.ip_b = f"10.{n}.0.1", f"10.{n}.0.2"
         self.ns_a, self.ns_b = f"{self.tag}A", f"{self.tag}B"
         self.if_a, self.if_b = f"{self.tag}a", f"{self.tag}b"
-        self.cc, self.tcp_mem_max = cc, tcp_mem_max
+        self.cc, self.tcp_mem_max, self.nic_rate = cc, tcp_mem_max, nic_rate
         self.procs = []
         self.made_ns, self.made_if = [], []
 
@@ -65,6 +66,12 @@ class HostPair:
             sh(*x, "ip", "link", "set", "lo", "up")
             sh(*x, "ethtool", "-K", "eth0", "tx", "off", "tso", "off", "gso", "off", "gro", "off",
                "rx", "off", check=False)
+            if self.nic_rate:
+                # The host's NIC: a veth sends as fast as the CPU goes, a NIC at its line
+                # rate. Without this a TCP burst floods the appliance's rx ring faster
+                # than any 1 Gbit/s host could (sch_tbf; this kernel has no fq or netem).
+                sh(*x, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", self.nic_rate,
+                   "burst", "64kb", "latency", "20ms")
             m = self.tcp_mem_max
             for k, v in (("net.ipv4.tcp_rmem", f"4096 131072 {m}"),
                          ("net.ipv4.tcp_wmem", f"4096 65536 {m}"),

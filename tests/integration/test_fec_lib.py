@@ -8,6 +8,7 @@ and the mirror image, one lcore. FEC off is the same wiring with the four FEC st
 Run as a program, this file is the TCP benchmark behind scripts/bench-fec-tcp.sh:
   test_fec_lib.py tcp --seconds 20 --loss 0,0.0001,0.001,0.01,0.02,0.05,0.1 --out DIR
   test_fec_lib.py plot DIR/results.json --png docs/fec-tcp.png
+  test_fec_lib.py fwd --frame 1500 --seconds 5 --reps 3    (link pair vs plain forwarding)
 """
 import argparse
 import json
@@ -46,15 +47,15 @@ def linkpair_sets(loss=0.0, fec=True, extra=()):
 class Appliance:
     """interlink on the two root-side veth ends of a HostPair; stop() returns its summary."""
 
-    def __init__(self, hp, tmp, sets=(), config=CONFIG, cpu=APP_CPU):
+    def __init__(self, hp, tmp, sets=(), config=CONFIG, cpu=APP_CPU, quiet=True):
         self.hp, self.tmp = hp, Path(tmp)
         self.prefix = f"lp{uuid.uuid4().hex[:8]}"
         self.json = self.tmp / f"{self.prefix}.json"
         self.log = self.tmp / f"{self.prefix}.log"
         dev_a, dev_b = hp.devices()
         # Two lcores on one CPU: the main lcore sleeps (status, telemetry), the worker polls.
-        self.cmd = ["taskset", "-c", cpu, str(INTERLINK), "-c", str(config), "-q",
-                    "--json", str(self.json),
+        self.cmd = ["taskset", "-c", cpu, str(INTERLINK), "-c", str(config),
+                    *(["-q"] if quiet else []), "--json", str(self.json),
                     "--set", f"name={self.prefix}",
                     "--set", f"ports.lan_a.device={dev_a}",
                     "--set", f"ports.lan_b.device={dev_b}",
@@ -118,9 +119,12 @@ def tcp_trial(tmp, loss, fec, seconds, parallel=8, omit=2, sets=(), log=print):
         raise AssertionError("no summary from the appliance: " + out)
     st = summ["stages"]
     res = {"loss": loss, "fec": fec, "seconds": seconds, "parallel": parallel,
+           "loadavg": os.getloadavg()[0],
            "gbps": iperf3_gbps(rep), "retransmits": iperf3_retransmits(rep),
            "lost_ab": st["impair_ab"]["lost"], "lost_ba": st["impair_ba"]["lost"],
-           "queue_full": st["impair_ab"]["queue_full"] + st["impair_ba"]["queue_full"],
+           # Router-buffer overflow (congestion) and line overflow, both ways.
+           "queue_full": sum(st[x]["queue_full"] for x in ("rate_ab", "rate_ba", "impair_ab",
+                                                           "impair_ba")),
            "released_ab": st["impair_ab"]["released"]}
     for s in ("fec_enc_ab", "fec_dec_ab"):
         res[s] = {k: v for k, v in st[s].items() if isinstance(v, int) and v
@@ -139,6 +143,8 @@ def tcp_trial(tmp, loss, fec, seconds, parallel=8, omit=2, sets=(), log=print):
 
 # ---- the benchmark ------------------------------------------------------------------
 def cmd_tcp(a):
+    # A benchmark stopped with SIGTERM still tears its rig down (the with-blocks run).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     losses = [float(x) for x in a.loss.split(",")]
@@ -226,6 +232,93 @@ def cmd_plot(a):
         Path(a.md).write_text(md + "\n")
 
 
+# ---- forwarding rate: the link pair's stages against plain forwarding -------------------
+FWD_CONFIG = """
+name: {name}
+status_interval_ms: 0
+mtu: 1500
+eal: [--no-huge, -m, "1024", --lcores, "0@1,1@1", --log-level, "lib.eal:error"]
+ports:
+  in: {{ device: "net_memif0,role=server,socket={tmp}/{name}-in.sock,socket-abstract=no" }}
+  out: {{ device: "net_memif1,role=server,socket={tmp}/{name}-out.sock,socket-abstract=no" }}
+groups: [{{ id: 1, address: 239.1.1.1 }}]
+stages:
+  enc: {{ type: fec_enc, local_ip: 192.0.2.1, peer_ip: 192.0.2.2, link_id: 1 }}
+  link: {{ type: impair }}
+  dec: {{ type: fec_dec, local_ip: 192.0.2.2, peer_ip: 192.0.2.1, link_id: 1 }}
+pipeline:
+  - lcore: 1
+    chains: [{{ rx: in, stages: {stages}, tx: out }}]
+"""
+
+
+def fwd_trial(tmp, stages, frame, seconds):
+    """One pktgen run (CPU 0) through the appliance (CPU 1) over two memif links; returns
+    pktgen's summary plus the appliance's."""
+    name = f"fw{uuid.uuid4().hex[:8]}"
+    cfg = Path(tmp) / f"{name}.yaml"
+    cfg.write_text(FWD_CONFIG.format(name=name, tmp=tmp, stages=stages))
+    js_app, js_gen = Path(tmp) / f"{name}-app.json", Path(tmp) / f"{name}-gen.json"
+    log = open(Path(tmp) / f"{name}.log", "w")
+    app = subprocess.Popen(["taskset", "-c", APP_CPU, str(INTERLINK), "-c", str(cfg),
+                            "--json", str(js_app)], stdout=log, stderr=subprocess.STDOUT,
+                           start_new_session=True)
+    gen = None
+    try:
+        t0 = time.time()
+        while f"interlink: {name} epoch" not in (Path(tmp) / f"{name}.log").read_text():
+            if app.poll() is not None or time.time() - t0 > 30:
+                raise AssertionError("appliance: " + (Path(tmp) / f"{name}.log").read_text())
+            time.sleep(0.05)
+        common = "socket-abstract=no,rsize=12"
+        gen = subprocess.run(
+            ["taskset", "-c", HOST_CPU, str(BUILD / "pktgen" / "interlink-pktgen"),
+             "--tx", f"net_memif0,role=client,socket={tmp}/{name}-in.sock,{common}",
+             "--rx", f"net_memif1,role=client,socket={tmp}/{name}-out.sock,{common}",
+             "--mode", "native", "--frame", str(frame), "--groups", "1", "--senders", "1",
+             "--receivers", "1", "--check", "count", "--tx-drop", "--count", "0",
+             "--duration", str(seconds), "--drain-timeout", "1", "--quiet", "--link-wait", "30",
+             "--json", str(js_gen), "--", "--file-prefix", f"{name}g", "--lcores", "0",
+             "--no-huge", "-m", "1024", "--log-level", "lib.eal:error"],
+            capture_output=True, text=True, timeout=seconds + 60)
+    finally:
+        if app.poll() is None:
+            app.send_signal(signal.SIGINT)
+            try:
+                app.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(app.pid, signal.SIGKILL)
+                app.wait()
+        log.close()
+        for p in (name, f"{name}g"):
+            shutil.rmtree(f"/var/run/dpdk/{p}", ignore_errors=True)
+    if not js_gen.exists():
+        raise AssertionError(f"pktgen failed: {gen.stdout if gen else ''}{gen.stderr if gen else ''}")
+    r = json.loads(js_gen.read_text())
+    r["appliance"] = json.loads(js_app.read_text()) if js_app.exists() else None
+    return r
+
+
+def cmd_fwd(a):
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cases = {"plain": "[]", "linkpair": "[enc, link, dec]"}
+    res = {k: [] for k in cases}
+    for rep in range(a.reps):
+        for k, stages in cases.items():
+            r = fwd_trial(out, stages, a.frame, a.seconds)
+            res[k].append(r["rx_mpps"])
+            print(f"  {k:9s} {a.frame} B: offered {r['offered_mpps']:.3f} Mpps, forwarded "
+                  f"{r['rx_mpps']:.3f} Mpps ({r['rx_mpps'] * a.frame * 8 / 1e3:.2f} Gbit/s)",
+                  flush=True)
+    import statistics
+    m = {k: statistics.median(v) for k, v in res.items()}
+    print(f"median of {a.reps}: plain {m['plain']:.3f} Mpps, link pair {m['linkpair']:.3f} Mpps, "
+          f"ratio {m['linkpair'] / m['plain'] * 100:.1f}%")
+    (out / "fwd.json").write_text(json.dumps({"frame": a.frame, "seconds": a.seconds,
+                                              "mpps": res, "median": m}, indent=1))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -241,8 +334,13 @@ def main():
     p.add_argument("results")
     p.add_argument("--png", required=True)
     p.add_argument("--md")
+    f = sub.add_parser("fwd")
+    f.add_argument("--frame", type=int, default=1500)
+    f.add_argument("--seconds", type=float, default=5)
+    f.add_argument("--reps", type=int, default=3)
+    f.add_argument("--out", default="/tmp/il-fec-fwd")
     a = ap.parse_args()
-    {"tcp": cmd_tcp, "plot": cmd_plot}[a.cmd](a)
+    {"tcp": cmd_tcp, "plot": cmd_plot, "fwd": cmd_fwd}[a.cmd](a)
 
 
 if __name__ == "__main__":

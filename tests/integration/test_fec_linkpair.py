@@ -66,8 +66,8 @@ def test_echo_and_tcp_transfer_cross_the_pair_with_recovery(tmp_path):
 
 def test_smoke_fec_on_beats_fec_off_at_1pct_loss(tmp_path):
     """The test command's short TCP run; the full table is scripts/bench-fec-tcp.sh."""
-    on = tcp_trial(tmp_path, 0.01, True, seconds=6, omit=2)
-    off = tcp_trial(tmp_path, 0.01, False, seconds=6, omit=2)
+    on = tcp_trial(tmp_path, 0.01, True, seconds=8, omit=2)
+    off = tcp_trial(tmp_path, 0.01, False, seconds=8, omit=2)
     print(f"1% loss: FEC on {on['gbps'] * 1000:.1f} Mbit/s, off {off['gbps'] * 1000:.1f} Mbit/s, "
           f"ratio {on['gbps'] / max(off['gbps'], 1e-9):.1f}")
     assert on["recovered_ab"] > 0, on

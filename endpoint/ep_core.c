@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * libinterlink's pure parts (ep_core.h): packing of deferred messages,
+ * credit accounting, the receive window with gap/NAK bookkeeping, and ACK
+ * batching. No I/O and no clock: time is an argument.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <interlink/wire.h>
+
+#include "ep_core.h"
+
+void ep_q_init(struct ep_q *q, size_t max_bytes)
+{
+	memset(q, 0, sizeof(*q));
+	q->max = max_bytes;
+}
+
+void ep_q_free(struct ep_q *q)
+{
+	free(q->buf);
+	memset(q, 0, sizeof(*q));
+}
+
+int ep_q_push(struct ep_q *q, const void *msg, uint16_t len)
+{
+	size_t need = IL_MSG_HDR_LEN + (size_t)len;
+
+	if (q->tail - q->head + need > q->max)
+		return -EAGAIN;
+	if (q->tail + need > q->cap) {
+		/* Slide the live part to the front before growing: the head
+		 * advances as frames go, so most of the time this is enough. */
+		if (q->head > 0) {
+			memmove(q->buf, q->buf + q->head, q->tail - q->head);
+			q->tail -= q->head;
+			q->head = 0;
+		}
+		if (q->tail + need > q->cap) {
+			size_t cap = q->cap ? q->cap : 16384;
+			uint8_t *nb;
+
+			while (cap < q->tail + need)
+				cap *= 2;
+			nb = realloc(q->buf, cap);
+			if (nb == NULL)
+				return -ENOMEM;
+			q->buf = nb;
+			q->cap = cap;
+		}
+	}
+	il_put16(q->buf + q->tail, len);
+	il_put16(q->buf + q->tail + 2, 0);
+	memcpy(q->buf + q->tail + IL_MSG_HDR_LEN, msg, len);
+	q->tail += need;
+	q->n++;
+	return 0;
+}
+
+size_t ep_q_span(const struct ep_q *q, size_t room, uint64_t max_msgs, uint16_t *n)
+{
+	size_t off = q->head, used = 0;
+	uint16_t k = 0;
+
+	if (max_msgs > IL_MAX_MSGS_PER_FRAME)
+		max_msgs = IL_MAX_MSGS_PER_FRAME;
+	while (off < q->tail && k < max_msgs) {
+		size_t rec = IL_MSG_HDR_LEN + il_get16(q->buf + off);
+
+		if (used + rec > room)
+			break;
+		used += rec;
+		off += rec;
+		k++;
+	}
+	*n = k;
+	return used;
+}
+
+void ep_q_pop(struct ep_q *q, size_t bytes, uint16_t n)
+{
+	q->head += bytes;
+	q->n -= n;
+	if (q->head == q->tail)
+		q->head = q->tail = 0;
+}
+
+void ep_credit_init(struct ep_credit *c, bool wait)
+{
+	memset(c, 0, sizeof(*c));
+	c->next = 1;
+	c->wait = wait;
+}
+
+uint64_t ep_credit_room(const struct ep_credit *c)
+{
+	if (!c->seen)
+		return c->wait ? 0 : UINT64_MAX;
+	return c->limit > c->next ? c->limit - c->next : 0;
+}
+
+void ep_credit_grant(struct ep_credit *c, uint64_t limit, uint32_t window)
+{
+	if (!c->seen || limit > c->limit) {
+		c->limit = limit;
+		c->window = window;
+	}
+	c->seen = true;
+}
+
+uint64_t ep_credit_unstable(const struct ep_credit *c)
+{
+	if (!c->seen)
+		return c->next - 1;
+	/* limit = stable_next + window at the data plane. */
+	uint64_t stable_next = c->limit > c->window ? c->limit - c->window : 1;
+
+	return c->next > stable_next ? c->next - stable_next : 0;
+}
+
+int ep_rxw_init(struct ep_rxw *w, uint32_t size)
+{
+	memset(w, 0, sizeof(*w));
+	if (size < 2 || (size & (size - 1)))
+		return -EINVAL;
+	w->s = calloc(size, sizeof(*w->s));
+	if (w->s == NULL)
+		return -ENOMEM;
+	w->mask = size - 1;
+	ep_rxw_reset(w, 1);
+	return 0;
+}
+
+void ep_rxw_free(struct ep_rxw *w)
+{
+	free(w->s);
+	w->s = NULL;
+}
+
+void ep_rxw_reset(struct ep_rxw *w, uint64_t start)
+{
+	memset(w->s, 0, sizeof(*w->s) * ((size_t)w->mask + 1));
+	w->uto = w->po = w->hi = start;
+	w->stable = 0;
+	w->gap_seq = w->gap_ns = w->nak_ns = 0;
+}
+
+struct ep_slot *ep_rxw_place(struct ep_rxw *w, uint64_t g, bool *dup, bool *overflow)
+{
+	*dup = *overflow = false;
+	if (g < w->po) {
+		*dup = true;
+		return NULL;
+	}
+	/* The window runs from the oldest message not yet U-delivered. */
+	if (g - w->uto > w->mask) {
+		*overflow = true;
+		return NULL;
+	}
+	struct ep_slot *s = ep_rxw_slot(w, g);
+	if (s->state != EP_S_EMPTY) {
+		*dup = true;
+		return NULL;
+	}
+	if (g + 1 > w->hi)
+		w->hi = g + 1;
+	return s;
+}
+
+uint64_t ep_rxw_free_msgs(const struct ep_rxw *w)
+{
+	uint64_t used = w->hi - w->uto;
+
+	return used > w->mask ? 0 : (uint64_t)w->mask + 1 - used;
+}
+
+bool ep_rxw_nak_due(struct ep_rxw *w, uint64_t now, uint64_t delay_ns, uint64_t retry_ns,
+		    uint64_t max_span, uint64_t *first, uint64_t *last)
+{
+	if (w->po >= w->hi || ep_rxw_slot(w, w->po)->state != EP_S_EMPTY) {
+		w->gap_ns = 0;
+		return false;
+	}
+	if (w->gap_ns == 0 || w->gap_seq != w->po) {
+		/* A new gap: frames arrive in order through one socket, so a
+		 * short wait tells loss from a burst still being handled. */
+		w->gap_seq = w->po;
+		w->gap_ns = now;
+		w->nak_ns = 0;
+		return false;
+	}
+	if (now - w->gap_ns < delay_ns || (w->nak_ns && now - w->nak_ns < retry_ns))
+		return false;
+	uint64_t l = w->po;
+
+	while (l + 1 < w->hi && l + 1 - w->po < max_span &&
+	       ep_rxw_slot(w, l + 1)->state == EP_S_EMPTY)
+		l++;
+	*first = w->po;
+	*last = l;
+	w->nak_ns = now;
+	return true;
+}
+
+uint64_t ep_rxw_unavail(struct ep_rxw *w, uint64_t first, uint64_t last)
+{
+	uint64_t n = 0;
+
+	if (first < w->po)
+		first = w->po;
+	for (uint64_t g = first; g <= last && g - w->uto <= w->mask; g++) {
+		struct ep_slot *s = ep_rxw_slot(w, g);
+
+		if (s->state == EP_S_EMPTY) {
+			s->state = EP_S_HOLE;
+			n++;
+		}
+		if (g + 1 > w->hi)
+			w->hi = g + 1;
+	}
+	return n;
+}
+
+bool ep_ack_due(const struct ep_ack *a, uint64_t po, uint64_t now, unsigned every,
+		uint64_t interval_ns, uint64_t idle_ns)
+{
+	if (!a->sent)
+		return true;
+	if (po >= a->acked + every)
+		return true;
+	if (now - a->last_ns >= interval_ns && po != a->acked)
+		return true;
+	return now - a->last_ns >= idle_ns;
+}

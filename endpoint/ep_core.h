@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * The pure parts of libinterlink: no sockets, no clock of their own, so
+ * the unit tests drive them directly (tests/unit/endpoint/).
+ *
+ *   ep_q      deferred messages as DATA records, packed into frames
+ *   ep_credit the sender's window: what CREDIT grants allow
+ *   ep_rxw    receive window by global sequence: gap detection, NAK timing
+ *   ep_ack    when a cumulative ACK is due (every K messages or T us)
+ */
+#ifndef IL_EP_CORE_H
+#define IL_EP_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- deferred messages ------------------------------------------------ */
+/* Records exactly as they go on the wire (u16 len, u16 flags, payload), so
+ * packing is one memcpy of a span from the head. */
+struct ep_q {
+	uint8_t *buf;
+	size_t head, tail, cap, max;
+	uint64_t n; /* messages queued */
+};
+
+void ep_q_init(struct ep_q *q, size_t max_bytes);
+void ep_q_free(struct ep_q *q);
+/* 0, or -EAGAIN when the queue would exceed its maximum. */
+int ep_q_push(struct ep_q *q, const void *msg, uint16_t len);
+/* The longest run of whole records at the head that fits `room` bytes and
+ * at most max_msgs messages: its bytes (0: none), *n its messages. */
+size_t ep_q_span(const struct ep_q *q, size_t room, uint64_t max_msgs, uint16_t *n);
+static inline const uint8_t *ep_q_head(const struct ep_q *q)
+{
+	return q->buf + q->head;
+}
+void ep_q_pop(struct ep_q *q, size_t bytes, uint16_t n);
+
+/* ---- credit window ----------------------------------------------------- */
+struct ep_credit {
+	uint64_t next;   /* next sender_seq to use (starts at 1) */
+	uint64_t limit;  /* may send sender_seq below this */
+	uint32_t window; /* the window behind the last grant */
+	bool seen;       /* a CREDIT arrived */
+	bool wait;       /* nothing may go before the first CREDIT */
+};
+
+void ep_credit_init(struct ep_credit *c, bool wait);
+/* Messages that may go now. */
+uint64_t ep_credit_room(const struct ep_credit *c);
+/* A grant: limits only grow (a reordered older CREDIT changes nothing). */
+void ep_credit_grant(struct ep_credit *c, uint64_t limit, uint32_t window);
+/* Our messages not yet known stable: the grant says limit - window are. */
+uint64_t ep_credit_unstable(const struct ep_credit *c);
+
+/* ---- receive window ---------------------------------------------------- */
+enum { EP_S_EMPTY = 0, EP_S_MSG, EP_S_HOLE };
+
+struct ep_frame; /* a received datagram, shared by the messages in it */
+
+struct ep_slot {
+	struct ep_frame *fr;
+	const uint8_t *data;
+	uint64_t sender_seq;
+	uint32_t sender;
+	uint16_t len;
+	uint8_t state;
+};
+
+struct ep_rxw {
+	struct ep_slot *s;
+	uint32_t mask;
+	uint64_t uto; /* next to U-deliver */
+	uint64_t po;  /* next to P-deliver */
+	uint64_t hi;  /* one past the highest sequence known to exist */
+	uint64_t stable;
+	/* gap timing */
+	uint64_t gap_seq, gap_ns, nak_ns;
+};
+
+int ep_rxw_init(struct ep_rxw *w, uint32_t size);
+void ep_rxw_free(struct ep_rxw *w);
+/* Restart at `start` (a view's start): everything held is forgotten; the
+ * caller releases frames first (ep_rxw_slot over [uto, hi)). */
+void ep_rxw_reset(struct ep_rxw *w, uint64_t start);
+static inline struct ep_slot *ep_rxw_slot(struct ep_rxw *w, uint64_t g)
+{
+	return &w->s[g & w->mask];
+}
+/* Where a message with global sequence g goes: NULL when it is old
+ * (already P-delivered, or a duplicate: *dup set) or beyond the window
+ * (*overflow set). */
+struct ep_slot *ep_rxw_place(struct ep_rxw *w, uint64_t g, bool *dup, bool *overflow);
+/* The group's next sequence (from DATA or STABLE): a tail we miss. */
+static inline void ep_rxw_seen(struct ep_rxw *w, uint64_t next)
+{
+	if (next > w->hi)
+		w->hi = next;
+}
+/* Messages that fit before the window is full (ACK buffer_free). */
+uint64_t ep_rxw_free_msgs(const struct ep_rxw *w);
+/* Whether to NAK now, and which range: a gap at po older than delay_ns,
+ * then again every retry_ns. The range is the run of missing sequences
+ * from po, at most max_span long. */
+bool ep_rxw_nak_due(struct ep_rxw *w, uint64_t now, uint64_t delay_ns, uint64_t retry_ns,
+		    uint64_t max_span, uint64_t *first, uint64_t *last);
+/* UNAVAIL [first, last]: those sequences will never come; they become
+ * holes that delivery skips. Returns how many were marked. */
+uint64_t ep_rxw_unavail(struct ep_rxw *w, uint64_t first, uint64_t last);
+
+/* ---- ACK batching ------------------------------------------------------ */
+struct ep_ack {
+	uint64_t acked;   /* cumulative value last sent */
+	uint64_t last_ns; /* when */
+	bool sent;        /* one went since the view started */
+};
+
+/* Due after `every` new messages, or after `us` with something new, or
+ * every `idle_ns` regardless (so buffer_free reaches the control process). */
+bool ep_ack_due(const struct ep_ack *a, uint64_t po, uint64_t now, unsigned every,
+		uint64_t interval_ns, uint64_t idle_ns);
+static inline void ep_ack_sent(struct ep_ack *a, uint64_t po, uint64_t now)
+{
+	a->acked = po;
+	a->last_ns = now;
+	a->sent = true;
+}
+
+#endif

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * libinterlink internals shared by endpoint.c (sockets, ring, event loop)
+ * and ep_proto.c (the protocol: frames in and out, timers, delivery).
+ */
+#ifndef IL_EP_PRIV_H
+#define IL_EP_PRIV_H
+
+#include <liburing.h>
+#include <netinet/in.h>
+
+#include <interlink/endpoint.h>
+
+#include "ep_core.h"
+
+#define EP_FRAME_MAX 9000u /* Interlink header + body, jumbo frames included */
+#define EP_RXBUF 9216u
+#define EP_UD_KIND (0xffull << 32)
+#define EP_UD_RX (1ull << 32)
+#define EP_UD_TX (2ull << 32)
+
+/* A received datagram, kept while any message in it is not U-delivered. */
+struct ep_frame {
+	uint32_t refs;
+	uint32_t len;
+	uint8_t data[];
+};
+
+static inline void ep_frame_put(struct ep_frame *f)
+{
+	if (--f->refs == 0)
+		free(f);
+}
+
+enum ep_gstate { EP_G_JOINING, EP_G_MEMBER };
+
+struct ep_group {
+	bool used;
+	uint16_t id;
+	uint32_t roles;
+	struct sockaddr_in dst;
+	struct il_ep_callbacks cb;
+	void *user;
+	enum ep_gstate st;
+	uint32_t view_id;
+	uint64_t join_ns, hb_ns;
+	struct ep_rxw w;     /* receivers */
+	struct ep_ack ack;   /* receivers */
+	struct ep_credit cr; /* senders */
+	struct ep_q q;       /* senders: deferred messages */
+};
+
+struct ep_txbuf {
+	struct msghdr mh;
+	struct iovec iov;
+	struct sockaddr_in to;
+	uint8_t data[EP_FRAME_MAX];
+};
+
+struct il_ep {
+	struct il_ep_config cfg;
+	int txfd, rxfd, tx_ifindex, rx_ifindex;
+	struct in_addr tx_addr;
+	uint32_t member_id, incarnation, epoch;
+	size_t max_frame; /* Interlink header + body */
+	struct io_uring ring;
+	bool ring_ok;
+	uint8_t (*rx)[EP_RXBUF];
+	struct ep_txbuf *tx;
+	unsigned *tx_free, n_tx_free;
+	struct ep_group g[IL_EP_MAX_GROUPS];
+	struct il_ep_stats st;
+};
+
+uint64_t ep_now_ns(void);
+struct io_uring_sqe *ep_sqe(struct il_ep *ep);
+struct ep_group *ep_group(struct il_ep *ep, uint16_t id);
+void ep_release_held(struct ep_group *g);
+
+/* ep_proto.c */
+void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now);
+void ep_deliver(struct il_ep *ep, struct ep_group *g);
+void ep_timers(struct il_ep *ep, uint64_t now);
+void ep_send_member(struct il_ep *ep, struct ep_group *g, uint8_t type);
+
+#endif

@@ -1,0 +1,473 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * libinterlink's protocol (docs/libinterlink.md, docs/wire-format.md):
+ * frames out (DATA packed from the deferred queue within the credit
+ * window, ACK, NAK, JOIN, LEAVE, HEARTBEAT), frames in (stamped DATA,
+ * STABLE, VIEW, CREDIT, UNAVAIL), the timers, and the two deliveries.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <interlink/wire.h>
+
+#include "ep_priv.h"
+
+static uint8_t ep_stack_frame[EP_FRAME_MAX];
+
+/* A frame buffer: from the ring's pool, or (pool exhausted) a scratch one
+ * sent synchronously by tx_commit. *slot is -1 for the scratch buffer. */
+static uint8_t *tx_begin(struct il_ep *ep, int *slot)
+{
+	if (ep->n_tx_free == 0) {
+		*slot = -1;
+		return ep_stack_frame;
+	}
+	*slot = (int)ep->tx_free[--ep->n_tx_free];
+	return ep->tx[*slot].data;
+}
+
+static void tx_commit(struct il_ep *ep, struct ep_group *g, int slot, size_t len)
+{
+	struct io_uring_sqe *sqe = slot >= 0 ? ep_sqe(ep) : NULL;
+
+	if (sqe == NULL) {
+		/* Every frame buffer is in flight (or the ring is full): the
+		 * plain system call keeps the order and costs no buffer. */
+		const uint8_t *d = slot >= 0 ? ep->tx[slot].data : ep_stack_frame;
+
+		ep->st.tx_sync++;
+		if (sendto(ep->txfd, d, len, 0, (const struct sockaddr *)&g->dst,
+			   sizeof(g->dst)) != (ssize_t)len)
+			ep->st.tx_fail++;
+		if (slot >= 0)
+			ep->tx_free[ep->n_tx_free++] = (unsigned)slot;
+		return;
+	}
+	struct ep_txbuf *b = &ep->tx[slot];
+	b->to = g->dst;
+	b->iov = (struct iovec){ b->data, len };
+	b->mh = (struct msghdr){ .msg_name = &b->to, .msg_namelen = sizeof(b->to),
+				 .msg_iov = &b->iov, .msg_iovlen = 1 };
+	io_uring_prep_sendmsg(sqe, ep->txfd, &b->mh, 0);
+	io_uring_sqe_set_data64(sqe, EP_UD_TX | (unsigned)slot);
+}
+
+static void hdr(const struct il_ep *ep, const struct ep_group *g, uint8_t *h, uint8_t type)
+{
+	memset(h, 0, IL_HDR_LEN);
+	h[IL_OFF_VERSION] = IL_VERSION;
+	h[IL_OFF_TYPE] = type;
+	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
+	il_put16(h + IL_OFF_GROUP_ID, g->id);
+	il_put32(h + IL_OFF_SENDER_ID, ep->member_id);
+	/* The appliance drops an ACK of another epoch; DATA leaves it 0
+	 * (the appliance stamps it). */
+	if (type != IL_T_DATA)
+		il_put32(h + IL_OFF_EPOCH, ep->epoch);
+}
+
+void ep_send_member(struct il_ep *ep, struct ep_group *g, uint8_t type)
+{
+	int slot;
+	uint8_t *h = tx_begin(ep, &slot);
+
+	hdr(ep, g, h, type);
+	il_put32(h + IL_HDR_LEN, g->roles);
+	il_put32(h + IL_HDR_LEN + 4, ep->incarnation);
+	tx_commit(ep, g, slot, IL_HDR_LEN + IL_MEMBER_MSG_LEN);
+	if (type == IL_T_JOIN)
+		ep->st.join_tx++;
+	else if (type == IL_T_HEARTBEAT)
+		ep->st.hb_tx++;
+}
+
+static void send_ack(struct il_ep *ep, struct ep_group *g, uint64_t now)
+{
+	int slot;
+	uint8_t *h = tx_begin(ep, &slot);
+	uint64_t fr = ep_rxw_free_msgs(&g->w);
+
+	hdr(ep, g, h, IL_T_ACK);
+	il_put64(h + IL_OFF_GLOBAL_SEQ, g->w.po);
+	il_put32(h + IL_HDR_LEN, g->view_id);
+	il_put32(h + IL_HDR_LEN + 4, fr >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)fr);
+	tx_commit(ep, g, slot, IL_HDR_LEN + IL_ACK_LEN);
+	ep_ack_sent(&g->ack, g->w.po, now);
+	ep->st.ack_tx++;
+}
+
+static void send_nak(struct il_ep *ep, struct ep_group *g, uint64_t first, uint64_t last)
+{
+	int slot;
+	uint8_t *h = tx_begin(ep, &slot);
+
+	hdr(ep, g, h, IL_T_NAK);
+	il_put64(h + IL_HDR_LEN, first);
+	il_put64(h + IL_HDR_LEN + 8, last);
+	tx_commit(ep, g, slot, IL_HDR_LEN + IL_RANGE_LEN);
+	ep->st.nak_tx++;
+}
+
+/* One DATA frame of n records (already in wire form) starting at sender_seq. */
+static void send_data(struct il_ep *ep, struct ep_group *g, const uint8_t *recs, size_t bytes,
+		      uint16_t n)
+{
+	int slot;
+	uint8_t *h = tx_begin(ep, &slot);
+
+	hdr(ep, g, h, IL_T_DATA);
+	il_put16(h + IL_OFF_MSG_COUNT, n);
+	il_put64(h + IL_OFF_SENDER_SEQ, g->cr.next);
+	memcpy(h + IL_HDR_LEN, recs, bytes);
+	tx_commit(ep, g, slot, IL_HDR_LEN + bytes);
+	g->cr.next += n;
+	ep->st.data_tx++;
+	ep->st.msgs_tx += n;
+	if (n > 1)
+		ep->st.msgs_packed += n;
+}
+
+/* Deferred messages go as the window opens, packed into MTU-sized frames:
+ * a grant of k messages sends them in as few frames as fit. */
+static void drain(struct il_ep *ep, struct ep_group *g)
+{
+	size_t room = ep->max_frame - IL_HDR_LEN;
+
+	if (g->st != EP_G_MEMBER)
+		return;
+	while (g->q.n > 0) {
+		uint64_t credit = ep_credit_room(&g->cr);
+		uint16_t n;
+
+		if (credit == 0)
+			return;
+		size_t bytes = ep_q_span(&g->q, room, credit, &n);
+		if (n == 0)
+			return;
+		send_data(ep, g, ep_q_head(&g->q), bytes, n);
+		ep_q_pop(&g->q, bytes, n);
+	}
+}
+
+int il_ep_send(struct il_ep *ep, uint16_t group, const void *msg, size_t len)
+{
+	struct ep_group *g = ep_group(ep, group);
+
+	if (g == NULL)
+		return -ENOENT;
+	if (!(g->roles & IL_EP_SENDER))
+		return -EPERM;
+	if (len == 0 || len > ep->max_frame - IL_HDR_LEN - IL_MSG_HDR_LEN)
+		return -EMSGSIZE;
+	/* Undeferred: straight out, alone, with no added latency (thesis
+	 * 3.4.2: only what flow control holds back is packed). */
+	if (g->q.n == 0 && g->st == EP_G_MEMBER && ep_credit_room(&g->cr) > 0) {
+		uint8_t rec[IL_MSG_HDR_LEN];
+
+		il_put16(rec, (uint16_t)len);
+		il_put16(rec + 2, 0);
+		int slot;
+		uint8_t *h = tx_begin(ep, &slot);
+
+		hdr(ep, g, h, IL_T_DATA);
+		il_put16(h + IL_OFF_MSG_COUNT, 1);
+		il_put64(h + IL_OFF_SENDER_SEQ, g->cr.next);
+		memcpy(h + IL_HDR_LEN, rec, IL_MSG_HDR_LEN);
+		memcpy(h + IL_HDR_LEN + IL_MSG_HDR_LEN, msg, len);
+		tx_commit(ep, g, slot, IL_HDR_LEN + IL_MSG_HDR_LEN + len);
+		g->cr.next++;
+		ep->st.data_tx++;
+		ep->st.msgs_tx++;
+		return 0;
+	}
+	int rc = ep_q_push(&g->q, msg, (uint16_t)len);
+	if (rc == 0)
+		ep->st.msgs_deferred++;
+	return rc;
+}
+
+void ep_timers(struct il_ep *ep, uint64_t now)
+{
+	const struct il_ep_config *c = &ep->cfg;
+
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		struct ep_group *g = &ep->g[i];
+		uint64_t first, last;
+
+		if (!g->used)
+			continue;
+		if (g->st == EP_G_JOINING &&
+		    (g->join_ns == 0 || now - g->join_ns >= (uint64_t)c->join_retry_ms * 1000000u)) {
+			ep_send_member(ep, g, IL_T_JOIN);
+			g->join_ns = g->hb_ns = now;
+		}
+		if (now - g->hb_ns >= (uint64_t)c->hb_ms * 1000000u) {
+			ep_send_member(ep, g, IL_T_HEARTBEAT);
+			g->hb_ns = now;
+		}
+		if (g->st != EP_G_MEMBER)
+			continue;
+		if (g->roles & IL_EP_SENDER)
+			drain(ep, g);
+		if (!(g->roles & IL_EP_RECEIVER))
+			continue;
+		if (ep_ack_due(&g->ack, g->w.po, now, c->ack_every, (uint64_t)c->ack_us * 1000u,
+			       50000000u))
+			send_ack(ep, g, now);
+		if (ep_rxw_nak_due(&g->w, now, (uint64_t)c->nak_delay_us * 1000u,
+				   (uint64_t)c->nak_retry_us * 1000u, IL_NAK_MAX_SPAN, &first, &last))
+			send_nak(ep, g, first, last);
+	}
+}
+
+void ep_deliver(struct il_ep *ep, struct ep_group *g)
+{
+	struct ep_rxw *w = &g->w;
+	struct il_ep_msg m = { .group = g->id };
+
+	if (g->st != EP_G_MEMBER || !(g->roles & IL_EP_RECEIVER))
+		return;
+	while (w->po < w->hi) {
+		struct ep_slot *s = ep_rxw_slot(w, w->po);
+
+		if (s->state == EP_S_EMPTY)
+			break;
+		if (s->state == EP_S_MSG && g->cb.po) {
+			m.sender = s->sender;
+			m.sender_seq = s->sender_seq;
+			m.global_seq = w->po;
+			m.data = s->data;
+			m.len = s->len;
+			g->cb.po(g->user, &m);
+		}
+		ep->st.msgs_po++;
+		w->po++;
+	}
+	/* Without a UTO callback nothing waits for stability. */
+	while (w->uto < w->po && (w->uto < w->stable || g->cb.uto == NULL)) {
+		struct ep_slot *s = ep_rxw_slot(w, w->uto);
+
+		if (s->state == EP_S_MSG) {
+			if (g->cb.uto) {
+				m.sender = s->sender;
+				m.sender_seq = s->sender_seq;
+				m.global_seq = w->uto;
+				m.data = s->data;
+				m.len = s->len;
+				g->cb.uto(g->user, &m);
+			}
+			ep->st.msgs_uto++;
+			ep_frame_put(s->fr);
+		}
+		s->state = EP_S_EMPTY;
+		w->uto++;
+	}
+}
+
+static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size_t len)
+{
+	const uint8_t *h = d;
+	uint16_t cnt = il_get16(h + IL_OFF_MSG_COUNT);
+	uint64_t g0 = il_get64(h + IL_OFF_GLOBAL_SEQ), sseq = il_get64(h + IL_OFF_SENDER_SEQ);
+	uint32_t sender = il_get32(h + IL_OFF_SENDER_ID);
+	size_t off = h[IL_OFF_HDR_LEN];
+	struct ep_frame *fr = NULL;
+	bool dup, over;
+
+	if (!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || g0 == 0 || cnt == 0) {
+		ep->st.rx_bad++;
+		return;
+	}
+	ep->st.data_rx++;
+	if (h[IL_OFF_FLAGS] & IL_F_STABLE_VALID && il_get64(h + IL_OFF_STABLE_SEQ) > g->w.stable)
+		g->w.stable = il_get64(h + IL_OFF_STABLE_SEQ);
+	for (uint16_t i = 0; i < cnt; i++) {
+		if (off + IL_MSG_HDR_LEN > len)
+			break;
+		uint16_t ml = il_get16(d + off);
+		if (off + IL_MSG_HDR_LEN + ml > len)
+			break;
+		struct ep_slot *s = ep_rxw_place(&g->w, g0 + i, &dup, &over);
+		if (s == NULL) {
+			if (over)
+				ep->st.rx_overflow++;
+			else if (i == 0)
+				ep->st.data_dup++;
+			off += IL_MSG_HDR_LEN + ml;
+			continue;
+		}
+		if (fr == NULL) {
+			/* One copy per datagram, shared by its messages: the
+			 * receive buffer goes straight back to the ring. */
+			fr = malloc(sizeof(*fr) + len);
+			if (fr == NULL)
+				return;
+			fr->refs = 0;
+			fr->len = (uint32_t)len;
+			memcpy(fr->data, d, len);
+		}
+		fr->refs++;
+		*s = (struct ep_slot){ .fr = fr, .data = fr->data + off + IL_MSG_HDR_LEN,
+				       .sender_seq = sseq + i, .sender = sender, .len = ml,
+				       .state = EP_S_MSG };
+		off += IL_MSG_HDR_LEN + ml;
+	}
+}
+
+static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h, size_t len)
+{
+	const uint8_t *b = h + h[IL_OFF_HDR_LEN];
+	size_t body = len - h[IL_OFF_HDR_LEN];
+	uint32_t members[256], sids[256];
+	uint64_t snext[256];
+	struct il_ep_view v = { .group = g->id, .start_seq = il_get64(h + IL_OFF_GLOBAL_SEQ) };
+	bool in = false;
+
+	if (body < IL_VIEW_LEN) {
+		ep->st.rx_bad++;
+		return;
+	}
+	v.view_id = il_get32(b);
+	v.n_members = il_get16(b + 4);
+	v.n_senders = il_get16(b + 6);
+	if (v.n_members > 256 || v.n_senders > 256 ||
+	    body < IL_VIEW_LEN + (size_t)v.n_members * IL_VIEW_MEMBER_LEN +
+			   (size_t)v.n_senders * IL_VIEW_SENDER_LEN) {
+		ep->st.rx_bad++;
+		return;
+	}
+	ep->st.view_rx++;
+	b += IL_VIEW_LEN;
+	for (unsigned i = 0; i < v.n_members; i++, b += IL_VIEW_MEMBER_LEN) {
+		members[i] = il_get32(b);
+		in = in || members[i] == ep->member_id;
+	}
+	for (unsigned i = 0; i < v.n_senders; i++, b += IL_VIEW_SENDER_LEN) {
+		sids[i] = il_get32(b);
+		snext[i] = il_get64(b + 8);
+	}
+	v.members = members;
+	v.sender_ids = sids;
+	v.sender_next = snext;
+	if (g->st == EP_G_JOINING && in) {
+		/* Fast-Join: our stream starts at the view's start; anything
+		 * held from before is not ours to deliver. */
+		g->st = EP_G_MEMBER;
+		g->view_id = v.view_id;
+		if (g->roles & IL_EP_RECEIVER) {
+			ep_release_held(g);
+			ep_rxw_reset(&g->w, v.start_seq ? v.start_seq : 1);
+			g->ack = (struct ep_ack){ 0 };
+		}
+		v.event = IL_EP_VIEW_JOINED;
+	} else if (g->st == EP_G_MEMBER && in) {
+		if (v.view_id == g->view_id)
+			return; /* a repeat */
+		g->view_id = v.view_id;
+		v.event = IL_EP_VIEW_CHANGED;
+	} else if (g->st == EP_G_MEMBER && !in) {
+		/* Excluded (we were silent too long): rejoin as a new
+		 * incarnation; the control process starts us afresh. */
+		g->st = EP_G_JOINING;
+		g->join_ns = 0;
+		ep->incarnation++;
+		if (g->roles & IL_EP_RECEIVER)
+			ep_release_held(g);
+		v.event = IL_EP_VIEW_EXCLUDED;
+	} else {
+		return;
+	}
+	if (g->cb.view)
+		g->cb.view(g->user, &v);
+}
+
+/* A new sequencer incarnation restarts the sequence space. The final
+ * watermark protocol (docs/control.md section 4 rule 6) is not followed
+ * here yet: every group starts afresh as after an exclusion. */
+static void new_epoch(struct il_ep *ep, uint32_t e)
+{
+	bool first = ep->epoch == 0;
+
+	ep->epoch = e;
+	if (first)
+		return;
+	ep->st.epochs++;
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		struct ep_group *g = &ep->g[i];
+
+		if (!g->used || g->st != EP_G_MEMBER)
+			continue;
+		ep_release_held(g);
+		g->st = EP_G_JOINING;
+		g->join_ns = 0;
+		if (g->cb.view) {
+			struct il_ep_view v = { .group = g->id, .event = IL_EP_VIEW_EXCLUDED,
+						.view_id = g->view_id };
+			g->cb.view(g->user, &v);
+		}
+	}
+}
+
+void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now)
+{
+	(void)now;
+	if (len < IL_HDR_LEN || d[IL_OFF_VERSION] != IL_VERSION || d[IL_OFF_HDR_LEN] < IL_HDR_LEN ||
+	    d[IL_OFF_HDR_LEN] > len || (d[IL_OFF_HDR_LEN] & 3)) {
+		ep->st.rx_bad++;
+		return;
+	}
+	struct ep_group *g = ep_group(ep, il_get16(d + IL_OFF_GROUP_ID));
+	uint8_t type = d[IL_OFF_TYPE];
+	uint32_t e = il_get32(d + IL_OFF_EPOCH);
+	size_t body = len - d[IL_OFF_HDR_LEN];
+
+	if (g == NULL)
+		return;
+	if (type != IL_T_DATA && type != IL_T_STABLE && type != IL_T_VIEW &&
+	    type != IL_T_CREDIT && type != IL_T_UNAVAIL)
+		return; /* other members' control traffic, if it ever reaches us */
+	if (e != ep->epoch) {
+		if (e < ep->epoch)
+			return; /* a late frame of an older incarnation */
+		new_epoch(ep, e);
+	}
+	switch (type) {
+	case IL_T_DATA:
+		if (g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER))
+			on_data(ep, g, d, len);
+		break;
+	case IL_T_STABLE:
+		ep->st.stable_rx++;
+		if (g->st != EP_G_MEMBER || !(g->roles & IL_EP_RECEIVER) ||
+		    !(d[IL_OFF_FLAGS] & IL_F_STABLE_VALID))
+			break;
+		if (il_get64(d + IL_OFF_STABLE_SEQ) > g->w.stable)
+			g->w.stable = il_get64(d + IL_OFF_STABLE_SEQ);
+		ep_rxw_seen(&g->w, il_get64(d + IL_OFF_GLOBAL_SEQ));
+		break;
+	case IL_T_VIEW:
+		on_view(ep, g, d, len);
+		break;
+	case IL_T_CREDIT:
+		if (body < IL_CREDIT_LEN || il_get32(d + IL_OFF_SENDER_ID) != ep->member_id ||
+		    !(g->roles & IL_EP_SENDER))
+			break;
+		ep->st.credit_rx++;
+		ep_credit_grant(&g->cr, il_get64(d + d[IL_OFF_HDR_LEN]),
+				il_get32(d + d[IL_OFF_HDR_LEN] + 8));
+		break;
+	case IL_T_UNAVAIL:
+		ep->st.unavail_rx++;
+		if (body < IL_RANGE_LEN || g->st != EP_G_MEMBER || !(g->roles & IL_EP_RECEIVER))
+			break;
+		uint64_t first = il_get64(d + d[IL_OFF_HDR_LEN]);
+		uint64_t last = il_get64(d + d[IL_OFF_HDR_LEN] + 8);
+		uint64_t n = ep_rxw_unavail(&g->w, first, last);
+		ep->st.unavail_msgs += n;
+		if (n && g->cb.lost)
+			g->cb.lost(g->user, g->id, first, last);
+		break;
+	}
+}

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * il-kvstore: a replicated key-value store on libinterlink (docs/libinterlink.md).
+ *
+ *   il-kvstore writer  --tx IF --rx IF --id N --count C [--keys K] [--seed S]
+ *   il-kvstore replica --tx IF --rx IF --id N --listen IP:PORT [--peer IP:PORT]...
+ *                      [--recover] [--keys K] [--status FILE]
+ *
+ * Writers send PUT(key, value) messages to the group. Replicas apply them
+ * in uniform total order (the UTO callback): a PUT is applied only once
+ * every live replica holds it, so a replica that crashes never applied
+ * anything the others might not have, and all apply the same sequence.
+ *
+ * State transfer (a replica restarted after a crash, or excluded): it
+ * joins, and its VIEW says where its stream starts (global sequence S,
+ * Fast-Join). It buffers what it U-delivers from S on and asks a peer
+ * replica, over TCP, for a snapshot "at S or later". The peer answers
+ * between two of its own deliveries once its position P (every PUT below
+ * global sequence P applied) is at least S: the map plus P. The joiner
+ * loads it, drops its buffered PUTs below P, applies the rest, and is
+ * then a replica like the others. Because the joiner is counted in the
+ * stability watermark from S, everything from S on stays in the
+ * appliance's history (or the joiner's buffer) until it has it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <interlink/endpoint.h>
+
+#include "kv.h"
+
+static volatile bool stop;
+
+static void on_signal(int s)
+{
+	(void)s;
+	stop = true;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int parse_addr(const char *s, struct sockaddr_in *a)
+{
+	char host[64];
+	const char *colon = strrchr(s, ':');
+
+	if (colon == NULL || (size_t)(colon - s) >= sizeof(host))
+		return -1;
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	*a = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1)) };
+	return inet_pton(AF_INET, host, &a->sin_addr) == 1 ? 0 : -1;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: il-kvstore writer|replica --tx IF --rx IF --id N [--group G] [--mcast ADDR]\n"
+		"       writer:  --count C [--keys K] [--seed S] [--status FILE]\n"
+		"       replica: --listen IP:PORT [--peer IP:PORT]... [--recover] [--keys K]\n"
+		"                [--status FILE]\n");
+	exit(2);
+}
+
+struct opts kv_opts = { .group = 1, .mcast = "239.1.1.1", .keys = 10000, .seed = 1 };
+
+static void parse(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "tx", 1, 0, 't' },	 { "rx", 1, 0, 'r' },	  { "id", 1, 0, 'i' },
+		{ "group", 1, 0, 'g' },	 { "mcast", 1, 0, 'm' },  { "count", 1, 0, 'c' },
+		{ "keys", 1, 0, 'k' },	 { "seed", 1, 0, 's' },	  { "status", 1, 0, 'S' },
+		{ "listen", 1, 0, 'l' }, { "peer", 1, 0, 'p' },	  { "recover", 0, 0, 'R' },
+		{ 0, 0, 0, 0 },
+	};
+	struct opts *o = &kv_opts;
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (ch) {
+		case 't': o->tx = optarg; break;
+		case 'r': o->rx = optarg; break;
+		case 'i': o->id = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'g': o->group = (uint16_t)strtoul(optarg, NULL, 0); break;
+		case 'm': o->mcast = optarg; break;
+		case 'c': o->count = strtoull(optarg, NULL, 0); break;
+		case 'k': o->keys = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 's': o->seed = strtoull(optarg, NULL, 0); break;
+		case 'S': o->status = optarg; break;
+		case 'l':
+			if (parse_addr(optarg, &o->listen))
+				usage();
+			o->has_listen = true;
+			break;
+		case 'p':
+			if (o->n_peers == KV_MAX_PEERS || parse_addr(optarg, &o->peers[o->n_peers]))
+				usage();
+			o->n_peers++;
+			break;
+		case 'R': o->recover = true; break;
+		default: usage();
+		}
+	}
+	if (o->tx == NULL || o->rx == NULL || o->id == 0 || o->keys == 0)
+		usage();
+}
+
+static struct il_ep *open_ep(void)
+{
+	struct il_ep_config cfg;
+	char err[256];
+
+	il_ep_config_init(&cfg);
+	cfg.tx_ifname = kv_opts.tx;
+	cfg.rx_ifname = kv_opts.rx;
+	cfg.member_id = kv_opts.id;
+	struct il_ep *ep = il_ep_open(&cfg, err, sizeof(err));
+	if (ep == NULL) {
+		fprintf(stderr, "il-kvstore: %s\n", err);
+		exit(1);
+	}
+	return ep;
+}
+
+/* ---- writer ------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *s)
+{
+	/* splitmix64: reproducible PUTs from --seed */
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static int writer(void)
+{
+	const struct opts *o = &kv_opts;
+	struct il_ep *ep = open_ep();
+	uint64_t rng = o->seed * 1000003u + o->id, sent = 0, t0 = now_ms();
+	int rc = il_ep_join(ep, o->group, o->mcast, IL_EP_SENDER, NULL, NULL);
+
+	if (rc) {
+		fprintf(stderr, "il-kvstore: join: %s\n", strerror(-rc));
+		return 1;
+	}
+	while (!stop && sent < o->count) {
+		uint8_t put[KV_PUT_LEN];
+		uint64_t r = rng_next(&rng);
+
+		kv_put_encode(put, (uint32_t)(r % o->keys), rng_next(&rng) | 1);
+		rc = il_ep_send(ep, o->group, put, sizeof(put));
+		if (rc == -EAGAIN) {
+			il_ep_poll(ep, 1000);
+			continue;
+		}
+		if (rc) {
+			fprintf(stderr, "il-kvstore: send: %s\n", strerror(-rc));
+			return 1;
+		}
+		if (++sent % 256 == 0)
+			il_ep_poll(ep, 0);
+	}
+	/* Done when every PUT is stable: held by every live replica. */
+	uint64_t deadline = now_ms() + 120000;
+	while (!stop && il_ep_pending(ep, o->group) > 0 && now_ms() < deadline)
+		il_ep_poll(ep, 2000);
+	uint64_t pending = il_ep_pending(ep, o->group);
+	struct il_ep_stats st;
+
+	il_ep_get_stats(ep, &st);
+	printf("writer %u: sent %lu pending %lu in %.2f s; frames %lu, packed %lu, deferred %lu, "
+	       "credits %lu, sync sends %lu\n", o->id, sent, pending,
+	       (double)(now_ms() - t0) / 1e3, st.data_tx, st.msgs_packed, st.msgs_deferred,
+	       st.credit_rx, st.tx_sync);
+	if (o->status) {
+		FILE *f = fopen(o->status, "w");
+		if (f) {
+			fprintf(f, "{\"id\": %u, \"sent\": %lu, \"pending\": %lu, \"frames\": %lu, "
+				"\"packed\": %lu, \"deferred\": %lu}\n", o->id, sent, pending,
+				st.data_tx, st.msgs_packed, st.msgs_deferred);
+			fclose(f);
+		}
+	}
+	il_ep_close(ep);
+	return pending == 0 && sent == o->count ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	if (argc < 2)
+		usage();
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	parse(argc - 1, argv + 1);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (strcmp(argv[1], "writer") == 0)
+		return writer();
+	if (strcmp(argv[1], "replica") == 0) {
+		if (!kv_opts.has_listen)
+			usage();
+		return kv_replica(open_ep(), &stop);
+	}
+	usage();
+	return 2;
+}

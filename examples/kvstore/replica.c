@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * il-kvstore replica: applies PUTs in uniform total order, serves
+ * snapshots to replicas that rejoin, and fetches one itself after a
+ * crash or an exclusion (the protocol is described in kvstore.c).
+ *
+ * Snapshot over TCP: request = u64 S (the joiner's start); answer, once
+ * the donor's position P >= S: "KVS1", u32 keys, u64 P, u64 applied, then
+ * keys x u64 values (0: unset), all big-endian. A donor that is itself
+ * not a full replica closes the connection and the joiner tries the next.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kv.h"
+
+#define SNAP_HDR 24
+#define MAX_REQ 16
+
+struct pend {
+	uint64_t g;
+	uint32_t key;
+	uint64_t val;
+};
+
+static struct {
+	uint64_t *vals;
+	uint64_t applied, bad, skip_below;
+	bool ready, need_transfer, member;
+	/* PUTs U-delivered while the snapshot is on its way */
+	struct pend *buf;
+	size_t n_buf, cap_buf;
+	/* fetching a snapshot */
+	int xfd;
+	uint8_t *xbuf;
+	size_t xgot;
+	uint64_t want, retry_ms;
+	unsigned peer_i, transfers, served;
+	/* serving snapshots */
+	int lfd;
+	struct {
+		int fd;
+		uint64_t at, since;
+	} req[MAX_REQ];
+	unsigned n_req;
+} R = { .xfd = -1, .lfd = -1 };
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void apply(uint32_t key, uint64_t val)
+{
+	R.vals[key] = val;
+	R.applied++;
+}
+
+static void on_uto(void *user, const struct il_ep_msg *m)
+{
+	(void)user;
+	if (m->len != KV_PUT_LEN) {
+		R.bad++;
+		return;
+	}
+	uint32_t key = il_get32(m->data);
+	uint64_t val = il_get64((const uint8_t *)m->data + 4);
+
+	if (key >= kv_opts.keys || val == 0) {
+		R.bad++;
+		return;
+	}
+	if (m->global_seq < R.skip_below)
+		return; /* already in the snapshot we loaded */
+	if (R.ready) {
+		apply(key, val);
+		return;
+	}
+	if (R.n_buf == R.cap_buf) {
+		R.cap_buf = R.cap_buf ? R.cap_buf * 2 : 65536;
+		R.buf = realloc(R.buf, R.cap_buf * sizeof(*R.buf));
+		if (R.buf == NULL) {
+			perror("il-kvstore: buffer");
+			exit(1);
+		}
+	}
+	R.buf[R.n_buf++] = (struct pend){ m->global_seq, key, val };
+}
+
+static void xfer_abort(void)
+{
+	if (R.xfd >= 0)
+		close(R.xfd);
+	R.xfd = -1;
+	R.xgot = 0;
+}
+
+static void on_view(void *user, const struct il_ep_view *v)
+{
+	(void)user;
+	if (v->event == IL_EP_VIEW_EXCLUDED) {
+		/* What we did not U-deliver is gone for us: our state is a
+		 * prefix that will not be continued. Fetch it anew. */
+		fprintf(stderr, "replica %u: excluded from view %u\n", kv_opts.id, v->view_id);
+		R.member = false;
+		R.ready = false;
+		R.need_transfer = true;
+		R.n_buf = 0;
+		xfer_abort();
+		return;
+	}
+	R.member = true;
+	if (v->event != IL_EP_VIEW_JOINED)
+		return;
+	printf("replica %u: joined view %u at %lu\n", kv_opts.id, v->view_id, v->start_seq);
+	R.skip_below = 0;
+	if (!R.need_transfer) {
+		R.ready = true;
+		return;
+	}
+	R.want = v->start_seq;
+	R.n_buf = 0;
+	R.retry_ms = 0;
+	xfer_abort();
+}
+
+static void xfer_start(void)
+{
+	if (kv_opts.n_peers == 0) {
+		fprintf(stderr, "replica %u: no --peer to fetch state from\n", kv_opts.id);
+		exit(1);
+	}
+	const struct sockaddr_in *p = &kv_opts.peers[R.peer_i++ % kv_opts.n_peers];
+	struct timeval tv = { .tv_usec = 300000 };
+	uint8_t q[8];
+
+	R.xfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(R.xfd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	il_put64(q, R.want);
+	if (connect(R.xfd, (const struct sockaddr *)p, sizeof(*p)) != 0 ||
+	    write(R.xfd, q, sizeof(q)) != (ssize_t)sizeof(q)) {
+		xfer_abort();
+		R.retry_ms = now_ms() + 100;
+		return;
+	}
+	fcntl(R.xfd, F_SETFL, O_NONBLOCK);
+	R.xgot = 0;
+}
+
+static int cmp_pend(const void *a, const void *b)
+{
+	const struct pend *x = a, *y = b;
+
+	return x->g < y->g ? -1 : x->g > y->g;
+}
+
+static void xfer_done(void)
+{
+	uint64_t pos = il_get64(R.xbuf + 8), applied = il_get64(R.xbuf + 16);
+
+	if (memcmp(R.xbuf, "KVS1", 4) || il_get32(R.xbuf + 4) != kv_opts.keys || pos < R.want) {
+		fprintf(stderr, "replica %u: bad snapshot (pos %lu, want %lu)\n", kv_opts.id, pos,
+			R.want);
+		exit(1);
+	}
+	for (uint32_t k = 0; k < kv_opts.keys; k++)
+		R.vals[k] = il_get64(R.xbuf + SNAP_HDR + 8u * k);
+	R.applied = applied;
+	qsort(R.buf, R.n_buf, sizeof(*R.buf), cmp_pend);
+	for (size_t i = 0; i < R.n_buf; i++)
+		if (R.buf[i].g >= pos)
+			apply(R.buf[i].key, R.buf[i].val);
+	printf("replica %u: state transfer done: snapshot at %lu (start %lu), %zu buffered\n",
+	       kv_opts.id, pos, R.want, R.n_buf);
+	R.n_buf = 0;
+	R.skip_below = pos;
+	R.ready = true;
+	R.need_transfer = false;
+	R.transfers++;
+	xfer_abort();
+}
+
+static void xfer_step(void)
+{
+	size_t need = SNAP_HDR + 8u * kv_opts.keys;
+
+	if (!R.member || !R.need_transfer || R.ready)
+		return;
+	if (R.xfd < 0) {
+		if (now_ms() >= R.retry_ms)
+			xfer_start();
+		return;
+	}
+	for (;;) {
+		ssize_t k = read(R.xfd, R.xbuf + R.xgot, need - R.xgot);
+
+		if (k > 0) {
+			R.xgot += (size_t)k;
+			if (R.xgot == need) {
+				xfer_done();
+				return;
+			}
+			continue;
+		}
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		/* Closed early: that peer could not serve; try the next. */
+		xfer_abort();
+		R.retry_ms = now_ms() + 100;
+		return;
+	}
+}
+
+static void serve_step(uint64_t pos)
+{
+	int fd = accept4(R.lfd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd >= 0) {
+		struct timeval tv = { .tv_usec = 200000 };
+		uint8_t q[8];
+
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		if (R.n_req == MAX_REQ || read(fd, q, 8) != 8) {
+			close(fd);
+		} else {
+			R.req[R.n_req].fd = fd;
+			R.req[R.n_req].at = il_get64(q);
+			R.req[R.n_req++].since = now_ms();
+		}
+	}
+	for (unsigned i = 0; i < R.n_req;) {
+		bool drop = !R.ready || now_ms() - R.req[i].since > 30000;
+
+		if (!drop && pos < R.req[i].at) {
+			i++;
+			continue;
+		}
+		if (!drop) {
+			/* Between two deliveries: the map is exactly the
+			 * PUTs below pos. */
+			size_t n = SNAP_HDR + 8u * kv_opts.keys, off = 0;
+			uint8_t *s = malloc(n);
+
+			memcpy(s, "KVS1", 4);
+			il_put32(s + 4, kv_opts.keys);
+			il_put64(s + 8, pos);
+			il_put64(s + 16, R.applied);
+			for (uint32_t k = 0; k < kv_opts.keys; k++)
+				il_put64(s + SNAP_HDR + 8u * k, R.vals[k]);
+			while (off < n) {
+				ssize_t k = write(R.req[i].fd, s + off, n - off);
+				if (k <= 0)
+					break;
+				off += (size_t)k;
+			}
+			free(s);
+			R.served++;
+			printf("replica %u: served a snapshot at %lu (asked %lu)\n", kv_opts.id, pos,
+			       R.req[i].at);
+		}
+		close(R.req[i].fd);
+		R.req[i] = R.req[--R.n_req];
+	}
+}
+
+static uint64_t state_hash(void)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (uint32_t k = 0; k < kv_opts.keys; k++) {
+		uint8_t b[12];
+
+		if (R.vals[k] == 0)
+			continue;
+		kv_put_encode(b, k, R.vals[k]);
+		for (unsigned i = 0; i < sizeof(b); i++)
+			h = (h ^ b[i]) * 0x100000001b3ull;
+	}
+	return h;
+}
+
+static void write_status(struct il_ep *ep, uint64_t pos)
+{
+	char tmp[512];
+	struct il_ep_stats st;
+	FILE *f;
+
+	if (kv_opts.status == NULL)
+		return;
+	il_ep_get_stats(ep, &st);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", kv_opts.status);
+	f = fopen(tmp, "w");
+	if (f == NULL)
+		return;
+	fprintf(f, "{\"id\": %u, \"ready\": %s, \"member\": %s, \"applied\": %lu, \"pos\": %lu, "
+		"\"hash\": \"%016lx\", \"bad\": %lu, \"transfers\": %u, \"served\": %u, "
+		"\"data_rx\": %lu, \"msgs_uto\": %lu, \"nak_tx\": %lu, \"ack_tx\": %lu, "
+		"\"unavail_msgs\": %lu, \"rx_overflow\": %lu}\n",
+		kv_opts.id, R.ready ? "true" : "false", R.member ? "true" : "false", R.applied, pos,
+		state_hash(), R.bad, R.transfers, R.served, st.data_rx, st.msgs_uto, st.nak_tx,
+		st.ack_tx, st.unavail_msgs, st.rx_overflow);
+	fclose(f);
+	rename(tmp, kv_opts.status);
+}
+
+int kv_replica(struct il_ep *ep, volatile bool *stop)
+{
+	const struct il_ep_callbacks cb = { .uto = on_uto, .view = on_view };
+	int one = 1;
+
+	R.vals = calloc(kv_opts.keys, sizeof(*R.vals));
+	R.xbuf = malloc(SNAP_HDR + 8u * kv_opts.keys);
+	R.need_transfer = kv_opts.recover;
+	R.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	setsockopt(R.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (R.vals == NULL || R.xbuf == NULL ||
+	    bind(R.lfd, (const struct sockaddr *)&kv_opts.listen, sizeof(kv_opts.listen)) ||
+	    listen(R.lfd, 8)) {
+		perror("il-kvstore: snapshot listener");
+		return 1;
+	}
+	int rc = il_ep_join(ep, kv_opts.group, kv_opts.mcast, IL_EP_RECEIVER, &cb, NULL);
+	if (rc) {
+		fprintf(stderr, "il-kvstore: join: %s\n", strerror(-rc));
+		return 1;
+	}
+	uint64_t last_status = 0;
+	while (!*stop) {
+		rc = il_ep_poll(ep, 2000);
+		if (rc < 0) {
+			fprintf(stderr, "il-kvstore: poll: %s\n", strerror(-rc));
+			return 1;
+		}
+		uint64_t pos = il_ep_uto_next(ep, kv_opts.group);
+		xfer_step();
+		serve_step(pos);
+		if (now_ms() - last_status >= 200) {
+			write_status(ep, pos);
+			last_status = now_ms();
+		}
+	}
+	write_status(ep, il_ep_uto_next(ep, kv_opts.group));
+	il_ep_close(ep);
+	return 0;
+}

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * libinterlink: the host library for ordinary Linux hosts (docs/libinterlink.md).
+ *
+ * A host is dual-homed, as in the thesis: it sends on its TX interface
+ * (into the appliance's "in" port) and receives the group's multicast on
+ * its RX interface (from the appliance's "out" port). Two kernel UDP
+ * sockets, driven by one io_uring. Single-threaded: every call on one
+ * endpoint must come from the same thread; callbacks run inside
+ * il_ep_poll() and may call il_ep_send().
+ *
+ *   struct il_ep_config cfg;
+ *   il_ep_config_init(&cfg);
+ *   cfg.tx_ifname = "tx0"; cfg.rx_ifname = "rx0"; cfg.member_id = 7;
+ *   struct il_ep *ep = il_ep_open(&cfg, err, sizeof(err));
+ *   il_ep_join(ep, 1, "239.1.1.1", IL_EP_SENDER | IL_EP_RECEIVER, &cbs, app);
+ *   for (;;) { il_ep_send(ep, 1, buf, len); il_ep_poll(ep, 1000); }
+ */
+#ifndef INTERLINK_ENDPOINT_H
+#define INTERLINK_ENDPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define IL_EP_SENDER 0x1u   /* = IL_ROLE_SENDER on the wire */
+#define IL_EP_RECEIVER 0x2u /* = IL_ROLE_RECEIVER */
+#define IL_EP_MAX_GROUPS 8
+
+struct il_ep;
+
+struct il_ep_config {
+	const char *tx_ifname;  /* interface towards the appliance's "in" port */
+	const char *rx_ifname;  /* interface on its "out" port (group multicast) */
+	uint32_t member_id;     /* unique in the group (0: the TX IPv4 address) */
+	uint32_t incarnation;   /* 0: from the clock, so every start differs */
+	uint16_t port;          /* Interlink UDP port (7400) */
+	uint16_t mtu;           /* of the TX path; frames never exceed it (1500) */
+	unsigned ack_every;     /* cumulative ACK after this many messages (64) */
+	unsigned ack_us;        /* ... or after this long with something new (500) */
+	unsigned hb_ms;         /* HEARTBEAT interval (20) */
+	unsigned join_retry_ms; /* JOIN again until a VIEW names us (50) */
+	unsigned nak_delay_us;  /* a gap older than this is NAKed (300) */
+	unsigned nak_retry_us;  /* and NAKed again this often (3000) */
+	uint32_t rx_window;     /* messages held between UTO and the newest (65536, 2^k) */
+	size_t max_deferred;    /* bytes of deferred messages a sender queues (8 MiB) */
+	bool wait_credit;       /* senders wait for the first CREDIT (true) */
+	unsigned rx_depth;      /* receives kept posted on the ring (64) */
+	unsigned tx_depth;      /* sends in flight before falling back to sendto (256) */
+};
+
+/* One delivered message. data points into the library's buffer: valid
+ * during the callback only. */
+struct il_ep_msg {
+	uint16_t group;
+	uint32_t sender;
+	uint64_t sender_seq;
+	uint64_t global_seq;
+	const void *data;
+	uint16_t len;
+};
+
+enum il_ep_view_event {
+	IL_EP_VIEW_JOINED,   /* a VIEW named us: delivery starts at start_seq */
+	IL_EP_VIEW_CHANGED,  /* a new view that still names us */
+	IL_EP_VIEW_EXCLUDED, /* a VIEW without us: we rejoin (new incarnation);
+			      * what was not yet U-delivered is gone, the next
+			      * JOINED says where the stream starts again */
+};
+
+struct il_ep_view {
+	uint16_t group;
+	enum il_ep_view_event event;
+	uint32_t view_id;
+	uint64_t start_seq;   /* the view's first global sequence (Fast-Join) */
+	uint16_t n_members;
+	const uint32_t *members;
+	uint16_t n_senders;
+	const uint32_t *sender_ids;   /* each sender's next FIFO sequence at */
+	const uint64_t *sender_next;  /* the view's start */
+};
+
+struct il_ep_callbacks {
+	/* Preliminary order: every message in global order, gap-free, on arrival. */
+	void (*po)(void *user, const struct il_ep_msg *m);
+	/* Uniform total order: the same messages, once every live receiver holds them. */
+	void (*uto)(void *user, const struct il_ep_msg *m);
+	/* Membership changes that concern us (optional). */
+	void (*view)(void *user, const struct il_ep_view *v);
+	/* Sequences the appliance no longer holds (UNAVAIL): skipped (optional). */
+	void (*lost)(void *user, uint16_t group, uint64_t first, uint64_t last);
+};
+
+struct il_ep_stats {
+	uint64_t data_rx, data_dup, msgs_po, msgs_uto, stable_rx, view_rx, credit_rx, unavail_rx;
+	uint64_t unavail_msgs, rx_overflow, rx_bad, epochs;
+	uint64_t data_tx, msgs_tx, msgs_deferred, msgs_packed, ack_tx, nak_tx, hb_tx, join_tx;
+	uint64_t tx_sync, tx_fail;
+};
+
+void il_ep_config_init(struct il_ep_config *cfg);
+
+/* Opens the two sockets and the ring. NULL on failure, err says why. */
+struct il_ep *il_ep_open(const struct il_ep_config *cfg, char *err, size_t errlen);
+void il_ep_close(struct il_ep *ep);
+
+/* Joins group `group` (multicast address `mcast`, dotted quad). JOINs are
+ * repeated until a VIEW names us; then the callbacks start. 0 or -errno. */
+int il_ep_join(struct il_ep *ep, uint16_t group, const char *mcast, uint32_t roles,
+	       const struct il_ep_callbacks *cb, void *user);
+/* Sends LEAVE and forgets the group (deferred messages are dropped:
+ * il_ep_pending() tells when there are none). */
+int il_ep_leave(struct il_ep *ep, uint16_t group);
+
+/* Sends one message (1..mtu-72 bytes). It goes out at once when the credit
+ * window has room and nothing waits before it; otherwise it is deferred and
+ * later packed with other deferred messages into MTU-sized frames.
+ * 0, -EMSGSIZE, -EAGAIN (deferred queue full: poll and retry), -ENOENT. */
+int il_ep_send(struct il_ep *ep, uint16_t group, const void *msg, size_t len);
+
+/* Messages of ours not yet known to be stable (deferred, in flight or
+ * unstable): 0 means everything we sent is held by every receiver. */
+uint64_t il_ep_pending(const struct il_ep *ep, uint16_t group);
+/* True once a VIEW named us in `group`. */
+bool il_ep_is_member(const struct il_ep *ep, uint16_t group);
+/* The next global sequence to U-deliver (every one below was delivered
+ * or was before our start): a replica's position in the total order. */
+uint64_t il_ep_uto_next(const struct il_ep *ep, uint16_t group);
+
+/* One event-loop step: submit, wait up to timeout_us for something,
+ * handle it, run timers (ACK, NAK, HEARTBEAT, JOIN), deliver. Returns
+ * the number of completions handled or -errno. */
+int il_ep_poll(struct il_ep *ep, unsigned timeout_us);
+/* il_ep_poll until *stop becomes true. */
+int il_ep_run(struct il_ep *ep, volatile bool *stop);
+/* The io_uring fd: readable when il_ep_poll has completions to handle
+ * (for an outer epoll). Timers still need il_ep_poll every few ms. */
+int il_ep_fd(const struct il_ep *ep);
+
+void il_ep_get_stats(const struct il_ep *ep, struct il_ep_stats *st);
+uint32_t il_ep_member_id(const struct il_ep *ep);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* INTERLINK_ENDPOINT_H */

@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * libinterlink's pure parts (endpoint/ep_core.c): packing of deferred
+ * messages, the credit window, the receive window's gap and NAK
+ * bookkeeping, UNAVAIL holes, and ACK batching.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <interlink/parse.h>
+#include <interlink/wire.h>
+
+#include "ep_core.h"
+
+#define US 1000ull
+#define MS 1000000ull
+
+/* Packing: records as on the wire, only whole ones, within bytes and count. */
+static void test_pack_spans(void **state)
+{
+	struct ep_q q;
+	uint8_t msg[100];
+	uint16_t n;
+
+	(void)state;
+	ep_q_init(&q, 1 << 20);
+	for (unsigned i = 0; i < 100; i++) {
+		memset(msg, (int)i, sizeof(msg));
+		assert_int_equal(ep_q_push(&q, msg, (uint16_t)(10 + i % 5)), 0);
+	}
+	assert_int_equal(q.n, 100);
+	/* 1432 bytes of body room (MTU 1500 - 28 - 40): records of 14..18 B. */
+	size_t bytes = ep_q_span(&q, 1432, UINT64_MAX, &n);
+	assert_true(bytes <= 1432);
+	assert_true(bytes + 18 > 1432 || n == 100); /* nothing more would fit */
+	/* The span is a valid DATA body: the parser's packing check finds no fault (0). */
+	assert_int_equal(il_check_packing(ep_q_head(&q), (uint32_t)bytes, n), 0);
+	assert_int_equal(il_get16(ep_q_head(&q)), 10);
+	assert_int_equal(ep_q_head(&q)[4], 0);
+	ep_q_pop(&q, bytes, n);
+	assert_int_equal(q.n, 100 - n);
+	assert_int_equal(il_get16(ep_q_head(&q)), 10 + n % 5);
+	assert_int_equal(ep_q_head(&q)[4], n);
+	/* Credit caps the count: 3 messages only. */
+	bytes = ep_q_span(&q, 1432, 3, &n);
+	assert_int_equal(n, 3);
+	assert_int_equal(il_check_packing(ep_q_head(&q), (uint32_t)bytes, n), 0);
+	/* No credit, or a record that does not fit: nothing. */
+	assert_int_equal(ep_q_span(&q, 1432, 0, &n), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(ep_q_span(&q, 8, 10, &n), 0);
+	assert_int_equal(n, 0);
+	ep_q_free(&q);
+}
+
+/* The queue is bounded, and survives growth and sliding with data intact. */
+static void test_pack_bound_and_growth(void **state)
+{
+	struct ep_q q;
+	uint8_t msg[1000];
+	uint64_t popped = 0, pushed = 0;
+	uint16_t n;
+
+	(void)state;
+	ep_q_init(&q, 64 * 1004);
+	for (unsigned i = 0; i < 64; i++) {
+		il_put32(msg, i);
+		assert_int_equal(ep_q_push(&q, msg, sizeof(msg)), 0);
+	}
+	assert_int_equal(ep_q_push(&q, msg, 1), -EAGAIN);
+	/* Interleave pops and pushes: messages come out in order. */
+	for (unsigned round = 0; round < 500; round++) {
+		size_t b = ep_q_span(&q, 1432, UINT64_MAX, &n);
+		assert_int_equal(n, 1);
+		assert_int_equal(il_get32(ep_q_head(&q) + 4), popped);
+		ep_q_pop(&q, b, n);
+		popped++;
+		il_put32(msg, (uint32_t)(64 + pushed));
+		assert_int_equal(ep_q_push(&q, msg, sizeof(msg)), 0);
+		pushed++;
+	}
+	/* Jumbo room: up to 8 such records per frame. */
+	assert_int_equal(ep_q_span(&q, 8960, UINT64_MAX, &n), 8 * 1004);
+	assert_int_equal(n, 8);
+	ep_q_free(&q);
+}
+
+static void test_credit(void **state)
+{
+	struct ep_credit c;
+
+	(void)state;
+	ep_credit_init(&c, true);
+	assert_int_equal(ep_credit_room(&c), 0); /* waits for the first grant */
+	ep_credit_init(&c, false);
+	assert_true(ep_credit_room(&c) > 1000000);
+	ep_credit_init(&c, true);
+	ep_credit_grant(&c, 1 + 256, 256);
+	assert_int_equal(ep_credit_room(&c), 256);
+	c.next += 200;
+	assert_int_equal(ep_credit_room(&c), 56);
+	assert_int_equal(ep_credit_unstable(&c), 200);
+	c.next += 56;
+	assert_int_equal(ep_credit_room(&c), 0);
+	assert_int_equal(ep_credit_unstable(&c), 256); /* never more than the window */
+	/* An older grant arriving late changes nothing. */
+	ep_credit_grant(&c, 100, 256);
+	assert_int_equal(c.limit, 257);
+	/* 32 became stable: the window slides by 32. */
+	ep_credit_grant(&c, 33 + 256, 256);
+	assert_int_equal(ep_credit_room(&c), 32);
+	assert_int_equal(ep_credit_unstable(&c), 224);
+	/* Window shrinks: limit only grows, the room follows the limit. */
+	ep_credit_grant(&c, 300, 64);
+	assert_int_equal(ep_credit_room(&c), 300 - 257);
+	/* All stable. */
+	ep_credit_grant(&c, 257 + 64, 64);
+	assert_int_equal(ep_credit_unstable(&c), 0);
+}
+
+static void put(struct ep_rxw *w, uint64_t g)
+{
+	bool dup, over;
+	struct ep_slot *s = ep_rxw_place(w, g, &dup, &over);
+
+	assert_non_null(s);
+	s->state = EP_S_MSG;
+}
+
+/* Deliver like ep_deliver does, without callbacks. */
+static void po_advance(struct ep_rxw *w)
+{
+	while (w->po < w->hi && ep_rxw_slot(w, w->po)->state != EP_S_EMPTY)
+		w->po++;
+}
+
+static void test_gap_nak(void **state)
+{
+	struct ep_rxw w;
+	uint64_t f, l, t = 1000 * MS;
+	bool dup, over;
+
+	(void)state;
+	assert_int_equal(ep_rxw_init(&w, 1000), -EINVAL);
+	assert_int_equal(ep_rxw_init(&w, 1024), 0);
+	ep_rxw_reset(&w, 100);
+	for (uint64_t g = 100; g < 110; g++)
+		put(&w, g);
+	po_advance(&w);
+	assert_int_equal(w.po, 110);
+	assert_false(ep_rxw_nak_due(&w, t, 300 * US, 3 * MS, 65536, &f, &l));
+	/* 110..114 lost, 115..119 arrive. */
+	for (uint64_t g = 115; g < 120; g++)
+		put(&w, g);
+	po_advance(&w);
+	assert_int_equal(w.po, 110);
+	/* Not at once (a burst may still be in flight), after the delay. */
+	assert_false(ep_rxw_nak_due(&w, t, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_false(ep_rxw_nak_due(&w, t + 200 * US, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_true(ep_rxw_nak_due(&w, t + 300 * US, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_int_equal(f, 110);
+	assert_int_equal(l, 114);
+	/* The retry timer: not again before 3 ms, then again. */
+	assert_false(ep_rxw_nak_due(&w, t + 2 * MS, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_true(ep_rxw_nak_due(&w, t + 3300 * US, 300 * US, 3 * MS, 65536, &f, &l));
+	/* Part of it repaired: the next NAK asks only for what is still missing. */
+	put(&w, 110);
+	put(&w, 111);
+	po_advance(&w);
+	assert_int_equal(w.po, 112);
+	assert_false(ep_rxw_nak_due(&w, t + 4 * MS, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_true(ep_rxw_nak_due(&w, t + 4500 * US, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_int_equal(f, 112);
+	assert_int_equal(l, 114);
+	/* Duplicates (a retransmission of what we hold) are refused. */
+	assert_null(ep_rxw_place(&w, 105, &dup, &over));
+	assert_true(dup);
+	assert_null(ep_rxw_place(&w, 116, &dup, &over));
+	assert_true(dup);
+	for (uint64_t g = 112; g < 115; g++)
+		put(&w, g);
+	po_advance(&w);
+	assert_int_equal(w.po, 120);
+	assert_false(ep_rxw_nak_due(&w, t + 10 * MS, 300 * US, 3 * MS, 65536, &f, &l));
+	/* A lost tail learnt from STABLE's next sequence; the span is capped. */
+	ep_rxw_seen(&w, 200);
+	assert_false(ep_rxw_nak_due(&w, t + 11 * MS, 300 * US, 3 * MS, 16, &f, &l));
+	assert_true(ep_rxw_nak_due(&w, t + 12 * MS, 300 * US, 3 * MS, 16, &f, &l));
+	assert_int_equal(f, 120);
+	assert_int_equal(l, 135);
+	ep_rxw_free(&w);
+}
+
+/* The window is counted from the oldest message not yet U-delivered. */
+static void test_window_overflow_and_free(void **state)
+{
+	struct ep_rxw w;
+	bool dup, over;
+
+	(void)state;
+	assert_int_equal(ep_rxw_init(&w, 64), 0);
+	assert_int_equal(ep_rxw_free_msgs(&w), 64);
+	for (uint64_t g = 1; g <= 64; g++)
+		put(&w, g);
+	po_advance(&w);
+	assert_int_equal(ep_rxw_free_msgs(&w), 0);
+	assert_null(ep_rxw_place(&w, 65, &dup, &over));
+	assert_true(over);
+	w.uto = 11; /* ten U-delivered and released */
+	for (uint64_t g = 1; g < 11; g++)
+		ep_rxw_slot(&w, g)->state = EP_S_EMPTY;
+	assert_int_equal(ep_rxw_free_msgs(&w), 10);
+	put(&w, 65);
+	assert_int_equal(ep_rxw_free_msgs(&w), 9);
+	ep_rxw_free(&w);
+}
+
+static void test_unavail_holes(void **state)
+{
+	struct ep_rxw w;
+	uint64_t f, l;
+
+	(void)state;
+	assert_int_equal(ep_rxw_init(&w, 256), 0);
+	ep_rxw_reset(&w, 50);
+	put(&w, 50);
+	put(&w, 55);
+	po_advance(&w);
+	/* 51..54 will never come: they become holes; 55 is kept as it is. */
+	assert_int_equal(ep_rxw_unavail(&w, 40, 54), 4);
+	assert_int_equal(ep_rxw_slot(&w, 55)->state, EP_S_MSG);
+	po_advance(&w);
+	assert_int_equal(w.po, 56);
+	assert_false(ep_rxw_nak_due(&w, 10 * MS, 0, 0, 100, &f, &l));
+	ep_rxw_free(&w);
+}
+
+static void test_ack_batching(void **state)
+{
+	struct ep_ack a = { 0 };
+	uint64_t t = 5000 * MS;
+
+	(void)state;
+	/* The first one goes at once: the control process learns our buffer. */
+	assert_true(ep_ack_due(&a, 1, t, 64, 500 * US, 50 * MS));
+	ep_ack_sent(&a, 1, t);
+	assert_false(ep_ack_due(&a, 1, t + 100 * US, 64, 500 * US, 50 * MS));
+	/* Every K messages ... */
+	assert_false(ep_ack_due(&a, 64, t + 100 * US, 64, 500 * US, 50 * MS));
+	assert_true(ep_ack_due(&a, 65, t + 100 * US, 64, 500 * US, 50 * MS));
+	ep_ack_sent(&a, 65, t + 100 * US);
+	/* ... or T with something new ... */
+	assert_false(ep_ack_due(&a, 70, t + 500 * US, 64, 500 * US, 50 * MS));
+	assert_true(ep_ack_due(&a, 70, t + 600 * US, 64, 500 * US, 50 * MS));
+	/* ... but nothing new: only the idle refresh. */
+	assert_false(ep_ack_due(&a, 65, t + 10 * MS, 64, 500 * US, 50 * MS));
+	assert_true(ep_ack_due(&a, 65, t + 51 * MS, 64, 500 * US, 50 * MS));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pack_spans),
+		cmocka_unit_test(test_pack_bound_and_growth),
+		cmocka_unit_test(test_credit),
+		cmocka_unit_test(test_gap_nak),
+		cmocka_unit_test(test_window_overflow_and_free),
+		cmocka_unit_test(test_unavail_holes),
+		cmocka_unit_test(test_ack_batching),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
