@@ -9,7 +9,9 @@ and il-uto-members (CPU 0).
      data message (ACK, HEARTBEAT, JOIN, NAK sent; STABLE, VIEW, CREDIT, UNAVAIL received).
 
 Usage (root): IL_BUILD=build-ctl /usr/bin/python3 bench/uto/uto_bench.py [--out DIR] [--quick]
-Writes DIR/uto_bench.json and DIR/uto_bench.png; prints a Markdown table."""
+Writes DIR/uto_bench.json and DIR/uto_bench.png; prints Markdown tables. The figures in
+docs/control.md (section 14) came from `--out /tmp/utob`, copied to docs/uto-bench.png and
+bench/uto/results-2026-11-22.json."""
 import argparse
 import json
 import os
