@@ -30,7 +30,9 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include "ftcp_proto.h"
@@ -57,6 +59,23 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int lg = -1;
 static uint16_t listen_ports[16];
 static unsigned n_listen;
+
+/* ILFTCP_TIMING=1: recovery milestones on stderr (CLOCK_MONOTONIC, ns),
+ * for scripts/bench-ftcp.sh. */
+static bool timing;
+
+static void mark(const char *what, const struct pfd *p, uint64_t bytes)
+{
+	struct timespec ts;
+
+	if (!timing)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	fprintf(stderr, "ilftcp-timing %s %llu port %u bytes %llu\n", what,
+		(unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec,
+		p ? ntohs(p->key.cport) : 0, (unsigned long long)bytes);
+}
+
 
 static ssize_t (*r_read)(int, void *, size_t);
 static ssize_t (*r_recv)(int, void *, size_t, int);
@@ -247,6 +266,8 @@ static struct ftc_shim_msg wait_type(uint16_t type)
 __attribute__((constructor)) static void shim_init(void)
 {
 	resolve();
+	timing = getenv("ILFTCP_TIMING") && *getenv("ILFTCP_TIMING") == '1';
+	mark("start", NULL, 0);
 	lg = lg_connect();
 	if (lg < 0) {
 		fprintf(stderr, "ilftcp: logger socket unreachable: connections unprotected\n");
@@ -300,6 +321,7 @@ static void log_read(struct pfd *p, size_t n)
 
 static void replay_end(struct pfd *p)
 {
+	mark("replay_done", p, 0);
 	r_close(p->rfd);
 	p->rfd = -1;
 	free(p->rlens);
@@ -561,6 +583,7 @@ static void on_accept(int fd)
 			/* Logged reads are already acknowledged. */
 			p->reads_sent = p->reads_acked = rh.n_reads;
 			unlink(path);
+			mark("recovered_accept", p, rh.data_len);
 			if (!p->log_left)
 				replay_end(p);
 		}

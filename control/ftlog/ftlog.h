@@ -10,7 +10,6 @@
 #include "ftcp_proto.h"
 
 #define FTL_MAX_CONNS 4096
-#define FTL_MAX_HOLES 32
 #define FTL_MAX_SESS 64
 
 enum ftl_durability { FTL_NONE, FTL_GROUP, FTL_SYNC };
@@ -36,8 +35,11 @@ struct ftl_conn {
 	uint32_t contig_sent;
 	bool isns_durable, isns_sent;
 	uint32_t max_ack;   /* highest client ack seen (client-visible space) */
-	uint32_t n_holes;
-	uint32_t hole_s[FTL_MAX_HOLES], hole_e[FTL_MAX_HOLES]; /* logged ranges past contig */
+	/* Logged ranges past contig (sorted, disjoint, growing as needed): a
+	 * bounded list would lose track under heavy loss and hold stable_seq
+	 * below what TCP acks, which stalls the client to one segment per RTO. */
+	uint32_t n_holes, cap_holes;
+	uint32_t *hole_s, *hole_e;
 	uint64_t read_total;  /* bytes of all logged reads */
 	uint32_t reads;       /* read records logged (logical) */
 	uint32_t reads_durable;

@@ -62,10 +62,13 @@ struct ftl_conn *ftl_conn_new(struct ftl *l, const struct ftc_key *k)
 		if (c->used)
 			continue;
 		uint8_t *wbuf = c->wbuf;
-		uint32_t wcap = c->wcap;
+		uint32_t wcap = c->wcap, hcap = c->cap_holes, *hs = c->hole_s, *he = c->hole_e;
 		memset(c, 0, sizeof(*c));
 		c->wbuf = wbuf;
 		c->wcap = wcap;
+		c->cap_holes = hcap;
+		c->hole_s = hs;
+		c->hole_e = he;
 		c->used = true;
 		c->key = *k;
 		c->fd = -1;
@@ -129,39 +132,52 @@ int ftl_append_raw(struct ftl_conn *c, const struct ftc_rec *r)
 
 static void add_range(struct ftl_conn *c, uint32_t s, uint32_t e)
 {
-	if (!ftc_seq_lt(s, e))
+	uint32_t i, j, base = c->contig;
+
+	if (!ftc_seq_lt(s, e) || !ftc_seq_lt(base, e))
 		return;
-	if (ftc_seq_le(s, c->contig)) {
-		if (ftc_seq_lt(c->contig, e))
-			c->contig = e;
-	} else {
-		/* Past a hole: remember the range (merged) if there is room;
-		 * if not, the bytes are still in the file and a retransmission
-		 * re-reports them. */
-		for (uint32_t i = 0; i < c->n_holes; i++) {
-			if (ftc_seq_le(s, c->hole_e[i]) && ftc_seq_le(c->hole_s[i], e)) {
-				c->hole_s[i] = ftc_seq_min(s, c->hole_s[i]);
-				c->hole_e[i] = ftc_seq_max(e, c->hole_e[i]);
-				return;
-			}
-		}
-		if (c->n_holes < FTL_MAX_HOLES) {
-			c->hole_s[c->n_holes] = s;
-			c->hole_e[c->n_holes++] = e;
-		}
-		return;
+	if (ftc_seq_lt(s, base))
+		s = base;
+	/* Offsets from contig keep the order right across the 2^32 wrap. */
+	uint32_t os = s - base, oe = e - base;
+	for (i = 0; i < c->n_holes && c->hole_e[i] - base < os; i++)
+		;
+	/* [i, j) are the ranges [s, e) touches or overlaps: merge them. */
+	for (j = i; j < c->n_holes && c->hole_s[j] - base <= oe; j++) {
+		if (c->hole_s[j] - base < os)
+			os = c->hole_s[j] - base;
+		if (c->hole_e[j] - base > oe)
+			oe = c->hole_e[j] - base;
 	}
-	for (bool again = true; again;) {
-		again = false;
-		for (uint32_t i = 0; i < c->n_holes; i++) {
-			if (ftc_seq_le(c->hole_s[i], c->contig)) {
-				c->contig = ftc_seq_max(c->contig, c->hole_e[i]);
-				c->hole_s[i] = c->hole_s[c->n_holes - 1];
-				c->hole_e[i] = c->hole_e[--c->n_holes];
-				again = true;
-				break;
-			}
+	if (i == j) {
+		if (c->n_holes == c->cap_holes) {
+			uint32_t cap = c->cap_holes ? 2 * c->cap_holes : 16;
+			uint32_t *ns = realloc(c->hole_s, cap * sizeof(*ns));
+			if (ns)
+				c->hole_s = ns;
+			uint32_t *ne = ns ? realloc(c->hole_e, cap * sizeof(*ne)) : NULL;
+			if (!ns || !ne)
+				return; /* the bytes are in the file; a retransmission re-reports them */
+			c->hole_e = ne;
+			c->cap_holes = cap;
 		}
+		memmove(c->hole_s + i + 1, c->hole_s + i, (c->n_holes - i) * sizeof(uint32_t));
+		memmove(c->hole_e + i + 1, c->hole_e + i, (c->n_holes - i) * sizeof(uint32_t));
+		c->n_holes++;
+		j = i + 1;
+	} else if (j > i + 1) {
+		memmove(c->hole_s + i + 1, c->hole_s + j, (c->n_holes - j) * sizeof(uint32_t));
+		memmove(c->hole_e + i + 1, c->hole_e + j, (c->n_holes - j) * sizeof(uint32_t));
+		c->n_holes -= j - i - 1;
+	}
+	c->hole_s[i] = base + os;
+	c->hole_e[i] = base + oe;
+	/* The first range starting at contig moves it. */
+	if (c->n_holes && c->hole_s[0] == base) {
+		c->contig = c->hole_e[0];
+		memmove(c->hole_s, c->hole_s + 1, (c->n_holes - 1) * sizeof(uint32_t));
+		memmove(c->hole_e, c->hole_e + 1, (c->n_holes - 1) * sizeof(uint32_t));
+		c->n_holes--;
 	}
 }
 

@@ -7,6 +7,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <interlink/stage.h>
+
 #include "ftcp_proto.h"
 
 enum ftcp_strategy { FTCP_BASIC, FTCP_LAZY, FTCP_EAGER, FTCP_CONDITIONAL };
@@ -58,5 +63,46 @@ struct ftcp_flow {
 	uint64_t lag_tsc;
 	uint64_t rec_tsc, syn_tsc, close_tsc;
 };
+
+enum {
+	C_CONNS, C_SEGS_LOGGED, C_BYTES_LOGGED, C_BYTES_STABLE, C_LAG_BYTES, C_LAG_US_LAST,
+	C_LAG_US_MAX, C_ACKS_TO_CLIENT, C_ACKS_CLAMPED, C_ACKS_GENERATED, C_ACKS_HELD,
+	C_SYNACK_HELD, C_CLOSED_WINDOW_ACKS, C_RECOVERIES, C_RECOVERY_US_LAST,
+	C_RECOVERY_US_TOTAL, C_FAB_SYNS, C_RST_TO_SERVER, C_FLOWS_ACTIVE, C_LOGGER_MSGS,
+	C_DROP_RING_FULL, C_DROP_BAD_CSUM, C_DROP_UNANNOUNCED_FIN, C_DROP_UNANNOUNCED_RST,
+	C_DROP_IN_RECOVERY, C_DROP_FLOW_TABLE_FULL, C_DROP_SERVER_DEAD, C_DROP_NO_MBUF,
+	C_COUNT
+};
+
+#define FTCP_MAX_PROTECT 16
+
+struct ftcp {
+	struct il_app *app;
+	uint16_t cport, sport; /* app port index towards clients / servers */
+	int strategy;
+	unsigned n_protect;
+	uint32_t prot_ip[FTCP_MAX_PROTECT]; /* network order */
+	uint16_t prot_port[FTCP_MAX_PROTECT];
+	struct rte_hash *h;
+	struct ftcp_flow *flows;
+	uint32_t max_flows;
+	struct ftc_ring_hdr *ring;
+	uint64_t cached_tail, head;
+	bool pend;
+	int wake_fd;
+	struct sockaddr_un wake_addr;
+	uint64_t hz, next_scan, linger_tsc, syn_rto_tsc;
+	char ring_path[256];
+	/* Flows whose stable_seq moved during this call: their Lazy release
+	 * or Eager/Conditional ack is made after the burst, so it carries the
+	 * newest values and never goes out behind a newer ack (the stage's
+	 * own packets follow the burst's survivors on the wire). */
+	uint16_t n_post;
+	int32_t post[64];
+};
+
+/* ftcp.c */
+uint16_t ftcp_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n);
+extern const char *const ftcp_counter_names[];
 
 #endif

@@ -48,7 +48,7 @@ class Rig:
     """Namespaces, appliance, logger, server; everything torn down in stop()."""
 
     def __init__(self, tmp: Path, strategy="lazy", durability="none", logger_args=(),
-                 server_mode="sink"):
+                 server_mode="sink", app_sets=(), server_env=None):
         self.tmp = tmp
         self.tag = uuid.uuid4().hex[:6]
         self.ns_c, self.ns_s = f"ftc{self.tag}", f"fts{self.tag}"
@@ -59,6 +59,8 @@ class Rig:
         self.strategy, self.durability = strategy, durability
         self.logger_args = list(logger_args)
         self.server_mode = server_mode
+        self.app_sets = list(app_sets)
+        self.server_env = dict(server_env or {})
         self.app = self.logger = self.server = self.cap = None
         self.app_json = tmp / "appliance.json"
         self.logger_stats = tmp / "ftlog.json"
@@ -118,6 +120,8 @@ class Rig:
                "--set", f"stages.ftcp.ring={self.ring}",
                "--set", f"stages.ftcp.strategy={self.strategy}",
                "--set", 'eal=[--no-huge, -m, "512", --lcores, "0,1", --log-level, "lib.eal:error"]']
+        for x in self.app_sets:
+            cmd += ["--set", x]
         self.app = subprocess.Popen(cmd, stdout=open(self.tmp / "appliance.log", "w"),
                                     stderr=subprocess.STDOUT)
         self.procs.append(self.app)
@@ -140,7 +144,7 @@ class Rig:
 
     def start_server(self):
         self.server_starts += 1
-        env = dict(os.environ, LD_PRELOAD=str(SHIM), ILFTCP_SOCK=self.sock)
+        env = dict(os.environ, LD_PRELOAD=str(SHIM), ILFTCP_SOCK=self.sock, **self.server_env)
         self.server = subprocess.Popen(
             ["ip", "netns", "exec", self.ns_s, PY, __file__, "server", "--mode", self.server_mode,
              "--port", str(PORT)],
@@ -368,11 +372,20 @@ def client_main(a):
     chunk = 16384
     pace = chunk / a.rate if a.rate else 0
     if a.mode == "sink":
-        data = payload(a.seed, a.bytes)
-        for o in range(0, len(data), chunk):
-            c.sendall(data[o:o + chunk])
+        # One 1 MiB block repeated: cheap for 1 GB benchmark transfers.
+        block, h, sent = payload(a.seed, 1 << 20), hashlib.sha256(), 0
+        while sent < a.bytes:
+            n = min(chunk if pace else len(block), a.bytes - sent)
+            o = sent % len(block)
+            piece = block[o:o + n]
+            c.sendall(piece)
+            h.update(piece)
+            sent += len(piece)
             if pace:
                 time.sleep(pace)
+        res["sent_at"] = time.time() - t0
+        if a.hold:
+            time.sleep(a.hold)
         c.shutdown(socket.SHUT_WR)
         reply = b""
         while not reply.endswith(b"\n"):
@@ -381,8 +394,7 @@ def client_main(a):
                 break
             reply += d
         digest, total = reply.decode().split()
-        res.update(ok=digest == hashlib.sha256(data).hexdigest() and int(total) == len(data),
-                   got=int(total))
+        res.update(ok=digest == h.hexdigest() and int(total) == sent, got=int(total))
     elif a.mode == "source":
         c.sendall(struct.pack("!QQ", a.bytes, a.seed))
         h, total = hashlib.sha256(), 0
@@ -426,5 +438,6 @@ if __name__ == "__main__":
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rate", type=float, default=0)
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--hold", type=float, default=0, help="sink: seconds to wait before closing")
     a = ap.parse_args()
     sys.exit(server_main(a) if a.role == "server" else client_main(a))

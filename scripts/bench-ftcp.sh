@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# FT-TCP benchmarks (issue 6): bulk-transfer throughput through the appliance
+# with FT-TCP on, as a percentage of the same transfer with FT-TCP off, per
+# ack strategy and durability mode, with acks sent to the client relative to
+# FT-TCP off; and recovery: restart time (server process start -> the
+# fabricated handshake accepted) and replay time per MB. Real Linux TCP in
+# network namespaces, as in tests/integration/test_ftcp.py. Needs root and a
+# build (IL_BUILD, default ./build).
+#
+#   sudo ./scripts/bench-ftcp.sh                  # 1 GB transfers, 64 MB replay
+#   sudo BYTES=$((256<<20)) REPLAY_MB=32 ./scripts/bench-ftcp.sh
+#   sudo RUNS=3 ./scripts/bench-ftcp.sh           # repeat each row, report median
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export IL_BUILD="${IL_BUILD:-$PWD/build}"
+export BYTES="${BYTES:-$((1 << 30))}" REPLAY_MB="${REPLAY_MB:-64}" RUNS="${RUNS:-1}"
+exec /usr/bin/python3 - "$@" <<'PY'
+import json, os, re, signal, statistics, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, str(Path.cwd() / "tests" / "integration"))
+import test_ftcp_lib as L
+
+BYTES, REPLAY_MB, RUNS = int(os.environ["BYTES"]), int(os.environ["REPLAY_MB"]), int(os.environ["RUNS"])
+OFF = ["stages.ftcp.protect=[{address: 10.77.0.2, port: 5999}]"]  # bump in the wire only
+
+
+def bulk(strategy, durability, off=False):
+    tmp = Path(tempfile.mkdtemp(prefix="bench-ftcp-"))
+    with L.Rig(tmp, strategy=strategy, durability=durability, app_sets=OFF if off else ()) as r:
+        c = r.client("--mode", "sink", "--bytes", str(BYTES), "--timeout", "600")
+        out, err = c.communicate(timeout=1200)
+        s = r.stop_appliance()
+    res = json.loads(out.strip().splitlines()[-1]) if out.strip() else {"ok": False}
+    if not res.get("ok"):
+        raise SystemExit(f"transfer failed ({strategy}/{durability}): {out} {err[-2000:]}")
+    st = s["stages"]["ftcp"]
+    return {"MBps": BYTES / res["seconds"] / 1e6, "acks": s["ports"]["client"]["tx"],
+            "clamped": st["acks_clamped"], "generated": st["acks_generated"],
+            "held": st["acks_held"], "lag_us_max": st["logger_lag_us_max"]}
+
+
+def median_row(fn, *a, **k):
+    rows = [fn(*a, **k) for _ in range(RUNS)]
+    return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+
+
+def recovery():
+    tmp = Path(tempfile.mkdtemp(prefix="bench-ftcp-rec-"))
+    n = REPLAY_MB << 20
+    with L.Rig(tmp, strategy="lazy", durability="none", server_env={"ILFTCP_TIMING": "1"}) as r:
+        c = r.client("--mode", "sink", "--bytes", str(n), "--hold", "6", "--timeout", "600")
+        for _ in range(6000):  # until everything is logged, then crash the server
+            try:
+                if json.loads(r.logger_stats.read_text())["bytes_logged"] >= n:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.01)
+        time.sleep(0.2)
+        r.kill_server()
+        r.start_server()
+        out, err = c.communicate(timeout=600)
+        s = r.stop_appliance()
+        log = (tmp / "server2.log").read_text()
+    t = {m.group(1): int(m.group(2)) for m in re.finditer(r"ilftcp-timing (\S+) (\d+)", log)}
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["ok"], (out, err)
+    mb = n / 1e6
+    return {"restart_ms": (t["recovered_accept"] - t["start"]) / 1e6,
+            "replay_s": (t["replay_done"] - t["recovered_accept"]) / 1e9,
+            "replay_s_per_MB": (t["replay_done"] - t["recovered_accept"]) / 1e9 / mb,
+            "crash_to_handshake_ms": s["stages"]["ftcp"]["recovery_us_last"] / 1e3,
+            "MB": mb}
+
+
+print(f"# FT-TCP benchmark {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+      f"{BYTES / 1e6:.0f} MB bulk transfer, {RUNS} run(s) per row (median)", flush=True)
+base = median_row(bulk, "lazy", "none", off=True)
+print(f"| configuration | MB/s | % of FT-TCP off | acks to client | acks vs off | clamped | generated | held | max logger lag (us) |")
+print("|---|---|---|---|---|---|---|---|---|")
+print(f"| FT-TCP off | {base['MBps']:.1f} | 100.0% | {base['acks']:.0f} | 1.00x | - | - | - | - |", flush=True)
+for strategy, dur in [("basic", "none"), ("lazy", "none"), ("eager", "none"),
+                      ("conditional", "none"), ("lazy", "group"), ("eager", "group"),
+                      ("conditional", "group"), ("lazy", "sync"), ("eager", "sync"),
+                      ("conditional", "sync")]:
+    try:
+        r = median_row(bulk, strategy, dur)
+    except SystemExit as e:
+        print(f"| {strategy}, durability {dur} | failed: {str(e)[:80]} |", flush=True)
+        continue
+    print(f"| {strategy}, durability {dur} | {r['MBps']:.1f} | {100 * r['MBps'] / base['MBps']:.1f}% | "
+          f"{r['acks']:.0f} | {r['acks'] / base['acks']:.2f}x | {r['clamped']:.0f} | "
+          f"{r['generated']:.0f} | {r['held']:.0f} | {r['lag_us_max']:.0f} |", flush=True)
+rec = median_row(recovery)
+print(f"\nrecovery ({rec['MB']:.0f} MB log, logger local): restart {rec['restart_ms']:.1f} ms "
+      f"(process start -> fabricated handshake accepted), replay {rec['replay_s']:.3f} s = "
+      f"{rec['replay_s_per_MB']:.4f} s/MB, crash -> handshake in the appliance "
+      f"{rec['crash_to_handshake_ms']:.1f} ms")
+PY
