@@ -46,6 +46,7 @@ def plots(res, docs):
                  "kernel": ("tab:red", "^")}
         for dut, pts in sw.items():
             col, mk = style.get(dut, ("k", "x"))
+            pts = sorted(pts, key=lambda p: p["fwd_mpps"])
             x = [p["fwd_mpps"] for p in pts]
             label = {"ceiling": "testpmd io (ceiling)", "kernel": "kernel sockets (kseq)"}.get(
                 dut, "appliance")
@@ -129,14 +130,15 @@ the same frames unchanged, so at 64 B it moves 44 bytes less per frame than the 
     if res.get("generator"):
         L.append("### The generator alone")
         L.append("")
-        L.append("| into | frames | Mpps offered | Gbit/s (wire) | 10 GbE line rate (14.88 Mpps at 64 B) |")
-        L.append("|---|---|---|---|---|")
+        L.append("| into | frames | Mpps sent (taken by the port) | Mpps built (taken or refused) | Gbit/s sent (wire) | 10 GbE line rate (14.88 Mpps at 64 B) |")
+        L.append("|---|---|---|---|---|---|")
         for g in res["generator"]:
+            sent = g.get("accepted_mpps", g["mpps"])
             met = ""
             if g["case"]["frame"] == 64:
-                met = ("**met**" if g["mpps"] >= LINE_RATE_64 else
-                       f"missed by {100 * (1 - g['mpps'] / LINE_RATE_64):.0f}%")
-            L.append(f"| {g['into']} | {name(g['case'])} | {g['mpps']:.2f} | {g['gbps']:.2f} | {met} |")
+                met = ("**met**" if sent >= LINE_RATE_64 else
+                       f"missed by {100 * (1 - sent / LINE_RATE_64):.0f}%")
+            L.append(f"| {g['into']} | {name(g['case'])} | {sent:.2f} | {g['mpps']:.2f} | {g['gbps']:.2f} | {met} |")
         L.append("")
     if res.get("sizes"):
         L.append("### Appliance against the ceiling (testpmd io), S1 R1")
@@ -216,24 +218,39 @@ def verdicts(res):
         r = res["sizes"][0]
         a, c = r["appliance"], r["ceiling"]
         an, cn = a.get("ndr_mpps", 0), c.get("ndr_mpps", 0)
-        out.append(f"- Appliance NDR at 64 B: **{an:.2f} Mpps** (max {a['mfr_mpps']:.2f}); "
-                   f"{pct(an, cn)} of the testpmd-io ceiling's {cn:.2f} Mpps (target 80%: "
-                   + ("met" if cn and an / cn >= 0.8 else
-                      f"missed by {80 - 100 * an / cn:.0f} points" if cn else "n/a")
-                   + "); "
-                   + ("reaches" if an >= LINE_RATE_64 else "does not reach")
-                   + " 14.88 Mpps.")
+        am, cm = a["mfr_mpps"], c["mfr_mpps"]
+        line = (f"- Appliance at 64 B: NDR **{an:.2f} Mpps**, maximum forwarding rate **{am:.2f} "
+                f"Mpps**; " + ("reaches" if an >= LINE_RATE_64 else "does not reach") +
+                f" 14.88 Mpps (missed by {100 * (1 - max(an, am) / LINE_RATE_64):.0f}% even "
+                "at the maximum rate). ")
+        if cn >= 0.1 * cm and cn > 0:
+            line += (f"Against the ceiling: NDR {pct(an, cn)} of testpmd io's {cn:.2f} Mpps "
+                     "(target 80%: " + ("met" if an / cn >= 0.8 else
+                                       f"missed by {80 - 100 * an / cn:.0f} points") + ").")
+        else:
+            line += (f"Against the ceiling the NDR cannot be compared here: testpmd io's own NDR "
+                     f"({cn:.2f} Mpps) is {pct(cn, cm)} of its maximum rate, i.e. the zero-loss "
+                     f"search measured the machine's scheduling, not the devices. By maximum "
+                     f"forwarding rate the appliance reaches **{pct(am, cm)}** of the ceiling's "
+                     f"{cm:.2f} Mpps (target 80%: " +
+                     ("met" if am / cm >= 0.8 else f"missed by {80 - 100 * am / cm:.0f} points")
+                     + ").")
+        out.append(line)
         k = res.get("kernel")
         if k:
-            kn = k.get("ndr_mpps", 0)
+            kn, km = k.get("ndr_mpps", 0), k["mfr_mpps"]
             out.append(f"- Against the kernel-socket baseline at 64 B: NDR {an:.2f} vs {kn:.3f} Mpps "
-                       f"= {ratio(an, kn)} (target 10x: "
-                       + ("met" if kn and an / kn >= 10 else "missed") + f"); max {ratio(a['mfr_mpps'], k['mfr_mpps'])}.")
+                       f"= **{ratio(an, kn)}** (target 10x: "
+                       + ("met" if kn and an / kn >= 10 else "missed") + f"); maximum forwarding rate "
+                       f"{am:.2f} vs {km:.3f} Mpps = **{ratio(am, km)}** (target 10x: "
+                       + ("met" if km and am / km >= 10 else "missed") + ").")
     rows = res.get("receivers") or []
     if len(rows) >= 2:
         d = 100 * (1 - rows[-1]["mfr_mpps"] / rows[0]["mfr_mpps"])
-        out.append(f"- Receivers 1 -> {rows[-1]['case']['receivers']}: max forwarding rate changes by "
-                   f"{-d:+.1f}% (target: falls by no more than 10%: "
+        mid = " -> ".join(f"{r['mfr_mpps']:.2f}" for r in rows)
+        out.append(f"- Receivers 1 -> {rows[-1]['case']['receivers']}: maximum forwarding rate "
+                   f"{mid} Mpps (medians of interleaved trials), a change of {-d:+.1f}% from 1 to "
+                   f"{rows[-1]['case']['receivers']} (target: falls by no more than 10%: "
                    + ("met" if d <= 10 else f"missed by {d - 10:.0f} points") + ").")
     return out
 

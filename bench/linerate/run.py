@@ -95,6 +95,9 @@ class Dut:
         return self
 
     def __exit__(self, *exc):
+        # The generator (a memif client) leaves before the device (the server).
+        if getattr(self, "before_stop", None):
+            self.before_stop()
         self.stop()
 
 
@@ -267,6 +270,87 @@ class Kernel(Dut):
         return (f"net_af_packet0,iface={self.a0},{opts}", f"net_af_packet1,iface={self.b0},{opts}")
 
 
+class GenError(Exception):
+    pass
+
+
+class Generator:
+    """interlink-pktgen --serve: one process and one connection for all the trials of one
+    device and frame size (a memif client reconnecting for every trial costs seconds and,
+    with DPDK 22.11, sometimes the server)."""
+
+    def __init__(self, tmp, dut, case, nice):
+        tx, rx = dut.gen_ports()
+        self.prefix = f"lrgen{uuid.uuid4().hex[:8]}"
+        self.err = open(Path(tmp) / f"{self.prefix}.log", "w")
+        self.errp = Path(tmp) / f"{self.prefix}.log"
+        cmd = ["taskset", "-c", GEN_CPU, str(BUILD / "pktgen" / "interlink-pktgen"),
+               "--serve", "--tx", tx, "--rx", rx, "--mode", case["mode"],
+               "--frame", str(case["frame"]), "--groups", "1", "--senders", "8",
+               "--receivers", "8", "--tx-drop", "--drain-timeout", "1", "--link-wait", "30",
+               # A generator that lost its CPU does not make up with a burst the device
+               # would never see from a wire: what it could not send is not offered, and
+               # the offered rate that counts is the one achieved.
+               "--catch-up-us", "200",
+               "--", "--file-prefix", self.prefix, "--lcores", "0", "--no-huge", "-m", "1024",
+               "--log-level", "lib.eal:error"]
+        if nice:
+            cmd = ["nice", "-n", str(nice)] + cmd
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.err, text=True, bufsize=1)
+        self.fd, self.buf = self.p.stdout.fileno(), b""
+        line = self.readline(60)
+        if line.strip() != "READY":
+            self.close()
+            raise GenError(f"generator did not start: {line}{self.errp.read_text()}")
+
+    def readline(self, timeout):
+        # select() on the raw descriptor with our own buffer: a buffered reader may hold
+        # the next lines already, and select() would not say so.
+        import select
+        deadline = time.time() + timeout
+        while b"\n" not in self.buf:
+            r, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.time()))
+            if not r:
+                raise GenError("generator timed out: " + self.errp.read_text())
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                raise GenError(f"generator exited ({self.p.poll()}): " + self.errp.read_text())
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode() + "\n"
+
+    def trial(self, rate, secs, senders, receivers):
+        try:
+            self.p.stdin.write(f"trial {int(rate)} {secs} {senders} {receivers}\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            raise GenError("generator gone: " + self.errp.read_text())
+        out = []
+        t0 = time.time()
+        while True:
+            line = self.readline(max(1.0, secs + 30 - (time.time() - t0)))
+            if line.strip() == "END":
+                break
+            out.append(line)
+        text = "".join(out)
+        if text.startswith("ERROR"):
+            raise RuntimeError(text)
+        return json.loads(text)
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.write("quit\n")
+                self.p.stdin.flush()
+                self.p.wait(timeout=10)
+            except (BrokenPipeError, subprocess.TimeoutExpired, ValueError):
+                self.p.kill()
+                self.p.wait()
+        self.err.close()
+        rm_prefix(self.prefix)
+
+
 class Runner:
     def __init__(self, args, tmp):
         self.args = args
@@ -274,50 +358,45 @@ class Runner:
         self.trials = []
         self.restarts = {}
         self.n = 0
+        self.gen, self.gen_key = None, None
+
+    def gen_for(self, dut, case):
+        key = (id(dut), dut.tag, case["mode"], case["frame"])
+        if self.gen_key != key:
+            self.close_gen()
+            self.gen = Generator(self.tmp, dut, case, self.args.nice)
+            self.gen_key = key
+            dut.before_stop = self.close_gen
+        return self.gen
+
+    def close_gen(self):
+        if self.gen:
+            self.gen.close()
+        self.gen, self.gen_key = None, None
 
     def trial(self, dut, case, rate_pps=0, duration=None):
-        """One pktgen run in count mode: frames that the port refuses are lost, as on a wire."""
+        """One trial in count mode on the generator serving this device and frame: frames
+        that the port refuses are lost, as on a wire."""
         d = duration or self.args.trial
-        if not dut.alive():
-            # DPDK 22.11's memif can panic in the interrupt thread when a peer leaves
-            # mid-message (docs/interop.md): count it, start the device again.
-            log(f"  ({dut.name} exited: restarting it)")
-            self.restarts[dut.name] = self.restarts.get(dut.name, 0) + 1
-            dut.stop()
-            dut.start()
-        tx, rx = dut.gen_ports()
-        tag = uuid.uuid4().hex[:8]
-        js = self.tmp / f"trial-{tag}.json"
-        cmd = ["taskset", "-c", GEN_CPU, str(BUILD / "pktgen" / "interlink-pktgen"),
-               "--tx", tx, "--rx", rx, "--mode", case["mode"], "--frame", str(case["frame"]),
-               "--groups", "1", "--senders", str(case.get("senders", 1)),
-               "--receivers", str(case.get("receivers", 1)), "--check", "count", "--tx-drop",
-               "--count", "0", "--duration", str(d), "--drain-timeout", "1", "--quiet",
-               "--link-wait", "30",
-               "--json", str(js)]
-        if rate_pps:
-            # A generator that lost its CPU does not make up with a burst the DUT would
-            # never see from a wire: what it could not send is not offered (and the
-            # offered rate that counts is the one achieved).
-            cmd += ["--rate", str(int(rate_pps)), "--catch-up-us", "200"]
-        cmd += ["--", "--file-prefix", f"lrgen{tag}", "--lcores", "0", "--no-huge",
-                "-m", "1024", "--log-level", "lib.eal:error"]
-        if self.args.nice:
-            cmd = ["nice", "-n", str(self.args.nice)] + cmd
+        r = None
         for attempt in range(3):
+            if not dut.alive():
+                # DPDK 22.11's memif can panic in the interrupt thread when a peer leaves
+                # mid-message (docs/interop.md): count it, start the device again.
+                log(f"  ({dut.name} exited: restarting it)")
+                self.restarts[dut.name] = self.restarts.get(dut.name, 0) + 1
+                self.close_gen()
+                dut.stop()
+                dut.start()
             try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=d + 40)
-            finally:
-                rm_prefix(f"lrgen{tag}")
-            # af_packet's fanout group id is derived from the pid and can collide with
-            # one left by another program, and a memif link can miss its first connect on
-            # a loaded machine: a new process gets a new id and a new connection.
-            if js.exists():
+                g = self.gen_for(dut, case)
+                r = g.trial(rate_pps, d, case.get("senders", 1), case.get("receivers", 1))
                 break
-            log(f"  (pktgen failed, rc {p.returncode}, retrying: {p.stderr.strip()[-200:]})")
-        if not js.exists():
-            raise RuntimeError(f"pktgen failed ({p.returncode}): {p.stdout}{p.stderr}")
-        r = json.loads(js.read_text())
+            except GenError as e:
+                log(f"  (generator failed, retrying: {str(e)[-300:]})")
+                self.close_gen()
+        if r is None:
+            raise RuntimeError("the generator failed three times in a row")
         r.update(dut=dut.name, case=dict(case), target_pps=rate_pps, duration=d)
         r["ok"] = r["lost"] == 0 and r["seq_missing"] == 0 and r["rx_data"] > 0
         self.trials.append(r)
@@ -330,12 +409,22 @@ class Runner:
             f"p50 {lat['p50']:8.1f} p99 {lat['p99']:9.1f} us  {'ok' if r['ok'] else 'LOSS'}")
         return r
 
-    def mfr_ndr(self, dut, case, search=True):
+    def mfr(self, dut, case, reps=None):
+        """The maximum forwarding rate: the median of reps trials offered as fast as the
+        generator goes (one trial is at the mercy of whoever else has the CPU)."""
+        reps = reps or self.args.reps
+        rs = sorted((self.trial(dut, case) for _ in range(reps)), key=lambda r: r["rx_mpps"])
+        m = rs[len(rs) // 2]
+        m["mfr_all"] = [r["rx_mpps"] for r in rs]
+        return m
+
+    def mfr_ndr(self, dut, case, search=True, mfr=None):
         """Maximum forwarding rate, then the no-drop rate (NDR, zero loss) and the partial-drop
         rate (PDR, loss ratio <= 0.5%) found together, as MLRsearch does: every trial narrows
         both intervals; the next trial serves the target whose interval is still widest."""
-        mfr = self.trial(dut, case)
+        mfr = mfr or self.mfr(dut, case)
         out = {"case": case, "dut": dut.name, "mfr_mpps": mfr["rx_mpps"],
+               "mfr_trials_mpps": mfr.get("mfr_all", [mfr["rx_mpps"]]),
                "offered_max_mpps": mfr["offered_mpps"], "mfr_gbps": gbps(mfr["rx_mpps"], case),
                "mfr_latency": mfr["latency_us"]}
         if not search:
@@ -349,6 +438,16 @@ class Runner:
             if rate <= 1000:
                 break
             r = self.trial(dut, case, rate)
+            # On a shared machine one trial is at the mercy of whoever else has the CPU
+            # for a few milliseconds: a rate that lost frames is tried again (--retries),
+            # and passes if one of its trials loses nothing.
+            for _ in range(self.args.retries):
+                if r["lost"] == 0 and r["seq_missing"] == 0 and r["rx_data"] > 0:
+                    break
+                again = self.trial(dut, case, rate)
+                if again["lost"] / max(again["offered_frames"], 1) < \
+                        r["lost"] / max(r["offered_frames"], 1):
+                    r = again
             # The rate tested is what the generator managed to offer, which on a busy
             # machine can fall short of the target.
             tested = min(rate, r["offered_mpps"] * 1e6) if r["offered_mpps"] else rate
@@ -372,6 +471,9 @@ class Runner:
             else:  # widen downwards until a trial passes (MLRsearch's external search)
                 rate = max(t["hi"] - t["width"], t["hi"] * 0.05)
                 t["width"] *= 2
+        # A zero-loss pass is a partial-drop pass too: noise cannot make the PDR the lower.
+        if tg["ndr"]["lo"] > tg["pdr"]["lo"]:
+            tg["pdr"]["lo"], tg["pdr"]["best"] = tg["ndr"]["lo"], tg["ndr"]["best"]
         for name, t in tg.items():
             out[f"{name}_mpps"] = t["lo"] / 1e6
             out[f"{name}_gbps"] = gbps(t["lo"] / 1e6, case)
@@ -419,6 +521,11 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one short point of each kind")
     ap.add_argument("--trial", type=float, help="seconds per trial (default 1; quick 0.3)")
     ap.add_argument("--steps", type=int, help="search trials per case (default 10; quick 1)")
+    ap.add_argument("--reps", type=int,
+                    help="trials per maximum forwarding rate, median taken (default 3; quick 1)")
+    ap.add_argument("--retries", type=int,
+                    help="extra trials at a rate that lost frames before it counts as failed "
+                         "(default 2; quick 0)")
     ap.add_argument("--precision", type=float, default=0.03,
                     help="stop the search when (hi - lo) / hi is below this (default 0.03)")
     ap.add_argument("--out", help="results directory (default bench/linerate/results; quick: "
@@ -430,12 +537,24 @@ def main():
     ap.add_argument("--skip-kernel", action="store_true")
     ap.add_argument("--nice", type=int, default=0,
                     help="run the generator and the devices at this nice value (default 0: "
-                         "a fair share of a shared machine; -10 to push other work aside)")
+                         "a fair share of a shared machine; -10 to push other work aside). "
+                         "With the kernel's autogroup scheduling, nice only ranks processes "
+                         "of one session, so the run moves to a session of its own and sets "
+                         "that session's nice as well")
     a = ap.parse_args()
     if a.trial is None:
         a.trial = 0.3 if a.quick else 1.0
+    if a.reps is None:
+        a.reps = 1 if a.quick else 5
+    if a.retries is None:
+        a.retries = 0 if a.quick else 2
     if a.steps is None:
         a.steps = 1 if a.quick else 10
+    if a.nice and Path("/proc/self/autogroup").exists():
+        if os.getsid(0) != os.getpid():
+            # setsid forks when we lead a process group; -w passes the exit status on.
+            os.execvp("setsid", ["setsid", "-w", sys.executable, *sys.argv])
+        Path("/proc/self/autogroup").write_text(str(a.nice))
     BUILD = Path(a.build).resolve()
     NICE = ["nice", "-n", str(a.nice)] if a.nice else []
     for b in (BUILD / "dataplane" / "interlink", BUILD / "pktgen" / "interlink-pktgen"):
@@ -454,8 +573,11 @@ def main():
 
     started = datetime.datetime.now(datetime.timezone.utc)
     res = {"date": started.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
-           "command": "sudo ./scripts/bench-linerate.sh" + (" --quick" if a.quick else ""),
-           "trial_s": a.trial, "quick": a.quick}
+           "command": " ".join(["sudo ./scripts/bench-linerate.sh"] +
+                               [x for x in sys.argv[1:]
+                                if not x.startswith("--build") and x != str(a.build)]),
+           "trial_s": a.trial, "quick": a.quick, "reps": a.reps, "retries": a.retries,
+           "nice": a.nice}
     tmp = tempfile.mkdtemp(prefix="linerate-run-")
     R = Runner(a, tmp)
     t0 = time.time()
@@ -501,11 +623,19 @@ def main():
         log("== senders and receivers (appliance, 64 B raw)")
         res["senders"], res["receivers"] = [], []
         with Appliance(tmp) as d:
-            for s in ([8] if a.quick else [1, 4, 8]):
-                res["senders"].append(R.mfr_ndr(d, dict(raw64, senders=s), search=not a.quick))
-            for rcv in ([8] if a.quick else [1, 4, 8]):
-                res["receivers"].append(R.mfr_ndr(d, dict(raw64, receivers=rcv),
-                                                  search=not a.quick))
+            for key in ("senders", "receivers"):
+                cases = [dict(raw64, **{key: n}) for n in ([8] if a.quick else [1, 4, 8])]
+                # Interleaved, so that a busy spell of the machine does not land on one
+                # count only; the median of the repetitions is the figure.
+                runs = {i: [] for i in range(len(cases))}
+                for _ in range(a.reps):
+                    for i, c in enumerate(cases):
+                        runs[i].append(R.trial(d, c))
+                for i, c in enumerate(cases):
+                    rs = sorted(runs[i], key=lambda r: r["rx_mpps"])
+                    m = rs[len(rs) // 2]
+                    m["mfr_all"] = [r["rx_mpps"] for r in rs]
+                    res[key].append(R.mfr_ndr(d, c, search=not a.quick, mfr=m))
         save(out, res)
 
         log("== offered-load sweep with latency (64 B raw)")

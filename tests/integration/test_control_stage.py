@@ -82,6 +82,7 @@ def test_control_frames_are_consumed_and_counted(run_pcap, chan):
         ctl(8, ILMember(roles=2, incarnation=1)),           # HEARTBEAT
         ctl(4, ILAck(view_id=1, buffer_free=100), gseq=1),  # ACK
         ctl(4, ILAck(), epoch=EPOCH + 1, gseq=5),           # ACK of another epoch
+        ctl(4, ILAck(), gseq=100),                          # holds what was never stamped
         ctl(7, ILMember(roles=2, incarnation=1)),           # LEAVE
         ctl(8, ILMember(), group=2),                        # HEARTBEAT, group 2
         ctl(8, ILMember(), group=9),                        # no such group
@@ -93,7 +94,7 @@ def test_control_frames_are_consumed_and_counted(run_pcap, chan):
     assert [p[Interlink].type for p in r.out if Interlink in p] == [1]
     c = r.summary["stages"]["ctrl"]
     assert (c["up_join"], c["up_heartbeat"], c["up_ack"], c["up_leave"]) == (1, 2, 1, 1)
-    assert c["drop_stale_epoch"] == 1
+    assert c["drop_stale_epoch"] == 1 and c["drop_ack_future"] == 1
     assert c["drop_bad_body"] == 1
     assert r.summary["stages"]["classify"]["drop_unknown_group"] + c["drop_unknown_group"] == 1
     assert c["drop_chan_full"] == 0

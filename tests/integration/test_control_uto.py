@@ -40,6 +40,7 @@ class UtoRig:
         self.ctl = self.app = None
         self.links = []
         self.n_app = 0
+        self.procs = []
 
     # -- set-up and tear-down ---------------------------------------------------------
     def links_up(self):
@@ -72,11 +73,21 @@ class UtoRig:
                "--set", 'eal=[--no-huge, -m, "512", --lcores, "0,1", --log-level, "lib.eal:error"]']
         for s in self.app_sets:
             cmd += ["--set", s]
-        self.app = subprocess.Popen(cmd, stdout=open(self.tmp / f"app{self.n_app}.log", "w"),
-                                    stderr=subprocess.STDOUT)
-        # Up once the control process has the data plane's HELLO (its first poll).
-        self.wait_for(lambda: self.status().get("dp_incarnation", 0) >= self.n_app, 30,
-                      "the data plane's HELLO")
+        for attempt in range(3):
+            log = self.tmp / f"app{self.n_app}.log"
+            self.app = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+            try:
+                # Up once the control process has the data plane's HELLO (its first poll).
+                self.wait_for(lambda: self.status().get("dp_incarnation", 0) >= self.n_app,
+                              30, "the data plane's HELLO")
+                return
+            except AssertionError:
+                # Seen once right after a SIGKILLed predecessor: the kernel still held
+                # its AF_PACKET fanout group. Not ours to fix; try again.
+                if "PACKET_FANOUT" not in log.read_text() or attempt == 2:
+                    raise
+                shutil.rmtree(f"/var/run/dpdk/{self.prefix}", ignore_errors=True)
+                time.sleep(1)
 
     def mgmt(self, cmd, timeout=2.0):
         path = self.tmp / f"m{uuid.uuid4().hex[:6]}.sock"
@@ -117,6 +128,7 @@ class UtoRig:
                "--rx", f"{self.tag}b1", "--json", str(js), *args]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         p.json = js
+        self.procs.append(p)
         if not wait:
             return p
         return self.finish(p, timeout)
@@ -162,6 +174,10 @@ class UtoRig:
         return self
 
     def __exit__(self, *exc):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
         if self.app is not None:
             self.kill_appliance()
         if self.ctl is not None:
@@ -301,8 +317,10 @@ def test_data_plane_restarted_under_load(tmp_path):
     and a new view starting at 1; receivers U-deliver up to the final watermark, senders
     re-send what was not stable, and every receiver ends with every message exactly once."""
     with UtoRig(tmp_path, CTL, app_sets=[]) as rig:
+        # No --window check here: a message lost before the dead appliance is unstable by
+        # its sender's count until re-sent, which the appliance's credits cannot know of.
         p = rig.members("--senders", "2", "--receivers", "3", "--count", "30000",
-                        "--rate", "15000", "--window", "256", "--need-credit", wait=False)
+                        "--rate", "15000", "--need-credit", wait=False)
         rig.wait_for(lambda: groups(rig).get(1, {}).get("watermark", 0) > 5000, 30,
                      "traffic to flow")
         rig.kill_appliance(signal.SIGKILL)

@@ -42,96 +42,22 @@
 
 #include <interlink/wire.h>
 
-#define MAXR 16
-#define MAXS 16
-#define MAXEV 32
-#define RING (1u << 21) /* global sequences remembered (power of two) */
-#define HB 20000        /* latency histogram buckets of 10 us: 200 ms */
-#define H 42            /* Interlink header offset */
+#include "members.h"
 
-struct msgrec {
-	uint64_t g;     /* global sequence (0: none) */
-	uint32_t sender;
-	uint64_t sseq;
-	uint64_t sent_ns;
-	uint64_t po_ns; /* first PO delivery (all receivers share the clock) */
-};
-
-enum rstate { R_IDLE, R_JOINING, R_MEMBER, R_DEAD, R_SILENT };
-
-struct rcv {
-	uint32_t id, inc;
-	enum rstate st;
-	uint64_t start, po, uto; /* start point; next to PO/UTO-deliver */
-	uint64_t hi;             /* highest sequence held + 1 */
-	uint8_t *have;           /* RING bits */
-	uint32_t view;
-	uint64_t last_ack_ns, last_hb_ns, last_join_ns, last_nak_ns, acked;
-	uint64_t po_n, uto_n, buffer_drops, rejoins, excluded_at_ns, joined_ns;
-	uint64_t gap_ns, gap_po;
-	uint8_t *got[MAXS];      /* per sender and sender_seq: epoch number (1, 2, ...)
-				  * it was U-delivered in; 0: not yet */
-	uint64_t redelivered;    /* U-delivered again in a later epoch: must not be */
-	bool whole;              /* a member from the start, never excluded */
-	uint64_t dup_skipped;    /* stamped twice (re-sent): delivered once */
-	uint64_t killed_ns;      /* --kill: when */
-	double excluded_after_s; /* from its death to the VIEW without it */
-	/* The sender entries of the VIEW it joined by (Fast-Join check). */
-	unsigned n_fj;
-	uint32_t fj_sender[MAXS];
-	uint64_t fj_next[MAXS];
-};
-
-struct snd {
-	uint32_t id;
-	bool member;
-	uint64_t next;     /* next sender_seq to send */
-	uint64_t limit;    /* credit: may send below this (0: none seen) */
-	uint64_t stable_next, max_unstable;
-	uint64_t *gseq;    /* sender_seq -> global sequence */
-	uint64_t last_join_ns;
-	uint64_t unseen, unseen_ns; /* first sender_seq not yet seen stamped */
-	uint64_t resent, rewound;
-};
-
-enum evk { EV_KILL, EV_LATE, EV_SILENT };
-struct ev {
-	enum evk k;
-	unsigned r;
-	double at, until;
-	bool done;
-};
-
-static struct {
-	const char *tx_if, *rx_if, *json;
-	uint16_t group;
-	uint32_t mcast;
-	unsigned ns, nr, size, ack_every, ack_us, hb_ms, nak_us;
-	uint64_t count, buffer, window;
-	double rate, max_s, settle_s;
-	bool need_credit;
-	struct ev ev[MAXEV];
-	unsigned n_ev;
-} o = { .group = 1, .ns = 1, .nr = 1, .size = 64, .ack_every = 32, .ack_us = 500,
-	.hb_ms = 20, .nak_us = 3000, .count = 10000, .buffer = 1u << 20, .max_s = 50,
-	.settle_s = 10 };
+struct opts o = { .group = 1, .ns = 1, .nr = 1, .size = 64, .ack_every = 32, .ack_us = 500,
+		  .hb_ms = 20, .nak_us = 3000, .count = 10000, .buffer = 1u << 20, .max_s = 50,
+		  .settle_s = 10 };
+struct counters c;
+struct rcv R[MAXR];
+struct snd S[MAXS];
+struct msgrec *msgs;
+uint32_t epoch;
+uint64_t stable;
+uint64_t lat_po[HB], lat_uto[HB], lat_diff[HB];
 
 static int txfd, rxfd, txidx, rxidx;
 static uint8_t mac_src[6] = { 0x02, 0, 0, 0, 0x11, 0x01 };
-static struct rcv R[MAXR];
-static struct snd S[MAXS];
-static struct msgrec *msgs; /* RING entries, by global sequence */
-static uint32_t epoch;
-static uint64_t stable, t0;
-static uint64_t lat_po[HB], lat_uto[HB], lat_diff[HB];
-static uint64_t diff_n;
-static struct {
-	uint64_t data_rx, data_dup, stable_rx, view_rx, credit_rx, unavail_rx;
-	uint64_t ack_tx, hb_tx, join_tx, nak_tx, data_tx, data_frames_tx, send_fail;
-	uint64_t disagreements, uniform_violations, restamped, epochs, max_g;
-	uint64_t max_gap_ns; /* longest time between two loop iterations */
-	uint64_t lost_stable, finals;
-} c;
+static uint64_t t0;
 
 static uint64_t now_ns(void)
 {
@@ -273,29 +199,6 @@ static void send_nak(struct rcv *r, uint64_t first, uint64_t last, uint64_t now)
 	c.nak_tx++;
 }
 
-static void hist(uint64_t *h, uint64_t ns)
-{
-	uint64_t b = ns / 10000;
-
-	h[b < HB ? b : HB - 1]++;
-}
-
-static double pct(const uint64_t *h, double p)
-{
-	uint64_t n = 0, k = 0;
-
-	for (unsigned i = 0; i < HB; i++)
-		n += h[i];
-	if (n == 0)
-		return 0;
-	for (unsigned i = 0; i < HB; i++) {
-		k += h[i];
-		if ((double)k >= p * (double)n)
-			return (i + 0.5) * 10.0;
-	}
-	return HB * 10.0;
-}
-
 static bool live_member(const struct rcv *r)
 {
 	return r->st == R_MEMBER || r->st == R_SILENT;
@@ -321,7 +224,7 @@ static void deliver(struct rcv *r, uint64_t now)
 
 		/* Uniform: every live member of the view that is responsible
 		 * for this sequence holds it. */
-		for (unsigned k = 0; k < o.nr; k++)
+		for (unsigned k = 0; k < o.nr && !o.no_check; k++)
 			if (&R[k] != r && live_member(&R[k]) && R[k].start <= r->uto &&
 			    !has(&R[k], r->uto))
 				c.uniform_violations++;
@@ -344,7 +247,6 @@ static void deliver(struct rcv *r, uint64_t now)
 		if (m->sent_ns) {
 			hist(lat_uto, now - m->sent_ns);
 			hist(lat_diff, now - m->po_ns);
-			diff_n++;
 		}
 		r->uto_n++;
 	}
@@ -598,6 +500,8 @@ static void receiver_timers(struct rcv *r, uint64_t now)
 	}
 	if (r->st != R_MEMBER)
 		return;
+	if (awaiting)
+		return; /* its sequence numbers belong to an epoch that ended */
 	if (r->po >= r->acked + o.ack_every ||
 	    (now - r->last_ack_ns > o.ack_us * 1000ull && (r->po != r->acked ||
 							  now - r->last_ack_ns > 50000000ull)))
@@ -692,84 +596,6 @@ static void run_events(uint64_t now)
 	}
 }
 
-static void usage(void)
-{
-	fprintf(stderr,
-		"usage: il-uto-members --tx IF --rx IF [--group G] [--mcast A.B.C.D]\n"
-		"  [--senders S] [--receivers R] [--count N per sender] [--rate MSGS/S total]\n"
-		"  [--size B] [--ack-every K] [--ack-us T] [--hb-ms H] [--buffer MSGS]\n"
-		"  [--window W (check)] [--need-credit] [--kill R@S] [--late R@S]\n"
-		"  [--silent R@S1:S2] [--max-s S] [--settle-s S] [--json PATH]\n");
-	exit(2);
-}
-
-static void add_ev(enum evk k, const char *a)
-{
-	struct ev *e = &o.ev[o.n_ev];
-
-	if (o.n_ev == MAXEV)
-		usage();
-	e->k = k;
-	if (k == EV_SILENT) {
-		if (sscanf(a, "%u@%lf:%lf", &e->r, &e->at, &e->until) != 3)
-			usage();
-	} else if (sscanf(a, "%u@%lf", &e->r, &e->at) != 2) {
-		usage();
-	}
-	o.n_ev++;
-}
-
-static void parse(int argc, char **argv)
-{
-	static const struct option lo[] = {
-		{ "tx", 1, 0, 't' },	    { "rx", 1, 0, 'r' },	  { "group", 1, 0, 'g' },
-		{ "mcast", 1, 0, 'm' },	    { "senders", 1, 0, 'S' },	  { "receivers", 1, 0, 'R' },
-		{ "count", 1, 0, 'n' },	    { "rate", 1, 0, 'p' },	  { "size", 1, 0, 'z' },
-		{ "ack-every", 1, 0, 'k' }, { "ack-us", 1, 0, 'T' },	  { "hb-ms", 1, 0, 'H' },
-		{ "buffer", 1, 0, 'b' },    { "window", 1, 0, 'w' },	  { "need-credit", 0, 0, 'C' },
-		{ "kill", 1, 0, 'K' },	    { "late", 1, 0, 'L' },	  { "silent", 1, 0, 'Q' },
-		{ "max-s", 1, 0, 'x' },	    { "settle-s", 1, 0, 's' },	  { "json", 1, 0, 'j' },
-		{ 0, 0, 0, 0 },
-	};
-	const char *mc = "239.1.1.1";
-	struct in_addr a;
-	int ch;
-
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (ch) {
-		case 't': o.tx_if = optarg; break;
-		case 'r': o.rx_if = optarg; break;
-		case 'g': o.group = (uint16_t)atoi(optarg); break;
-		case 'm': mc = optarg; break;
-		case 'S': o.ns = (unsigned)atoi(optarg); break;
-		case 'R': o.nr = (unsigned)atoi(optarg); break;
-		case 'n': o.count = strtoull(optarg, NULL, 10); break;
-		case 'p': o.rate = atof(optarg); break;
-		case 'z': o.size = (unsigned)atoi(optarg); break;
-		case 'k': o.ack_every = (unsigned)atoi(optarg); break;
-		case 'T': o.ack_us = (unsigned)atoi(optarg); break;
-		case 'H': o.hb_ms = (unsigned)atoi(optarg); break;
-		case 'b': o.buffer = strtoull(optarg, NULL, 10); break;
-		case 'w': o.window = strtoull(optarg, NULL, 10); break;
-		case 'C': o.need_credit = true; break;
-		case 'K': add_ev(EV_KILL, optarg); break;
-		case 'L': add_ev(EV_LATE, optarg); break;
-		case 'Q': add_ev(EV_SILENT, optarg); break;
-		case 'x': o.max_s = atof(optarg); break;
-		case 's': o.settle_s = atof(optarg); break;
-		case 'j': o.json = optarg; break;
-		default: usage();
-		}
-	}
-	if (!o.tx_if || !o.rx_if || o.ns < 1 || o.ns > MAXS || o.nr < 1 || o.nr > MAXR ||
-	    o.count < 1 || o.count > RING / 2 || o.size > 1400 || inet_pton(AF_INET, mc, &a) != 1)
-		usage();
-	o.mcast = ntohl(a.s_addr);
-	for (unsigned i = 0; i < o.n_ev; i++)
-		if (o.ev[i].r >= o.nr)
-			usage();
-}
-
 static bool finished(void)
 {
 	if (awaiting || !all_done() || stable < c.max_g)
@@ -811,17 +637,26 @@ static void senders(uint64_t now, double *tokens)
 			s->unseen++;
 			s->unseen_ns = now;
 		}
-		/* Lost before the appliance (never stamped): send it again. */
-		if (s->unseen < s->next && now - s->unseen_ns > 1000000000ull && n < 32) {
-			uint64_t keep = s->next;
+		/* Lost before the appliance (never stamped): after a second
+		 * without progress, send again every message not yet seen
+		 * stamped, a burst per loop (a restart can lose a window). */
+		if (s->unseen < s->next && now - s->unseen_ns > 1000000000ull) {
+			if (s->resend_at < s->unseen || s->resend_at >= s->next)
+				s->resend_at = s->unseen;
+			while (n < 32 && s->resend_at < s->next) {
+				uint64_t keep = s->next, q = s->resend_at++;
 
-			s->next = s->unseen;
-			unsigned len = data_frame(fr[n], s, now);
-			s->next = keep;
-			iov[n] = (struct iovec){ fr[n], len };
-			n++;
-			s->resent++;
-			s->unseen_ns = now;
+				if (s->gseq[q])
+					continue;
+				s->next = q;
+				unsigned len = data_frame(fr[n], s, now);
+				s->next = keep;
+				iov[n] = (struct iovec){ fr[n], len };
+				n++;
+				s->resent++;
+			}
+			if (s->resend_at >= s->next)
+				s->unseen_ns = now; /* a round done: wait again */
 		}
 	}
 	while (n < 32 && (o.rate <= 0 || *tokens >= 1.0)) {
@@ -864,121 +699,6 @@ static void senders(uint64_t now, double *tokens)
 	c.data_frames_tx += k > 0 ? (unsigned)k : 0;
 	if (k < (int)n)
 		c.send_fail += n - (k > 0 ? (unsigned)k : 0);
-}
-
-/* Each joiner's VIEW named, per sender, the sender_seq of that sender's
- * first message at or after the start: check it against the stream. */
-static uint64_t fastjoin_mismatches(const struct rcv *r)
-{
-	uint64_t bad = 0;
-
-	for (unsigned i = 0; i < r->n_fj; i++) {
-		uint64_t want = 0;
-
-		for (uint64_t g = r->start; g < c.max_g && g < r->start + RING / 2; g++)
-			if (msgs[g & (RING - 1)].g == g && msgs[g & (RING - 1)].sender == r->fj_sender[i]) {
-				want = msgs[g & (RING - 1)].sseq;
-				break;
-			}
-		if (want != 0 && want != r->fj_next[i])
-			bad++;
-	}
-	return bad;
-}
-
-static void report(double elapsed, double t_first, double t_last)
-{
-	FILE *f = o.json ? fopen(o.json, "w") : stdout;
-	uint64_t uto_total = 0, buffer_drops = 0, max_unstable = 0, rejoins = 0;
-	double span = t_last - t_first;
-
-	if (f == NULL) {
-		perror(o.json);
-		exit(2);
-	}
-	fprintf(f, "{\n  \"elapsed_s\": %.3f, \"span_s\": %.3f, \"epoch\": %u,\n", elapsed, span,
-		epoch);
-	fprintf(f, "  \"receivers\": [\n");
-	for (unsigned k = 0; k < o.nr; k++) {
-		const struct rcv *r = &R[k];
-		static const char *const sn[] = { "idle", "joining", "member", "dead", "silent" };
-
-		fprintf(f, "    {\"id\": %u, \"state\": \"%s\", \"start\": %llu, \"po\": %llu, "
-			   "\"uto\": %llu, \"po_n\": %llu, \"uto_n\": %llu, \"buffer_drops\": %llu, "
-			   "\"rejoins\": %llu, \"view\": %u, \"inc\": %u, \"excluded_after_s\": %.3f, "
-			   "\"dup_skipped\": %llu, "
-			   "\"fastjoin_senders\": %u, \"fastjoin_mismatches\": %llu}%s\n",
-			r->id, sn[r->st], (unsigned long long)r->start, (unsigned long long)r->po,
-			(unsigned long long)r->uto, (unsigned long long)r->po_n,
-			(unsigned long long)r->uto_n, (unsigned long long)r->buffer_drops,
-			(unsigned long long)r->rejoins, r->view, r->inc, r->excluded_after_s,
-			(unsigned long long)r->dup_skipped, r->n_fj,
-			(unsigned long long)fastjoin_mismatches(r), k + 1 < o.nr ? "," : "");
-		uto_total += r->uto_n;
-		buffer_drops += r->buffer_drops;
-		rejoins += r->rejoins;
-	}
-	fprintf(f, "  ],\n  \"senders\": [\n");
-	for (unsigned i = 0; i < o.ns; i++) {
-		const struct snd *s = &S[i];
-
-		fprintf(f, "    {\"id\": %u, \"sent\": %llu, \"limit\": %llu, \"max_unstable\": %llu, "
-			   "\"resent\": %llu, \"unseen\": %llu}%s\n", s->id,
-			(unsigned long long)(s->next - 1), (unsigned long long)s->limit,
-			(unsigned long long)s->max_unstable, (unsigned long long)s->resent,
-			(unsigned long long)s->unseen, i + 1 < o.ns ? "," : "");
-		if (s->max_unstable > max_unstable)
-			max_unstable = s->max_unstable;
-	}
-	uint64_t ctl = c.ack_tx + c.hb_tx + c.join_tx + c.nak_tx + c.stable_rx + c.view_rx +
-		       c.credit_rx + c.unavail_rx;
-	fprintf(f, "  ],\n  \"messages\": %llu, \"max_g\": %llu, \"stable\": %llu,\n",
-		(unsigned long long)(o.ns * o.count), (unsigned long long)c.max_g,
-		(unsigned long long)stable);
-	fprintf(f, "  \"throughput_msgs_s\": %.1f, \"uto_deliveries\": %llu,\n",
-		span > 0 ? (double)(o.ns * o.count) / span : 0.0, (unsigned long long)uto_total);
-	fprintf(f, "  \"buffer_drops\": %llu, \"max_unstable\": %llu, \"rejoins\": %llu,\n",
-		(unsigned long long)buffer_drops, (unsigned long long)max_unstable,
-		(unsigned long long)rejoins);
-	fprintf(f, "  \"disagreements\": %llu, \"uniform_violations\": %llu, \"restamped\": %llu,\n",
-		(unsigned long long)c.disagreements, (unsigned long long)c.uniform_violations,
-		(unsigned long long)c.restamped);
-	fprintf(f, "  \"data_rx\": %llu, \"data_dup\": %llu, \"send_fail\": %llu, \"epochs\": %llu,\n",
-		(unsigned long long)c.data_rx, (unsigned long long)c.data_dup,
-		(unsigned long long)c.send_fail, (unsigned long long)c.epochs);
-	fprintf(f, "  \"ctl\": {\"ack_tx\": %llu, \"hb_tx\": %llu, \"join_tx\": %llu, \"nak_tx\": %llu, "
-		   "\"stable_rx\": %llu, \"view_rx\": %llu, \"credit_rx\": %llu, \"unavail_rx\": %llu, "
-		   "\"total\": %llu},\n",
-		(unsigned long long)c.ack_tx, (unsigned long long)c.hb_tx,
-		(unsigned long long)c.join_tx, (unsigned long long)c.nak_tx,
-		(unsigned long long)c.stable_rx, (unsigned long long)c.view_rx,
-		(unsigned long long)c.credit_rx, (unsigned long long)c.unavail_rx,
-		(unsigned long long)ctl);
-	uint64_t missing = 0, redelivered = 0, rewound = 0;
-	for (unsigned k = 0; k < o.nr; k++) {
-		redelivered += R[k].redelivered;
-		if (!R[k].whole || R[k].st != R_MEMBER)
-			continue;
-		for (unsigned i = 0; i < o.ns; i++)
-			for (uint64_t q = 1; q <= o.count; q++)
-				missing += R[k].got[i][q] == 0;
-	}
-	for (unsigned i = 0; i < o.ns; i++)
-		rewound += S[i].rewound;
-	fprintf(f, "  \"missing\": %llu, \"redelivered\": %llu, \"lost_stable\": %llu, "
-		   "\"finals\": %llu, \"rewound\": %llu,\n", (unsigned long long)missing,
-		(unsigned long long)redelivered, (unsigned long long)c.lost_stable,
-		(unsigned long long)c.finals, (unsigned long long)rewound);
-	fprintf(f, "  \"max_loop_gap_ms\": %.1f,\n", (double)c.max_gap_ns / 1e6);
-	fprintf(f, "  \"ctl_per_data_msg\": %.4f,\n",
-		c.data_tx ? (double)ctl / (double)c.data_tx : 0.0);
-	fprintf(f, "  \"latency_us\": {\"po\": [%.0f, %.0f, %.0f, %.0f], \"uto\": [%.0f, %.0f, %.0f, "
-		   "%.0f], \"uto_minus_po\": [%.0f, %.0f, %.0f, %.0f], \"percentiles\": [10, 50, 90, 99]}\n}\n",
-		pct(lat_po, .1), pct(lat_po, .5), pct(lat_po, .9), pct(lat_po, .99), pct(lat_uto, .1),
-		pct(lat_uto, .5), pct(lat_uto, .9), pct(lat_uto, .99), pct(lat_diff, .1),
-		pct(lat_diff, .5), pct(lat_diff, .9), pct(lat_diff, .99));
-	if (f != stdout)
-		fclose(f);
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * The control stage's state, shared by ctrl.c (the stage: channel, up
+ * path, housekeeping) and ctrl_out.c (what it sends to the group: STABLE,
+ * VIEW and CREDIT frames, and the per-sender credit bookkeeping).
+ */
+#ifndef IL_STAGE_CTRL_H
+#define IL_STAGE_CTRL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <interlink/chan.h>
+
+#include "seq.h"
+
+#define CTL_MAX_MEMBERS 64
+#define CTL_MAX_SENDERS 64
+#define DOWN_BURST 64
+
+enum {
+	CT_C_UP_ACK,
+	CT_C_UP_JOIN,
+	CT_C_UP_LEAVE,
+	CT_C_UP_HEARTBEAT,
+	CT_C_DROP_CHAN_FULL,
+	CT_C_DROP_UNKNOWN_GROUP,
+	CT_C_DROP_BAD_BODY,
+	CT_C_DROP_STALE_EPOCH,
+	CT_C_DROP_ACK_FUTURE,
+	CT_C_DOWN_MSGS,
+	CT_C_WATERMARKS,
+	CT_C_VIEWS,
+	CT_C_CREDIT_WINDOWS,
+	CT_C_TX_STABLE,
+	CT_C_TX_VIEW,
+	CT_C_TX_CREDIT,
+	CT_C_DROP_TX_NO_MBUF,
+	CT_C_MEMBER_TABLE_FULL,
+	CT_C_SENDER_TABLE_FULL,
+	CT_C_CONTROL_RESTARTS,
+	CT_C_RESYNC_MSGS,
+	CT_C_DOWN_BAD,
+	CT_C_COUNT
+};
+
+struct cmember {
+	uint32_t id, roles, incarnation, buffer_free;
+	uint64_t cum; /* last cumulative ACK seen (exclusive) */
+};
+
+struct csender {
+	uint32_t id;
+	uint64_t stable_next; /* its sender_seq after its last stable message */
+	uint64_t limit_sent;  /* limit of the last CREDIT frame */
+};
+
+struct cgroup {
+	bool active;        /* has a view or a watermark: send STABLE */
+	uint32_t view_id;
+	uint64_t view_start;
+	uint32_t window;    /* 0: no flow control */
+	uint64_t wm;
+	uint64_t walked;    /* credits: history walked up to this seq */
+	uint64_t last_frames; /* seq group's stamped_frames at the last tick */
+	uint16_t n_members, n_senders;
+	struct cmember m[CTL_MAX_MEMBERS];
+	struct csender s[CTL_MAX_SENDERS];
+	/* The view being received (IL_CM_VIEW, then IL_CM_VIEW_MEMBERS). */
+	bool pend;
+	struct il_cm_view pv;
+	uint16_t pend_got;
+	struct { uint32_t id, roles; } pm[CTL_MAX_MEMBERS];
+	/* Final watermark of a dead data-plane incarnation, repeated. */
+	uint32_t final_epoch;
+	uint64_t final_wm;
+	unsigned final_left;
+};
+
+struct ctrl {
+	char seq_name[IL_NAME_LEN];
+	char chan_path[256];
+	char sock_path[108];
+	struct il_app *app;
+	struct il_seq *seq;
+	struct il_chan *ch;
+	uint16_t tx;
+	struct cgroup *g;
+	uint64_t stable_tsc, drain_tsc, house_tsc;
+	uint64_t next_stable, next_drain, next_house;
+	uint64_t last_call, max_gap; /* longest pause between two calls (tsc) */
+	bool hello_due, snapshot_due;
+	/* Wake-fd fetching is a blocking syscall: a helper thread does it. */
+	pthread_t helper;
+	bool helper_ok;
+	atomic_bool stop, need_fetch;
+	atomic_int new_fd;
+};
+
+/* ctrl_out.c */
+void ctrl_send_stable(struct il_stage *st, struct ctrl *c, unsigned gi, uint32_t epoch,
+		      uint64_t wm);
+void ctrl_credits_advance(struct il_stage *st, struct ctrl *c, unsigned gi);
+void ctrl_credits_all(struct il_stage *st, struct ctrl *c, unsigned gi, bool only_grown);
+void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi);
+
+#endif

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * What the control stage sends to a group: STABLE when idle, VIEW with
+ * each sender's Fast-Join start point, CREDIT as the watermark frees each
+ * sender's window (docs/control.md, sections 9, 11 and 12).
+ */
+#include <string.h>
+
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_udp.h>
+
+#include <interlink/app.h>
+#include <interlink/wire.h>
+
+#include "ctrl.h"
+
+static inline void mcast_mac(uint8_t *mac, uint32_t addr)
+{
+	mac[0] = 0x01;
+	mac[1] = 0x00;
+	mac[2] = 0x5e;
+	mac[3] = (uint8_t)((addr >> 16) & 0x7f);
+	mac[4] = (uint8_t)(addr >> 8);
+	mac[5] = (uint8_t)addr;
+}
+
+/* A frame of the appliance's own to group gi's multicast address; returns
+ * the Interlink header (body right after it) or NULL (counted). */
+static uint8_t *frame_new(struct il_stage *st, struct ctrl *c, unsigned gi, uint8_t type,
+			  uint16_t body, struct rte_mbuf **mp)
+{
+	const struct il_app *app = c->app;
+	const struct il_group *grp = &app->groups[gi];
+	const uint16_t len = 42 + IL_HDR_LEN + body;
+	struct rte_mbuf *m = rte_pktmbuf_alloc(app->pool);
+	uint8_t *f;
+
+	if (unlikely(m == NULL || (f = (uint8_t *)rte_pktmbuf_append(m, len)) == NULL)) {
+		rte_pktmbuf_free(m);
+		st->ctr[CT_C_DROP_TX_NO_MBUF]++;
+		return NULL;
+	}
+	memset(f, 0, len);
+	mcast_mac(f, grp->address);
+	memcpy(f + 6, app->ports[c->tx].mac, 6);
+	f[12] = 0x08;
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
+	ip->version_ihl = 0x45;
+	ip->total_length = rte_cpu_to_be_16(len - 14);
+	ip->time_to_live = 16;
+	ip->next_proto_id = IPPROTO_UDP;
+	ip->src_addr = rte_cpu_to_be_32(app->appliance_ip);
+	ip->dst_addr = rte_cpu_to_be_32(grp->address);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
+	udp->src_port = rte_cpu_to_be_16(app->il_udp_port);
+	udp->dst_port = rte_cpu_to_be_16(grp->out_port);
+	udp->dgram_len = rte_cpu_to_be_16(len - 34);
+	uint8_t *h = f + 42;
+	h[IL_OFF_VERSION] = IL_VERSION;
+	h[IL_OFF_TYPE] = type;
+	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
+	h[IL_OFF_FLAGS] = IL_F_STAMPED;
+	il_put16(h + IL_OFF_GROUP_ID, grp->id);
+	il_put32(h + IL_OFF_EPOCH, c->seq->epoch);
+	il_put64(h + IL_OFF_GLOBAL_SEQ, c->seq->groups[gi].next);
+	il_put64(h + IL_OFF_STABLE_SEQ, c->g[gi].wm);
+	h[IL_OFF_FLAGS] |= IL_F_STABLE_VALID;
+	m->l2_len = 14;
+	m->l3_len = 20;
+	*mp = m;
+	return h;
+}
+
+static void frame_send(struct il_stage *st, struct ctrl *c, struct rte_mbuf *m)
+{
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
+
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	((struct rte_udp_hdr *)(f + 34))->dgram_cksum =
+		rte_ipv4_udptcp_cksum(ip, (struct rte_udp_hdr *)(f + 34));
+	il_emit(st, c->tx, m);
+}
+
+void ctrl_send_stable(struct il_stage *st, struct ctrl *c, unsigned gi, uint32_t epoch,
+		      uint64_t wm)
+{
+	struct rte_mbuf *m;
+	uint8_t *h = frame_new(st, c, gi, IL_T_STABLE, IL_STABLE_LEN, &m);
+
+	if (h == NULL)
+		return;
+	il_put32(h + IL_OFF_EPOCH, epoch);
+	il_put64(h + IL_OFF_STABLE_SEQ, wm);
+	il_put32(h + IL_HDR_LEN, c->g[gi].view_id);
+	if (epoch != c->seq->epoch)
+		il_put64(h + IL_OFF_GLOBAL_SEQ, 0); /* that sequence space is gone */
+	frame_send(st, c, m);
+	st->ctr[CT_C_TX_STABLE]++;
+}
+
+static struct csender *sender_get(struct il_stage *st, struct cgroup *g, uint32_t id)
+{
+	for (unsigned i = 0; i < g->n_senders; i++)
+		if (g->s[i].id == id)
+			return &g->s[i];
+	if (g->n_senders == CTL_MAX_SENDERS) {
+		st->ctr[CT_C_SENDER_TABLE_FULL]++;
+		return NULL;
+	}
+	struct csender *s = &g->s[g->n_senders++];
+	*s = (struct csender){ .id = id, .stable_next = 1 };
+	return s;
+}
+
+static void send_credit(struct il_stage *st, struct ctrl *c, unsigned gi, struct csender *s)
+{
+	struct cgroup *g = &c->g[gi];
+	struct rte_mbuf *m;
+	uint64_t limit = s->stable_next + g->window;
+	uint8_t *h = frame_new(st, c, gi, IL_T_CREDIT, IL_CREDIT_LEN, &m);
+
+	if (h == NULL)
+		return;
+	il_put32(h + IL_OFF_SENDER_ID, s->id);
+	il_put64(h + IL_HDR_LEN, limit);
+	il_put32(h + IL_HDR_LEN + 8, g->window);
+	frame_send(st, c, m);
+	s->limit_sent = limit;
+	st->ctr[CT_C_TX_CREDIT]++;
+}
+
+/* The watermark moved: every frame newly below it is stable, so its
+ * sender's window slides. Each history frame is walked once. */
+void ctrl_credits_advance(struct il_stage *st, struct ctrl *c, unsigned gi)
+{
+	struct cgroup *g = &c->g[gi];
+	const struct il_seq *s = c->seq;
+	const struct il_seq_group *sg = &s->groups[gi];
+	uint32_t idx = il_seq_hist_find(s, gi, g->walked);
+
+	for (; idx < sg->n; idx++) {
+		const struct il_hist_ent *e = il_seq_hist_at(s, gi, idx);
+
+		if (e->first + e->count > g->wm)
+			break;
+		g->walked = e->first + e->count;
+		struct csender *cs = sender_get(st, g, e->sender);
+		if (cs != NULL && e->sender_seq + e->count > cs->stable_next)
+			cs->stable_next = e->sender_seq + e->count;
+	}
+	if (g->window == 0)
+		return;
+	/* A grant every window/8 messages, not every message: the sender
+	 * blocked at its limit always gets one, since then all its window
+	 * has become stable. */
+	uint64_t step = g->window >= 8 ? g->window / 8 : 1;
+	bool first = true;
+	for (unsigned i = 0; i < g->n_senders; i++)
+		if (g->s[i].stable_next + g->window >= g->s[i].limit_sent + step) {
+			/* The watermark behind a grant goes first, so a sender
+			 * never holds a grant for messages it cannot yet know
+			 * are stable (its own count of unstable ones stays
+			 * within the window). */
+			if (first && c->seq->groups[gi].carried < g->wm)
+				ctrl_send_stable(st, c, gi, c->seq->epoch, g->wm);
+			first = false;
+			send_credit(st, c, gi, &g->s[i]);
+		}
+}
+
+/* A grant to every sender of the group (only_grown: those whose limit
+ * grew since their last one). */
+void ctrl_credits_all(struct il_stage *st, struct ctrl *c, unsigned gi, bool only_grown)
+{
+	struct cgroup *g = &c->g[gi];
+
+	if (g->window == 0)
+		return;
+	for (unsigned i = 0; i < g->n_senders; i++)
+		if (!only_grown || g->s[i].stable_next + g->window > g->s[i].limit_sent)
+			send_credit(st, c, gi, &g->s[i]);
+}
+
+/* Each sender's next sender_seq at global sequence `start`: the first of
+ * its frames at or after start, else one past its last frame before it.
+ * The history holds every frame above the watermark (UTO), and start is
+ * at or above it. */
+static uint64_t sender_next_at(const struct ctrl *c, unsigned gi, uint32_t sender,
+			       uint64_t start, uint64_t fallback)
+{
+	const struct il_seq *s = c->seq;
+	const struct il_seq_group *sg = &s->groups[gi];
+	uint64_t next = fallback;
+
+	for (uint32_t idx = il_seq_hist_find(s, gi, c->g[gi].wm); idx < sg->n; idx++) {
+		const struct il_hist_ent *e = il_seq_hist_at(s, gi, idx);
+
+		if (e->sender != sender)
+			continue;
+		if (e->first >= start)
+			return e->sender_seq;
+		next = e->sender_seq + e->count;
+	}
+	return next;
+}
+
+void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi)
+{
+	struct cgroup *g = &c->g[gi];
+	struct cmember old[CTL_MAX_MEMBERS];
+	uint16_t n_old = g->n_members, n = g->pv.n_members;
+
+	memcpy(old, g->m, sizeof(old[0]) * n_old);
+	g->n_members = 0;
+	for (uint16_t i = 0; i < n && i < CTL_MAX_MEMBERS; i++) {
+		struct cmember *m = &g->m[g->n_members++];
+
+		*m = (struct cmember){ .id = g->pm[i].id, .roles = g->pm[i].roles,
+				       .buffer_free = UINT32_MAX };
+		for (uint16_t k = 0; k < n_old; k++)
+			if (old[k].id == m->id) {
+				m->cum = old[k].cum;
+				m->incarnation = old[k].incarnation;
+				m->buffer_free = old[k].buffer_free;
+			}
+		if (m->roles & IL_ROLE_SENDER)
+			sender_get(st, g, m->id);
+	}
+	g->active = true;
+	g->view_id = g->pv.view_id;
+	g->window = g->pv.window;
+	g->view_start = g->pv.start_seq ? g->pv.start_seq : c->seq->groups[gi].next;
+	if (g->pv.epoch == c->seq->epoch && g->view_start < g->wm)
+		g->view_start = g->wm;
+	st->ctr[CT_C_VIEWS]++;
+
+	/* The VIEW frame: members, then each sender's next sender_seq at the
+	 * view's start, as far as one frame holds them. */
+	uint16_t room = (uint16_t)((c->app->frame_max - 42 - IL_HDR_LEN - IL_VIEW_LEN));
+	uint16_t nm = g->n_members, ns = g->n_senders;
+	if ((uint32_t)nm * IL_VIEW_MEMBER_LEN > room)
+		nm = room / IL_VIEW_MEMBER_LEN;
+	if ((uint32_t)nm * IL_VIEW_MEMBER_LEN + (uint32_t)ns * IL_VIEW_SENDER_LEN > room)
+		ns = (uint16_t)((room - nm * IL_VIEW_MEMBER_LEN) / IL_VIEW_SENDER_LEN);
+	struct rte_mbuf *mb;
+	uint16_t body = (uint16_t)(IL_VIEW_LEN + nm * IL_VIEW_MEMBER_LEN + ns * IL_VIEW_SENDER_LEN);
+	uint8_t *h = frame_new(st, c, gi, IL_T_VIEW, body, &mb);
+	if (h == NULL)
+		return;
+	il_put64(h + IL_OFF_GLOBAL_SEQ, g->view_start);
+	uint8_t *b = h + IL_HDR_LEN;
+	il_put32(b, g->view_id);
+	il_put16(b + 4, nm);
+	il_put16(b + 6, ns);
+	b += IL_VIEW_LEN;
+	for (uint16_t i = 0; i < nm; i++, b += IL_VIEW_MEMBER_LEN) {
+		il_put32(b, g->m[i].id);
+		il_put32(b + 4, g->m[i].roles);
+	}
+	for (uint16_t i = 0; i < ns; i++, b += IL_VIEW_SENDER_LEN) {
+		il_put32(b, g->s[i].id);
+		il_put64(b + 8, sender_next_at(c, gi, g->s[i].id, g->view_start,
+					       g->s[i].stable_next));
+	}
+	frame_send(st, c, mb);
+	st->ctr[CT_C_TX_VIEW]++;
+	ctrl_credits_all(st, c, gi, false);
+}
