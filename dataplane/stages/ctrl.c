@@ -245,6 +245,14 @@ static void stable_tick(struct il_stage *st, struct ctrl *c)
 
 		if (!g->active)
 			continue;
+		if (g->view_id && g->n_receivers == 0 && sg->next > g->wm) {
+			/* A view without receivers waits for nobody: all that is
+			 * stamped is stable (the control process cannot know how
+			 * far that is, this stage can). */
+			g->wm = sg->next;
+			c->seq->groups[gi].stable = g->wm;
+			ctrl_credits_advance(st, c, gi);
+		}
 		if (sg->stamped_frames == g->last_frames || sg->carried < g->wm)
 			ctrl_send_stable(st, c, gi, c->seq->epoch, g->wm);
 		if (sg->stamped_frames == g->last_frames)

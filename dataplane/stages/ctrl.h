@@ -65,6 +65,7 @@ struct cgroup {
 	uint64_t walked;    /* credits: history walked up to this seq */
 	uint64_t last_frames; /* seq group's stamped_frames at the last tick */
 	uint16_t n_members, n_senders;
+	uint16_t n_receivers; /* members of the view with IL_ROLE_RECEIVER */
 	struct cmember m[CTL_MAX_MEMBERS];
 	struct csender s[CTL_MAX_SENDERS];
 	/* The view being received (IL_CM_VIEW, then IL_CM_VIEW_MEMBERS). */

@@ -213,6 +213,7 @@ void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi)
 
 	memcpy(old, g->m, sizeof(old[0]) * n_old);
 	g->n_members = 0;
+	g->n_receivers = 0;
 	for (uint16_t i = 0; i < n && i < CTL_MAX_MEMBERS; i++) {
 		struct cmember *m = &g->m[g->n_members++];
 
@@ -226,6 +227,8 @@ void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi)
 			}
 		if (m->roles & IL_ROLE_SENDER)
 			sender_get(st, g, m->id);
+		if (m->roles & IL_ROLE_RECEIVER)
+			g->n_receivers++;
 	}
 	g->active = true;
 	g->view_id = g->pv.view_id;

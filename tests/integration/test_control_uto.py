@@ -223,6 +223,20 @@ def test_killed_receiver_is_excluded_and_the_watermark_moves_again(tmp_path):
         assert r["state"] == "member" and r["uto"] == res["max_g"] and r["uto_n"] == 40000, r
 
 
+def test_last_receiver_gone_the_stream_goes_on(tmp_path):
+    """A view with senders and no receiver waits for nobody: once the only receiver is
+    excluded, everything stamped is stable and the senders' credits keep coming."""
+    with UtoRig(tmp_path, CTL) as rig:
+        rc, out, res = rig.members("--senders", "2", "--receivers", "1", "--count", "15000",
+                                   "--rate", "15000", "--window", "256", "--need-credit",
+                                   "--kill", "0@0.3")
+    check_common(res, out)
+    assert rc == 0, out
+    assert res["receivers"][0]["state"] == "dead" and res["receivers"][0]["excluded_after_s"] > 0
+    assert res["stable"] == res["max_g"] >= 30001
+    assert all(s["sent"] == 15000 for s in res["senders"])
+
+
 def test_joiner_mid_stream_gets_a_consistent_start(tmp_path):
     with UtoRig(tmp_path, CTL) as rig:
         rc, out, res = rig.members("--senders", "3", "--receivers", "3", "--count", "15000",
