@@ -21,6 +21,10 @@ static uint8_t ep_stack_frame[EP_FRAME_MAX];
 static uint8_t *tx_begin(struct il_ep *ep, int *slot)
 {
 	if (ep->n_tx_free == 0) {
+		/* Every buffer is in flight. The sends queued before this one
+		 * must leave first: submitting issues them (a UDP send
+		 * completes inline), then tx_commit sends this one itself. */
+		io_uring_submit(&ep->ring);
 		*slot = -1;
 		return ep_stack_frame;
 	}

@@ -32,8 +32,8 @@ class HostsRig(UtoRig):
     """UtoRig's appliance and control process, with the b ends of its veth pairs in two
     bridges (switch A before the appliance, switch B after it) and one namespace per host."""
 
-    def __init__(self, tmp: Path, n_hosts, ctl_args=()):
-        super().__init__(tmp, ctl_args)
+    def __init__(self, tmp: Path, n_hosts, ctl_args=(), app_sets=()):
+        super().__init__(tmp, ctl_args, app_sets)
         self.n_hosts = n_hosts
         self.subnet = 150 + zlib.crc32(self.tag.encode()) % 100
         self.netns = []
@@ -116,12 +116,24 @@ def status(path):
 
 
 N_REPLICAS, N_WRITERS, PUTS, KEYS = 3, 4, 100_000, 10_000
-CTL = ["--suspect-ms", "200", "--exclude-ms", "1500", "--window", "1024"]
+# The slow detector is generous: on this shared 2-core machine (load average above 10 at
+# times) a live host or the appliance lcore has been seen descheduled for about a second.
+# The window bounds what is in flight towards the appliance: 4 writers x 256 messages stay
+# well inside the af_packet ring of its "in" port (4096 frames) even when its lcore is
+# descheduled for a second; a frame dropped there is never stamped and so never applied.
+CTL = ["--suspect-ms", "500", "--exclude-ms", "4000", "--window", "256"]
+# 2% of the frames leaving the sequencer lost (impair stage, before switch B, so every host
+# loses them): gaps that the replicas must detect and NAK. Retransmissions are emitted by the
+# nak stage and do not pass the loss stage.
+LOSSY = ["stages.loss={type: impair, loss: bernoulli, p: 0.02, seed: 11}",
+         "pipeline=[{lcore: 1, chains: [{rx: in, stages: [classify, seq, ctrl, nak, loss], "
+         "tx: out}, {rx: out, stages: [classify, nak], tx: in}]}]"]
 
 
-def test_replicated_store_survives_a_crashed_replica(tmp_path):
+@pytest.mark.parametrize("app_sets", [(), LOSSY], ids=["clean", "loss2pct"])
+def test_replicated_store_survives_a_crashed_replica(tmp_path, app_sets):
     t0 = time.time()
-    with HostsRig(tmp_path, N_REPLICAS + N_WRITERS, CTL) as rig:
+    with HostsRig(tmp_path, N_REPLICAS + N_WRITERS, CTL, app_sets) as rig:
         rst = {r: tmp_path / f"replica{r}.json" for r in range(1, N_REPLICAS + 1)}
 
         def replica(r, *extra):
@@ -190,9 +202,13 @@ def test_replicated_store_survives_a_crashed_replica(tmp_path):
         assert final[r]["applied"] == PUTS and final[r]["bad"] == 0, final[r]
         assert final[r]["unavail_msgs"] == 0 and final[r]["rx_overflow"] == 0, final[r]
     # The restarted replica got its state from a peer and the rest from the stream.
-    assert final[victim]["transfers"] == 1, final[victim]
+    assert final[victim]["transfers"] >= 1, final[victim]
     assert sum(final[r]["served"] for r in final if r != victim) >= 1, final
     # The control process saw it come back as a new incarnation (or excluded it first).
     assert ctl.get("rejoins", 0) + ctl.get("exclusions", 0) >= 1, ctl
+    if app_sets:
+        # Gaps were detected and repaired by NAKs (nothing was UNAVAIL: unstable frames stay
+        # in the appliance's history).
+        assert sum(final[r]["nak_tx"] for r in final) > 0, final
     # Writers packed what the credit window held back.
     assert sum(w["packed"] for w in wstat) > PUTS // 2, wstat
