@@ -129,7 +129,7 @@ static const char *mode_name(void)
 	return S.c.mode == PG_RAW ? "raw" : S.c.mode == PG_PCAP ? "pcap" : "native";
 }
 
-static void summary(double send_s, double total_s, bool complete)
+static void summary(FILE *out, const char *json, double send_s, double total_s, bool complete)
 {
 	struct totals t;
 	struct pg_hist lat;
@@ -155,52 +155,54 @@ static void summary(double send_s, double total_s, bool complete)
 	for (unsigned g = 0; g < S.c.groups; g++)
 		sent_all += S.group_sent[g];
 	ok = count ? count_ok() : complete && !dis && !t.fifo && !t.unrec;
-	printf("\n==== interlink-pktgen summary ====\n");
-	printf("sent               %" PRIu64 " messages in %" PRIu64 " frames (%s) from %u senders "
-	       "to %u groups in %.2f s: %.3f Mpps, %.3f Gbit/s on the wire\n", S.tx_msgs,
-	       S.tx_frames, mode_name(), S.c.mode == PG_PCAP ? 1 : S.c.senders, S.c.groups, send_s,
-	       mpps, gbps);
-	if (S.tx_refused || S.c.tx_drop)
-		printf("offered            %" PRIu64 " frames (%.3f Mpps), %" PRIu64
-		       " refused by the port and lost\n", offered, offered_mpps, S.tx_refused);
-	printf("received           %" PRIu64 " frames (%" PRIu64 " other, %" PRIu64 " UNAVAIL, %" PRIu64
-	       " unstamped)\n", S.rx_frames, S.rx_other, S.rx_unavail, S.rx_bad);
-	if (count) {
-		printf("count check        %" PRIu64 " data frames back (%.3f Mpps), %" PRIu64
-		       " lost; sequence: %" PRIu64 " missing, %" PRIu64 " out of order; %u "
-		       "receivers; %" PRIu64 " stale (sent before this run)\n", S.rx_data, rx_mpps,
-		       lost(), seq_missing(), seq_reordered(), S.c.receivers, S.rx_stale);
-	} else {
-		printf("receivers          %u, each expecting %" PRIu64 " messages; delivered %"
-		       PRIu64 " of %" PRIu64 "\n", S.c.receivers, sent_all, t.delivered,
-		       sent_all * S.c.receivers);
-		printf("order disagreements %u   FIFO violations %" PRIu64 "   unrecoverable %" PRIu64
-		       "\n", dis, t.fifo, t.unrec);
-		printf("gaps               %" PRIu64 " detected, %" PRIu64 " repaired; %" PRIu64
-		       " NAKs sent (%" PRIu64 " failed); %" PRIu64 " duplicates; %" PRIu64
-		       " injected losses; %" PRIu64 " reorder overruns\n",
-		       t.gaps, t.repaired, S.naks_tx, S.naks_tx_fail, t.dups, t.injected, t.overrun);
+	if (out) {
+		fprintf(out, "\n==== interlink-pktgen summary ====\n");
+		fprintf(out, "sent               %" PRIu64 " messages in %" PRIu64 " frames (%s) from %u senders "
+		       "to %u groups in %.2f s: %.3f Mpps, %.3f Gbit/s on the wire\n", S.tx_msgs,
+		       S.tx_frames, mode_name(), S.c.mode == PG_PCAP ? 1 : S.c.senders, S.c.groups, send_s,
+		       mpps, gbps);
+		if (S.tx_refused || S.c.tx_drop)
+			fprintf(out, "offered            %" PRIu64 " frames (%.3f Mpps), %" PRIu64
+			       " refused by the port and lost\n", offered, offered_mpps, S.tx_refused);
+		fprintf(out, "received           %" PRIu64 " frames (%" PRIu64 " other, %" PRIu64 " UNAVAIL, %" PRIu64
+		       " unstamped)\n", S.rx_frames, S.rx_other, S.rx_unavail, S.rx_bad);
+		if (count) {
+			fprintf(out, "count check        %" PRIu64 " data frames back (%.3f Mpps), %" PRIu64
+			       " lost; sequence: %" PRIu64 " missing, %" PRIu64 " out of order; %u "
+			       "receivers; %" PRIu64 " stale (sent before this run)\n", S.rx_data, rx_mpps,
+			       lost(), seq_missing(), seq_reordered(), S.c.receivers, S.rx_stale);
+		} else {
+			fprintf(out, "receivers          %u, each expecting %" PRIu64 " messages; delivered %"
+			       PRIu64 " of %" PRIu64 "\n", S.c.receivers, sent_all, t.delivered,
+			       sent_all * S.c.receivers);
+			fprintf(out, "order disagreements %u   FIFO violations %" PRIu64 "   unrecoverable %" PRIu64
+			       "\n", dis, t.fifo, t.unrec);
+			fprintf(out, "gaps               %" PRIu64 " detected, %" PRIu64 " repaired; %" PRIu64
+			       " NAKs sent (%" PRIu64 " failed); %" PRIu64 " duplicates; %" PRIu64
+			       " injected losses; %" PRIu64 " reorder overruns\n",
+			       t.gaps, t.repaired, S.naks_tx, S.naks_tx_fail, t.dups, t.injected, t.overrun);
+		}
+		fprintf(out, "latency (us)       p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  (%" PRIu64
+		       " samples)\n",
+		       (double)pg_hist_quantile(&lat, 0.5) * us, (double)pg_hist_quantile(&lat, 0.9) * us,
+		       (double)pg_hist_quantile(&lat, 0.99) * us,
+		       (double)pg_hist_quantile(&lat, 0.999) * us, (double)lat.max * us, lat.count);
+		if (!count) {
+			fprintf(out, "per group hashes  ");
+			for (unsigned g = 0; g < S.c.groups; g++)
+				fprintf(out, " g%u=%016" PRIx64, S.c.group_base + g, S.rx[0].g[g].hash);
+			fprintf(out, "\n");
+		}
+		fprintf(out, "result             %s\n", ok ? count ? "PASS: every frame back, in sequence"
+							: "PASS: one order, nothing missing"
+						      : "FAIL");
+		fflush(out);
 	}
-	printf("latency (us)       p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  (%" PRIu64
-	       " samples)\n",
-	       (double)pg_hist_quantile(&lat, 0.5) * us, (double)pg_hist_quantile(&lat, 0.9) * us,
-	       (double)pg_hist_quantile(&lat, 0.99) * us,
-	       (double)pg_hist_quantile(&lat, 0.999) * us, (double)lat.max * us, lat.count);
-	if (!count) {
-		printf("per group hashes  ");
-		for (unsigned g = 0; g < S.c.groups; g++)
-			printf(" g%u=%016" PRIx64, S.c.group_base + g, S.rx[0].g[g].hash);
-		printf("\n");
-	}
-	printf("result             %s\n", ok ? count ? "PASS: every frame back, in sequence"
-						: "PASS: one order, nothing missing"
-					      : "FAIL");
-	fflush(stdout);
-	if (!S.c.json)
+	if (!json)
 		return;
-	FILE *j = fopen(S.c.json, "w");
+	FILE *j = strcmp(json, "-") ? fopen(json, "w") : stdout;
 	if (!j) {
-		perror(S.c.json);
+		perror(json);
 		return;
 	}
 	fprintf(j, "{\n  \"mode\": \"%s\", \"check\": \"%s\", \"senders\": %u, \"receivers\": %u, "
@@ -232,7 +234,10 @@ static void summary(double send_s, double total_s, bool complete)
 		(double)pg_hist_quantile(&lat, 0.99) * us,
 		(double)pg_hist_quantile(&lat, 0.999) * us, (double)lat.max * us,
 		lat.count ? (double)lat.sum / (double)lat.count * us : 0.0, lat.count);
-	fclose(j);
+	if (j == stdout)
+		fflush(j);
+	else
+		fclose(j);
 }
 
 static unsigned max_frame(void)
@@ -283,95 +288,13 @@ static void status_line(uint64_t now, uint64_t t0, uint64_t last, bool sending,
 	st[3] = S.tx_refused;
 }
 
-int main(int argc, char **argv)
+/* One run: send for the configured count or duration at the configured
+ * rate while receiving, then drain. Returns whether every receiver is
+ * complete (full check); the counters hold the rest. */
+static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 {
-	int first = pg_parse_args(argc, argv, &S.c);
-	char err[256];
-	if (first < 0)
-		return 2;
-	if (S.c.pcap && pg_pcap_load(&S.pc, S.c.pcap, 1u << 24, err, sizeof(err))) {
-		fprintf(stderr, "interlink-pktgen: --pcap: %s\n", err);
-		return 2;
-	}
-	if (S.c.capture && pg_capture_init(&S.cap, S.c.capture_count, 9018)) {
-		fprintf(stderr, "interlink-pktgen: --capture: out of memory\n");
-		return 2;
-	}
-
-	/* EAL: what follows "--", plus our ports; defaults for a laptop. */
-	char *eargv[64];
-	int n = 0;
-	eargv[n++] = argv[0];
-	bool have_prefix = false, have_mem = false;
-	for (int i = first; i < argc && n < 56; i++) {
-		if (!strncmp(argv[i], "--file-prefix", 13))
-			have_prefix = true;
-		if (!strcmp(argv[i], "--no-huge") || !strcmp(argv[i], "-m"))
-			have_mem = true;
-		eargv[n++] = argv[i];
-	}
-	if (!have_mem) {
-		eargv[n++] = (char *)"--no-huge";
-		eargv[n++] = (char *)"-m";
-		eargv[n++] = (char *)"1024";
-	}
-	if (!have_prefix)
-		eargv[n++] = (char *)"--file-prefix=pktgen";
-	eargv[n++] = (char *)"--no-pci";
-	eargv[n++] = (char *)"--vdev";
-	eargv[n++] = (char *)S.c.tx_dev;
-	if (strcmp(S.c.rx_dev, S.c.tx_dev)) {
-		eargv[n++] = (char *)"--vdev";
-		eargv[n++] = (char *)S.c.rx_dev;
-	}
-	eargv[n] = NULL;
-	if (rte_eal_init(n, eargv) < 0) {
-		fprintf(stderr, "interlink-pktgen: EAL initialisation failed: %s\n",
-			rte_strerror(rte_errno));
-		return 2;
-	}
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	S.hz = rte_get_tsc_hz();
-	/* Frames in flight plus what receivers may hold while gaps are open. */
-	unsigned hold = S.c.reorder_slots < 4096 ? S.c.reorder_slots : 4096;
-	unsigned pool_n = (max_frame() > 2048 ? 8192 : 32768) + (S.c.check == PG_CHECK_FULL ? S.c.receivers * S.c.groups * hold
-							       : 0);
-	unsigned frame = max_frame();
-	unsigned room = RTE_MBUF_DEFAULT_BUF_SIZE;
-	if (frame + RTE_PKTMBUF_HEADROOM > room)
-		room = frame + RTE_PKTMBUF_HEADROOM;
-	S.pool = rte_pktmbuf_pool_create("pg_pool", pool_n, 256, 0, (uint16_t)room,
-					 (int)rte_socket_id());
-	if (!S.pool) {
-		fprintf(stderr, "interlink-pktgen: cannot allocate %u mbufs: %s (raise -m)\n", pool_n,
-			rte_strerror(rte_errno));
-		return 2;
-	}
-	S.tx_port = port_of(S.c.tx_dev);
-	S.rx_port = port_of(S.c.rx_dev);
-	setup_port(S.tx_port, false);
-	if (S.rx_port != S.tx_port)
-		setup_port(S.rx_port, false);
-	struct rte_ether_addr mac;
-	rte_eth_macaddr_get(S.tx_port, &mac);
-	memcpy(S.tx_mac, mac.addr_bytes, 6);
-	if (pg_senders_init(&S) || pg_receivers_init(&S))
-		return 2;
-
-	/* memif links come up once the peer connects: wait, then send. */
-	unsigned wait_ms = (unsigned)(S.c.link_wait_s * 1000);
-	if (!il_port_wait_link(S.tx_port, wait_ms) || !il_port_wait_link(S.rx_port, wait_ms)) {
-		fprintf(stderr, "interlink-pktgen: link down after %g s (is the appliance running?)\n",
-			S.c.link_wait_s);
-		return 2;
-	}
-	usleep(100000);
-
 	const uint64_t hz = S.hz;
 	const uint64_t t0 = rte_rdtsc();
-	struct timespec wall0;
-	clock_gettime(CLOCK_REALTIME, &wall0);
 	const uint64_t tick = hz / 10000; /* receivers' timers: 100 us */
 	const bool count = S.c.check == PG_CHECK_COUNT;
 	uint64_t last_tick = t0, last_status = t0, done_tsc = 0;
@@ -462,8 +385,174 @@ int main(int argc, char **argv)
 	uint64_t end = rte_rdtsc();
 	if (!done_tsc)
 		done_tsc = end;
-	complete = !count && pg_receivers_complete(&S);
-	summary((double)(done_tsc - t0) / (double)hz, (double)(end - t0) / (double)hz, complete);
+	/* A frame still pending was never offered. */
+	if (npend > pend_off)
+		rte_pktmbuf_free_bulk(pend + pend_off, npend - pend_off);
+	*send_tsc = done_tsc - t0;
+	*end_tsc = end - t0;
+	return !count && pg_receivers_complete(&S);
+}
+
+/* Counters of one run, so that a served generator starts every trial from
+ * zero; sender sequences carry on, as a host's would. */
+static void reset_counters(void)
+{
+	S.tx_frames = S.tx_msgs = S.tx_retry = S.rx_frames = S.rx_other = 0;
+	S.rx_unavail = S.rx_bad = S.tx_refused = S.tx_bytes = S.rx_data = S.rx_stale = 0;
+	S.rx_last_tsc = 0;
+	memset(&S.lat_count, 0, sizeof(S.lat_count));
+	memset(S.group_sent, 0, sizeof(S.group_sent));
+	for (unsigned r = 0; r < PG_MAX_RECEIVERS; r++) {
+		struct pg_receiver *rx = &S.rx[r];
+		memset(rx->cnt_next, 0, sizeof(rx->cnt_next));
+		rx->cnt_missing = rx->cnt_reordered = 0;
+		for (unsigned g = 0; g < PG_MAX_GROUPS; g++)
+			rx->g[g].delivered = 0;
+	}
+}
+
+/* --serve: trials on one connection, driven from stdin, one JSON summary
+ * each on stdout followed by a line "END". A line is
+ *   trial RATE_PPS SECONDS [SENDERS RECEIVERS]   (RATE 0: as fast as possible)
+ *   quit
+ * Reconnecting a memif client for every trial costs seconds and, with DPDK
+ * 22.11, sometimes the server. */
+static int serve(void)
+{
+	const unsigned max_senders = S.c.senders, max_receivers = S.c.receivers;
+	char line[256];
+
+	printf("READY\n");
+	fflush(stdout);
+	while (!S.quit && fgets(line, sizeof(line), stdin)) {
+		double rate, secs;
+		unsigned snd = max_senders, rcv = max_receivers;
+		if (!strncmp(line, "quit", 4))
+			break;
+		int k = sscanf(line, "trial %lf %lf %u %u", &rate, &secs, &snd, &rcv);
+		if (k < 2 || rate < 0 || secs <= 0 || !snd || snd > max_senders || !rcv ||
+		    rcv > max_receivers) {
+			printf("ERROR want: trial RATE_PPS SECONDS [SENDERS<=%u RECEIVERS<=%u]\nEND\n",
+			       max_senders, max_receivers);
+			fflush(stdout);
+			continue;
+		}
+		S.c.rate_pps = rate;
+		S.c.rate_bps = 0;
+		S.c.duration = secs;
+		S.c.count = 0;
+		S.c.senders = snd;
+		S.c.receivers = rcv;
+		S.next_sender = 0;
+		reset_counters();
+		uint64_t send_tsc, end_tsc;
+		bool complete = run(&send_tsc, &end_tsc);
+		summary(NULL, "-", (double)send_tsc / (double)S.hz, (double)end_tsc / (double)S.hz,
+			complete);
+		printf("END\n");
+		fflush(stdout);
+	}
+	rte_eth_dev_stop(S.tx_port);
+	if (S.rx_port != S.tx_port)
+		rte_eth_dev_stop(S.rx_port);
+	rte_eal_cleanup();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int first = pg_parse_args(argc, argv, &S.c);
+	char err[256];
+	if (first < 0)
+		return 2;
+	if (S.c.pcap && pg_pcap_load(&S.pc, S.c.pcap, 1u << 24, err, sizeof(err))) {
+		fprintf(stderr, "interlink-pktgen: --pcap: %s\n", err);
+		return 2;
+	}
+	if (S.c.capture && pg_capture_init(&S.cap, S.c.capture_count, 9018)) {
+		fprintf(stderr, "interlink-pktgen: --capture: out of memory\n");
+		return 2;
+	}
+
+	/* EAL: what follows "--", plus our ports; defaults for a laptop. */
+	char *eargv[64];
+	int n = 0;
+	eargv[n++] = argv[0];
+	bool have_prefix = false, have_mem = false;
+	for (int i = first; i < argc && n < 56; i++) {
+		if (!strncmp(argv[i], "--file-prefix", 13))
+			have_prefix = true;
+		if (!strcmp(argv[i], "--no-huge") || !strcmp(argv[i], "-m"))
+			have_mem = true;
+		eargv[n++] = argv[i];
+	}
+	if (!have_mem) {
+		eargv[n++] = (char *)"--no-huge";
+		eargv[n++] = (char *)"-m";
+		eargv[n++] = (char *)"1024";
+	}
+	if (!have_prefix)
+		eargv[n++] = (char *)"--file-prefix=pktgen";
+	eargv[n++] = (char *)"--no-pci";
+	eargv[n++] = (char *)"--vdev";
+	eargv[n++] = (char *)S.c.tx_dev;
+	if (strcmp(S.c.rx_dev, S.c.tx_dev)) {
+		eargv[n++] = (char *)"--vdev";
+		eargv[n++] = (char *)S.c.rx_dev;
+	}
+	eargv[n] = NULL;
+	if (rte_eal_init(n, eargv) < 0) {
+		fprintf(stderr, "interlink-pktgen: EAL initialisation failed: %s\n",
+			rte_strerror(rte_errno));
+		return 2;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	S.hz = rte_get_tsc_hz();
+	/* Frames in flight plus what receivers may hold while gaps are open. */
+	unsigned hold = S.c.reorder_slots < 4096 ? S.c.reorder_slots : 4096;
+	unsigned pool_n = (max_frame() > 2048 ? 8192 : 32768) + (S.c.check == PG_CHECK_FULL ? S.c.receivers * S.c.groups * hold
+							       : 0);
+	unsigned frame = max_frame();
+	unsigned room = RTE_MBUF_DEFAULT_BUF_SIZE;
+	if (frame + RTE_PKTMBUF_HEADROOM > room)
+		room = frame + RTE_PKTMBUF_HEADROOM;
+	S.pool = rte_pktmbuf_pool_create("pg_pool", pool_n, 256, 0, (uint16_t)room,
+					 (int)rte_socket_id());
+	if (!S.pool) {
+		fprintf(stderr, "interlink-pktgen: cannot allocate %u mbufs: %s (raise -m)\n", pool_n,
+			rte_strerror(rte_errno));
+		return 2;
+	}
+	S.tx_port = port_of(S.c.tx_dev);
+	S.rx_port = port_of(S.c.rx_dev);
+	setup_port(S.tx_port, false);
+	if (S.rx_port != S.tx_port)
+		setup_port(S.rx_port, false);
+	struct rte_ether_addr mac;
+	rte_eth_macaddr_get(S.tx_port, &mac);
+	memcpy(S.tx_mac, mac.addr_bytes, 6);
+	if (pg_senders_init(&S) || pg_receivers_init(&S))
+		return 2;
+
+	/* memif links come up once the peer connects: wait, then send. */
+	unsigned wait_ms = (unsigned)(S.c.link_wait_s * 1000);
+	if (!il_port_wait_link(S.tx_port, wait_ms) || !il_port_wait_link(S.rx_port, wait_ms)) {
+		fprintf(stderr, "interlink-pktgen: link down after %g s (is the appliance running?)\n",
+			S.c.link_wait_s);
+		return 2;
+	}
+	usleep(100000);
+	if (S.c.serve)
+		return serve();
+
+	struct timespec wall0;
+	clock_gettime(CLOCK_REALTIME, &wall0);
+	uint64_t send_tsc, end_tsc;
+	bool complete = run(&send_tsc, &end_tsc);
+	const bool count = S.c.check == PG_CHECK_COUNT;
+	summary(stdout, S.c.json, (double)send_tsc / (double)S.hz, (double)end_tsc / (double)S.hz,
+		complete);
 	if (S.c.capture && pg_capture_write(&S.cap, S.c.capture,
 					    (uint64_t)wall0.tv_sec * 1000000000ull +
 						    (uint64_t)wall0.tv_nsec))

@@ -60,6 +60,9 @@ static void usage(FILE *f)
 "  --capture FILE        write the first --capture-count received frames (pcap)\n"
 "  --capture-count N     (default 1000)\n"
 "  --link-wait SEC       wait at most SEC for the links to come up (default 10)\n"
+"  --serve               run trials on one connection, driven from stdin:\n"
+"                        'trial RATE_PPS SECONDS [SENDERS RECEIVERS]' or 'quit';\n"
+"                        a JSON summary and a line END on stdout for each\n"
 "  --listen              send nothing: count what arrives for --duration seconds\n"
 "                        (another generator drives the appliance; count check)\n"
 "  --json FILE           write the final summary as JSON\n"
@@ -118,7 +121,7 @@ enum {
 	O_UDP_PORT, O_COUNT, O_DURATION, O_RATE, O_SIZE, O_PACK, O_UDP_CSUM, O_LOSS, O_SEED,
 	O_NAK_TMO, O_DRAIN, O_REORDER, O_JSON, O_QUIET, O_WINDOW, O_MODE, O_RAW_DST,
 	O_RAW_GROUP, O_PCAP, O_SPEED, O_PCAP_LOOPS, O_RATE_BPS, O_FRAME, O_PACK_BYTES,
-	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT, O_LISTEN, O_CATCH_UP,
+	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT, O_LISTEN, O_CATCH_UP, O_SERVE,
 };
 
 int pg_parse_args(int argc, char **argv, struct pg_conf *c)
@@ -142,7 +145,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		{"pack-bytes", 1, NULL, O_PACK_BYTES}, {"check", 1, NULL, O_CHECK},
 		{"tx-drop", 0, NULL, O_TX_DROP}, {"capture", 1, NULL, O_CAPTURE},
 		{"capture-count", 1, NULL, O_CAPTURE_COUNT}, {"link-wait", 1, NULL, O_LINK_WAIT},
-		{"listen", 0, NULL, O_LISTEN}, {"catch-up-us", 1, NULL, O_CATCH_UP},
+		{"listen", 0, NULL, O_LISTEN}, {"serve", 0, NULL, O_SERVE}, {"catch-up-us", 1, NULL, O_CATCH_UP},
 		{"help", 0, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -281,6 +284,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 				return -1;
 			break;
 		case O_LISTEN: c->listen = true; break;
+		case O_SERVE: c->serve = true; break;
 		case O_CATCH_UP: if (num("catch-up-us", optarg, 1, 1e7, &v)) return -1;
 			c->catch_up_s = v / 1e6; break;
 		case 'h': usage(stdout); exit(0);
@@ -314,6 +318,17 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 					"frame: no --pack\n");
 			return -1;
 		}
+	}
+	if (c->serve) {
+		if (c->pcap || c->listen) {
+			fprintf(stderr, "interlink-pktgen: --serve drives senders: no --pcap, "
+					"--listen\n");
+			return -1;
+		}
+		c->check = PG_CHECK_COUNT;
+		c->quiet = true;
+		c->count = 0;
+		c->duration = 1;
 	}
 	if (c->listen) {
 		if (c->duration <= 0 || c->pcap) {

@@ -55,6 +55,7 @@ struct pg_conf {
 	const char *capture;        /* write a sample of what is received */
 	unsigned capture_count;
 	bool listen;                /* receive only */
+	bool serve;                 /* trials driven from stdin */
 	double catch_up_s;          /* pacing: lateness made up (0: the default) */
 	double link_wait_s;         /* how long to wait for the links to come up */
 	const char *json;

