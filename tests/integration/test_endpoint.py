@@ -6,10 +6,9 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD
-from test_kvstore import HostsRig, CTL
+from test_kvstore import EXAMPLES, HostsRig, CTL
 
-HELLO = BUILD / "examples" / "hello" / "il-hello"
+HELLO = EXAMPLES / "hello" / "il-hello"
 
 pytestmark = pytest.mark.skipif(not HELLO.exists(), reason=f"{HELLO} not built")
 

@@ -22,7 +22,10 @@ import pytest
 from conftest import BUILD
 from test_control_uto import UtoRig, sh
 
-KV = BUILD / "examples" / "kvstore" / "il-kvstore"
+# IL_EXAMPLES_BUILD: the examples from another build (e.g. one with -Dsanitize=true), the
+# appliance and control process from IL_BUILD.
+EXAMPLES = Path(os.environ.get("IL_EXAMPLES_BUILD", BUILD)).resolve() / "examples"
+KV = EXAMPLES / "kvstore" / "il-kvstore"
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, veths)"),
               pytest.mark.skipif(not KV.exists(), reason=f"{KV} not built")]
@@ -130,8 +133,13 @@ LOSSY = ["stages.loss={type: impair, loss: bernoulli, p: 0.02, seed: 11}",
          "tx: out}, {rx: out, stages: [classify, nak], tx: in}]}]"]
 
 
-@pytest.mark.parametrize("app_sets", [(), LOSSY], ids=["clean", "loss2pct"])
-def test_replicated_store_survives_a_crashed_replica(tmp_path, app_sets):
+@pytest.mark.parametrize("app_sets,fault", [((), "crash"), (LOSSY, "crash"), ((), "pause")],
+                         ids=["clean", "loss2pct", "paused-excluded"])
+def test_replicated_store_survives_a_crashed_replica(tmp_path, app_sets, fault):
+    """crash: SIGKILL and restart with --recover (a new incarnation; the control process takes
+    its JOIN as a rejoin). paused-excluded: SIGSTOP for longer than the slow detector, so the
+    replica is excluded while alive; on SIGCONT it finds a VIEW without itself, rejoins and
+    fetches its state again."""
     t0 = time.time()
     with HostsRig(tmp_path, N_REPLICAS + N_WRITERS, CTL, app_sets) as rig:
         rst = {r: tmp_path / f"replica{r}.json" for r in range(1, N_REPLICAS + 1)}
@@ -164,11 +172,17 @@ def test_replicated_store_survives_a_crashed_replica(tmp_path, app_sets):
         rig.wait_for(lambda: status(rst[victim]).get("applied", 0) >= PUTS // 3, 90,
                      "replica 2 to apply a third of the PUTs")
         crashed_at = status(rst[victim])["applied"]
-        os.killpg(rig.kv_procs[f"replica{victim}"].pid, signal.SIGKILL)
-        rig.kv_procs[f"replica{victim}"].wait()
-        rst[victim].unlink()
-        time.sleep(0.5)
-        replica(victim, "--recover")
+        if fault == "crash":
+            os.killpg(rig.kv_procs[f"replica{victim}"].pid, signal.SIGKILL)
+            rig.kv_procs[f"replica{victim}"].wait()
+            rst[victim].unlink()
+            time.sleep(0.5)
+            replica(victim, "--recover")
+        else:
+            os.killpg(rig.kv_procs[f"replica{victim}"].pid, signal.SIGSTOP)
+            rig.wait_for(lambda: rig.status().get("exclusions", 0) >= 1, 30,
+                         "the paused replica's exclusion")
+            os.killpg(rig.kv_procs[f"replica{victim}"].pid, signal.SIGCONT)
 
         for w, p in enumerate(writers, 1):
             try:
@@ -194,7 +208,7 @@ def test_replicated_store_survives_a_crashed_replica(tmp_path, app_sets):
         wstat = [status(tmp_path / f"writer{w}.json") for w in range(1, N_WRITERS + 1)]
 
     elapsed = time.time() - t0
-    print(f"\nkvstore: {PUTS} PUTs, replica {victim} crashed at {crashed_at} applied, "
+    print(f"\nkvstore: {PUTS} PUTs, replica {victim} {fault} at {crashed_at} applied, "
           f"{elapsed:.1f} s in all; final {json.dumps(final)}; writers {json.dumps(wstat)}")
     hashes = {final[r]["hash"] for r in final}
     assert len(hashes) == 1, final
