@@ -122,6 +122,13 @@ static void test_two_detectors(void **state)
 	assert_int_equal(v.start_seq, 0); /* no joiner: the data plane's next */
 	/* Its ACKs and heartbeats are a stranger's now. */
 	assert_int_equal(apply(&ms, member(IL_CM_HEARTBEAT, 1, 0, 1, 0, 0), 700 * MS), 1);
+	/* A LEAVE is a view change at once, no detector involved. */
+	assert_int_equal(apply(&ms, member(IL_CM_LEAVE, 2, 0, 1, 0, 0), 710 * MS), 0);
+	collect_view(&ms, &v, ids);
+	assert_int_equal(v.n_members, 0);
+	assert_int_equal(v.view_id, 4);
+	assert_int_equal(v.reason, IL_VR_LEAVE);
+	assert_int_equal(apply(&ms, member(IL_CM_LEAVE, 2, 0, 1, 0, 0), 720 * MS), 1);
 	il_mship_free(&ms);
 }
 
