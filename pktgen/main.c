@@ -15,6 +15,8 @@
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_malloc.h>
@@ -288,6 +290,22 @@ static void status_line(uint64_t now, uint64_t t0, uint64_t last, bool sending,
 	st[3] = S.tx_refused;
 }
 
+/* --rx-lcore: receiving on a second lcore (count check only, whose receive
+ * side shares nothing with the sender but counters it alone writes). */
+static int rx_main(void *arg)
+{
+	struct rte_mbuf *rx[PG_BURST];
+	(void)arg;
+	while (!S.rx_stop) {
+		uint16_t k = rte_eth_rx_burst(S.rx_port, 0, rx, PG_BURST);
+		if (k) {
+			S.rx_last_tsc = rte_rdtsc();
+			pg_count_burst(&S, rx, k);
+		}
+	}
+	return 0;
+}
+
 /* One run: send for the configured count or duration at the configured
  * rate while receiving, then drain. Returns whether every receiver is
  * complete (full check); the counters hold the rest. */
@@ -304,6 +322,11 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 	bool sending = true, complete = false;
 
 	S.t0 = t0;
+	if (S.rx_lcore != RTE_MAX_LCORE) {
+		S.rx_stop = false;
+		S.rx_lcore_on = true;
+		rte_eal_remote_launch(rx_main, NULL, S.rx_lcore);
+	}
 	pg_pace_init(&S.pace, hz, S.c.rate_pps, S.c.rate_bps, t0);
 	if (S.c.catch_up_s > 0)
 		pg_pace_set_lag(&S.pace, hz, S.c.catch_up_s);
@@ -350,7 +373,7 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 				S.c.count = S.tx_msgs;
 			}
 		}
-		uint16_t k = rte_eth_rx_burst(S.rx_port, 0, rx, PG_BURST);
+		uint16_t k = S.rx_lcore_on ? 0 : rte_eth_rx_burst(S.rx_port, 0, rx, PG_BURST);
 		if (k) {
 			S.rx_last_tsc = now;
 			if (count)
@@ -381,6 +404,11 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 			status_line(now, t0, last_status, sending, st);
 			last_status = now;
 		}
+	}
+	if (S.rx_lcore_on) {
+		S.rx_stop = true;
+		rte_eal_wait_lcore(S.rx_lcore);
+		S.rx_lcore_on = false;
 	}
 	uint64_t end = rte_rdtsc();
 	if (!done_tsc)
@@ -534,6 +562,15 @@ int main(int argc, char **argv)
 	memcpy(S.tx_mac, mac.addr_bytes, 6);
 	if (pg_senders_init(&S) || pg_receivers_init(&S))
 		return 2;
+	S.rx_lcore = RTE_MAX_LCORE;
+	if (S.c.rx_lcore) {
+		S.rx_lcore = rte_get_next_lcore(-1, 1, 0);
+		if (S.rx_lcore == RTE_MAX_LCORE) {
+			fprintf(stderr, "interlink-pktgen: --rx-lcore needs a second lcore (EAL "
+					"--lcores 0,1)\n");
+			return 2;
+		}
+	}
 
 	/* memif links come up once the peer connects: wait, then send. */
 	unsigned wait_ms = (unsigned)(S.c.link_wait_s * 1000);

@@ -46,6 +46,7 @@ static void usage(FILE *f)
 "  --udp-csum            fill UDP checksums (default: zero, i.e. none)\n"
 "  --check C             full (order, hash, NAK repair; default) | count (count\n"
 "                        frames, global-seq continuity and latency; line rate)\n"
+"  --rx-lcore            receive on a second lcore (EAL --lcores 0,1; count check)\n"
 "  --tx-drop             frames the port refuses are dropped and counted as lost,\n"
 "                        as on a wire (default: retried)\n"
 "  --loss SPEC           loss at each receiver: none | bernoulli:P | burst:P:LEN |\n"
@@ -121,7 +122,7 @@ enum {
 	O_UDP_PORT, O_COUNT, O_DURATION, O_RATE, O_SIZE, O_PACK, O_UDP_CSUM, O_LOSS, O_SEED,
 	O_NAK_TMO, O_DRAIN, O_REORDER, O_JSON, O_QUIET, O_WINDOW, O_MODE, O_RAW_DST,
 	O_RAW_GROUP, O_PCAP, O_SPEED, O_PCAP_LOOPS, O_RATE_BPS, O_FRAME, O_PACK_BYTES,
-	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT, O_LISTEN, O_CATCH_UP, O_SERVE,
+	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT, O_LISTEN, O_CATCH_UP, O_SERVE, O_RX_LCORE,
 };
 
 int pg_parse_args(int argc, char **argv, struct pg_conf *c)
@@ -145,7 +146,8 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		{"pack-bytes", 1, NULL, O_PACK_BYTES}, {"check", 1, NULL, O_CHECK},
 		{"tx-drop", 0, NULL, O_TX_DROP}, {"capture", 1, NULL, O_CAPTURE},
 		{"capture-count", 1, NULL, O_CAPTURE_COUNT}, {"link-wait", 1, NULL, O_LINK_WAIT},
-		{"listen", 0, NULL, O_LISTEN}, {"serve", 0, NULL, O_SERVE}, {"catch-up-us", 1, NULL, O_CATCH_UP},
+		{"listen", 0, NULL, O_LISTEN}, {"serve", 0, NULL, O_SERVE},
+		{"rx-lcore", 0, NULL, O_RX_LCORE}, {"catch-up-us", 1, NULL, O_CATCH_UP},
 		{"help", 0, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -285,6 +287,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 			break;
 		case O_LISTEN: c->listen = true; break;
 		case O_SERVE: c->serve = true; break;
+		case O_RX_LCORE: c->rx_lcore = true; break;
 		case O_CATCH_UP: if (num("catch-up-us", optarg, 1, 1e7, &v)) return -1;
 			c->catch_up_s = v / 1e6; break;
 		case 'h': usage(stdout); exit(0);
@@ -341,6 +344,12 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 	}
 	if (c->check == PG_CHECK_COUNT)
 		c->window = 0; /* count mode settles no windows */
+	if (c->rx_lcore && c->check != PG_CHECK_COUNT) {
+		/* The full check's receivers NAK on the tx queue and settle the
+		 * senders' windows: they stay on the sending lcore. */
+		fprintf(stderr, "interlink-pktgen: --rx-lcore goes with --check count\n");
+		return -1;
+	}
 	if (c->mode != PG_PCAP && !c->count && !c->duration) {
 		fprintf(stderr, "interlink-pktgen: --count 0 needs a --duration\n");
 		return -1;

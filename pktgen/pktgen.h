@@ -56,6 +56,7 @@ struct pg_conf {
 	unsigned capture_count;
 	bool listen;                /* receive only */
 	bool serve;                 /* trials driven from stdin */
+	bool rx_lcore;              /* receive on a second lcore (count check) */
 	double catch_up_s;          /* pacing: lateness made up (0: the default) */
 	double link_wait_s;         /* how long to wait for the links to come up */
 	const char *json;
@@ -131,6 +132,9 @@ struct pg_state {
 	unsigned tpl_len, tpl_stride;
 	uint64_t hz;
 	volatile bool quit;
+	unsigned rx_lcore;          /* RTE_MAX_LCORE: receive on the main lcore */
+	volatile bool rx_stop;
+	bool rx_lcore_on;
 };
 
 /* opts.c: optind, or -1 after printing why */
