@@ -668,7 +668,9 @@ int main(int argc, char **argv)
 			atomic_fetch_add(&L.rh->sleep_gen, 1);
 			continue;
 		}
-		uint64_t wait_ns = 100000000u;
+		/* A safety net only: the data plane wakes us (one datagram per
+		 * announced sleep). */
+		uint64_t wait_ns = 20000000u;
 		if (L.l.durability == FTL_GROUP)
 			wait_ns = (uint64_t)L.l.group_ms * 1000000u;
 		L.ts.tv_sec = (long long)(wait_ns / 1000000000u);

@@ -179,6 +179,11 @@ static inline void ftc_up_publish(struct ftc_ring_hdr *h, uint64_t new_head)
 /* The consumer asked to be woken (it went to sleep after its last look). */
 static inline bool ftc_up_wants_wake(struct ftc_ring_hdr *h)
 {
+	/* Dekker-style: our head store must be visible before we read the
+	 * consumer's sleep flag (it stores the flag, then reads head), or both
+	 * sides miss each other and the consumer sleeps until its timer. A
+	 * release store followed by an acquire load may be reordered. */
+	atomic_thread_fence(memory_order_seq_cst);
 	uint64_t g = atomic_load_explicit(&h->sleep_gen, memory_order_acquire);
 	if (!(g & 1) || g == atomic_load_explicit(&h->woke_gen, memory_order_relaxed))
 		return false;
