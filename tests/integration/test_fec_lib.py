@@ -112,6 +112,16 @@ def tcp_trial(tmp, loss, fec, seconds, parallel=8, omit=2, sets=(), log=print):
             app.start()
             hp.echo(count=2)
             rep = hp.iperf3(seconds=seconds, parallel=parallel, omit=omit, cpu=HOST_CPU)
+            # What the hosts' veths delivered to the appliance's sockets, and the
+            # sender's TCP view: timeouts say whether the link or a stall hurt it.
+            offered = {s: int(Path(f"/sys/class/net/{i}/statistics/rx_packets").read_text())
+                       for s, i in (("a", hp.if_a), ("b", hp.if_b))}
+            nst = {}
+            for line in hp.run("A", "nstat", "-az", check=False).stdout.splitlines():
+                f = line.split()
+                if len(f) >= 2 and f[0] in ("TcpRetransSegs", "TcpExtTCPTimeouts",
+                                            "TcpExtTCPSpuriousRTOs", "TcpExtTCPLossProbes"):
+                    nst[f[0]] = int(f[1])
         finally:
             summ = app.stop()
             out = app.output()
@@ -126,6 +136,10 @@ def tcp_trial(tmp, loss, fec, seconds, parallel=8, omit=2, sets=(), log=print):
            "queue_full": sum(st[x]["queue_full"] for x in ("rate_ab", "rate_ba", "impair_ab",
                                                            "impair_ba")),
            "released_ab": st["impair_ab"]["released"]}
+    # Frames the af_packet rings dropped (the appliance lost its core for too long).
+    res["ring_drops"] = sum(max(0, offered[x] - summ["ports"][p]["rx"])
+                            for x, p in (("a", "lan_a"), ("b", "lan_b")))
+    res["tcp"] = nst
     for s in ("fec_enc_ab", "fec_dec_ab"):
         res[s] = {k: v for k, v in st[s].items() if isinstance(v, int) and v
                   and not k.startswith("lat_")}
@@ -137,7 +151,8 @@ def tcp_trial(tmp, loss, fec, seconds, parallel=8, omit=2, sets=(), log=print):
     log(f"  loss {loss * 100:7.3f}%  FEC {'on ' if fec else 'off'}  {res['gbps'] * 1000:8.1f} Mbit/s"
         f"  retx {res['retransmits']:>6}  lost a->b {res['lost_ab']:>6}  recovered "
         f"{res['recovered_ab']:>6}  unrecoverable {res['unrecoverable_ab']:>4}  queue_full "
-        f"{res['queue_full']}")
+        f"{res['queue_full']}  ring_drops {res['ring_drops']}  rto {nst.get('TcpExtTCPTimeouts')}"
+        f"  load {res['loadavg']:.1f}", flush=True)
     return res
 
 
@@ -154,7 +169,14 @@ def cmd_tcp(a):
             "command": " ".join(sys.argv), "kernel": os.uname().release,
             "cc": "reno", "config": "configs/linkpair.yaml (r=8, c=3, I=(1,11,19))"}
     path = out / "results.json"
-    for rep in range(a.repeat):
+    first = 0
+    if a.append and path.exists():
+        # More repeats of the same points: keep the earlier ones and their date.
+        old = json.loads(path.read_text())
+        results, meta = old["results"], old["meta"]
+        meta["command"] += " ; " + " ".join(sys.argv)
+        first = 1 + max(r.get("repeat", 0) for r in results)
+    for rep in range(first, first + a.repeat):
         for loss in losses:
             for fec in (True, False):
                 if loss == 0 and not fec and a.skip_lossless_off:
@@ -167,7 +189,8 @@ def cmd_tcp(a):
 
 
 def table(results):
-    """Median per (loss, fec) of the Gbit/s; returns rows and the markdown table."""
+    """Median (and range) per (loss, fec) of the Gbit/s; returns rows, the lossless median
+    (FEC off, loss 0) and the markdown table."""
     import statistics
     by = {}
     for r in results:
@@ -176,25 +199,36 @@ def table(results):
     lossless = by.get((0.0, False))
     base = statistics.median(x["gbps"] for x in lossless) if lossless else None
     rows = []
-    md = ["| loss | FEC off (Mbit/s) | FEC on (Mbit/s) | on / off | on / lossless | recovered "
-          "(a->b) | unrecoverable | mean recovery latency |",
+    md = ["| loss | FEC off, Mbit/s | FEC on, Mbit/s | on / off | on / lossless | lost / recovered "
+          "/ unrecoverable (a->b, all runs) | mean recovery latency | ring drops on / off |",
           "|---|---|---|---|---|---|---|---|"]
+
+    def cell(rs):
+        if not rs:
+            return "-", None
+        g = sorted(x["gbps"] * 1000 for x in rs)
+        med = statistics.median(g)
+        return (f"**{med:.0f}** ({g[0]:.0f}–{g[-1]:.0f})" if len(g) > 1 else f"**{med:.0f}**"), med
+
     for p in losses:
-        on = by.get((p, True), [])
-        off = by.get((p, False), [])
-        g_on = statistics.median(x["gbps"] for x in on) if on else None
-        g_off = statistics.median(x["gbps"] for x in off) if off else None
+        on, off = by.get((p, True), []), by.get((p, False), [])
+        c_on, g_on = cell(on)
+        c_off, g_off = cell(off)
+        rows.append({"loss": p, "on": g_on / 1000 if g_on else None,
+                     "off": g_off / 1000 if g_off else None,
+                     "on_all": [x["gbps"] for x in on], "off_all": [x["gbps"] for x in off]})
+        ratio = f"{g_on / g_off:.1f}x" if g_on and g_off else "-"
+        rel = f"{g_on / (base * 1000) * 100:.0f}%" if g_on and base else "-"
+        lost = sum(x["lost_ab"] for x in on)
         rec = sum(x["recovered_ab"] for x in on)
         unr = sum(x["unrecoverable_ab"] for x in on)
-        lat_p = statistics.mean(x["lat_pkts_mean"] for x in on) if on else 0
-        lat_u = statistics.mean(x["lat_us_mean"] for x in on) if on else 0
-        rows.append({"loss": p, "on": g_on, "off": g_off})
-        f = (lambda g: f"{g * 1000:.0f}" if g is not None else "-")
-        ratio = f"{g_on / g_off:.1f}x" if g_on and g_off else "-"
-        rel = f"{g_on / base * 100:.0f}%" if g_on and base else "-"
-        md.append(f"| {p * 100:g}% | {f(g_off)} | {f(g_on)} | {ratio} | {rel} | {rec} | {unr} | "
-                  f"{lat_p:.1f} pkts, {lat_u:.0f} us |" if on and rec else
-                  f"| {p * 100:g}% | {f(g_off)} | {f(g_on)} | {ratio} | {rel} | {rec} | {unr} | - |")
+        recs = [x for x in on if x["recovered_ab"]]
+        lat = (f"{statistics.mean(x['lat_pkts_mean'] for x in recs):.1f} pkts, "
+               f"{statistics.mean(x['lat_us_mean'] for x in recs):.0f} us") if recs else "-"
+        rd = (f"{statistics.median(x.get('ring_drops', 0) for x in on):.0f} / "
+              f"{statistics.median(x.get('ring_drops', 0) for x in off):.0f}") if on and off else "-"
+        md.append(f"| {p * 100:g}% | {c_off} | {c_on} | {ratio} | {rel} | {lost} / {rec} / {unr} "
+                  f"| {lat} | {rd} |")
     return rows, base, "\n".join(md)
 
 
@@ -207,14 +241,19 @@ def cmd_plot(a):
     print(md)
     xs = [r["loss"] * 100 for r in rows if r["loss"] > 0]
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    on = [(r["loss"] * 100, r["on"] * 1000) for r in rows if r["loss"] > 0 and r["on"]]
-    off = [(r["loss"] * 100, r["off"] * 1000) for r in rows if r["loss"] > 0 and r["off"]]
-    if on:
-        ax.plot(*zip(*on), "o-", label="TCP + Maelstrom FEC (r=8, c=3)")
-    if off:
-        ax.plot(*zip(*off), "s--", label="TCP, no FEC")
+    for key, fmt, label in (("on", "o-", "TCP + Maelstrom FEC (r=8, c=3, I=(1,11,19))"),
+                            ("off", "s--", "TCP, no FEC")):
+        pts = [r for r in rows if r["loss"] > 0 and r[key]]
+        if not pts:
+            continue
+        x = [r["loss"] * 100 for r in pts]
+        y = [r[key] * 1000 for r in pts]
+        lo = [y[i] - min(r[key + "_all"]) * 1000 for i, r in enumerate(pts)]
+        hi = [max(r[key + "_all"]) * 1000 - y[i] for i, r in enumerate(pts)]
+        ax.errorbar(x, y, yerr=[lo, hi], fmt=fmt, capsize=3, label=label + " (median, range)")
     if base:
-        ax.axhline(base * 1000, color="grey", ls=":", label=f"lossless ({base * 1000:.0f} Mbit/s)")
+        ax.axhline(base * 1000, color="grey", ls=":",
+                   label=f"lossless, no FEC ({base * 1000:.0f} Mbit/s, median)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xticks(xs)
@@ -222,7 +261,9 @@ def cmd_plot(a):
     ax.set_xlabel("loss rate (%), each direction")
     ax.set_ylabel("throughput (Mbit/s)")
     m = d["meta"]
-    ax.set_title(f"8 TCP flows (Reno), 1 Gbit/s, 50 ms one way, {m['seconds']} s per point")
+    n = max(len(r["on_all"]) for r in rows)
+    ax.set_title(f"8 TCP flows (Reno), 1 Gbit/s, 50 ms one way, {m['seconds']} s x {n} per point",
+                 fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -329,6 +370,7 @@ def main():
     t.add_argument("--loss", default="0,0.0001,0.001,0.01,0.02,0.05,0.1")
     t.add_argument("--repeat", type=int, default=1)
     t.add_argument("--skip-lossless-off", action="store_true")
+    t.add_argument("--append", action="store_true", help="add repeats to DIR/results.json")
     t.add_argument("--out", required=True)
     p = sub.add_parser("plot")
     p.add_argument("results")
