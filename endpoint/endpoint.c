@@ -14,6 +14,7 @@
 #include <liburing.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +224,9 @@ void il_ep_close(struct il_ep *ep)
 		close(ep->txfd);
 	if (ep->rxfd >= 0)
 		close(ep->rxfd);
+	for (unsigned i = 0; i < ep->n_held; i++)
+		free(ep->held[i]);
+	free(ep->held);
 	free(ep->rx);
 	free(ep->tx);
 	free(ep->tx_free);
@@ -283,6 +287,7 @@ int il_ep_join(struct il_ep *ep, uint16_t group, const char *mcast, uint32_t rol
 	g->st = EP_G_JOINING;
 	ep_credit_init(&g->cr, ep->cfg.wait_credit);
 	ep_q_init(&g->q, ep->cfg.max_deferred);
+	ep_q_init(&g->sent, SIZE_MAX);
 	ep_timers(ep, ep_now_ns()); /* the first JOIN goes now */
 	io_uring_submit(&ep->ring);
 	return 0;
@@ -315,6 +320,7 @@ int il_ep_leave(struct il_ep *ep, uint16_t group)
 	if (g->roles & IL_EP_RECEIVER)
 		ep_rxw_free(&g->w);
 	ep_q_free(&g->q);
+	ep_q_free(&g->sent);
 	g->used = false;
 	return 0;
 }

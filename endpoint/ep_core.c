@@ -23,12 +23,9 @@ void ep_q_free(struct ep_q *q)
 	memset(q, 0, sizeof(*q));
 }
 
-int ep_q_push(struct ep_q *q, const void *msg, uint16_t len)
+/* Room for `need` more bytes at the tail. */
+static int q_reserve(struct ep_q *q, size_t need)
 {
-	size_t need = IL_MSG_HDR_LEN + (size_t)len;
-
-	if (q->tail - q->head + need > q->max)
-		return -EAGAIN;
 	if (q->tail + need > q->cap) {
 		/* Slide the live part to the front before growing: the head
 		 * advances as frames go, so most of the time this is enough. */
@@ -50,11 +47,32 @@ int ep_q_push(struct ep_q *q, const void *msg, uint16_t len)
 			q->cap = cap;
 		}
 	}
+	return 0;
+}
+
+int ep_q_push(struct ep_q *q, const void *msg, uint16_t len)
+{
+	size_t need = IL_MSG_HDR_LEN + (size_t)len;
+
+	if (q->tail - q->head + need > q->max)
+		return -EAGAIN;
+	if (q_reserve(q, need))
+		return -ENOMEM;
 	il_put16(q->buf + q->tail, len);
 	il_put16(q->buf + q->tail + 2, 0);
 	memcpy(q->buf + q->tail + IL_MSG_HDR_LEN, msg, len);
 	q->tail += need;
 	q->n++;
+	return 0;
+}
+
+int ep_q_append(struct ep_q *q, const uint8_t *recs, size_t bytes, uint64_t n)
+{
+	if (q_reserve(q, bytes))
+		return -ENOMEM;
+	memcpy(q->buf + q->tail, recs, bytes);
+	q->tail += bytes;
+	q->n += n;
 	return 0;
 }
 

@@ -27,6 +27,9 @@ void ep_q_init(struct ep_q *q, size_t max_bytes);
 void ep_q_free(struct ep_q *q);
 /* 0, or -EAGAIN when the queue would exceed its maximum. */
 int ep_q_push(struct ep_q *q, const void *msg, uint16_t len);
+/* Records already in wire form (bypasses the maximum: what was sent is
+ * bounded by the credit window). */
+int ep_q_append(struct ep_q *q, const uint8_t *recs, size_t bytes, uint64_t n);
 /* The longest run of whole records at the head that fits `room` bytes and
  * at most max_msgs messages: its bytes (0: none), *n its messages. */
 size_t ep_q_span(const struct ep_q *q, size_t room, uint64_t max_msgs, uint16_t *n);

@@ -14,6 +14,9 @@
 
 #define EP_FRAME_MAX 9000u /* Interlink header + body, jumbo frames included */
 #define EP_RXBUF 9216u
+#define EP_MAX_FIFO 64
+#define EP_MAX_HELD 65536
+#define EP_FINAL_WAIT_NS 3000000000ull
 #define EP_UD_KIND (0xffull << 32)
 #define EP_UD_RX (1ull << 32)
 #define EP_UD_TX (2ull << 32)
@@ -33,6 +36,14 @@ static inline void ep_frame_put(struct ep_frame *f)
 
 enum ep_gstate { EP_G_JOINING, EP_G_MEMBER };
 
+struct ep_fifo {
+	unsigned n;
+	struct {
+		uint32_t id;
+		uint64_t next;
+	} s[EP_MAX_FIFO];
+};
+
 struct ep_group {
 	bool used;
 	uint16_t id;
@@ -47,6 +58,19 @@ struct ep_group {
 	struct ep_ack ack;   /* receivers */
 	struct ep_credit cr; /* senders */
 	struct ep_q q;       /* senders: deferred messages */
+	struct ep_q sent;    /* senders: sent, not known stable, from sent_base on */
+	uint64_t sent_base;
+	/* receivers: each sender's next FIFO sequence, so that a message its
+	 * sender re-sent into a new epoch is delivered once; kept apart for
+	 * PO and UTO, since what was P- but not U-delivered in an old epoch
+	 * comes again */
+	struct ep_fifo po_fifo, uto_fifo;
+};
+
+/* New-epoch frames held until the old epoch's final watermark is known. */
+struct ep_held {
+	uint32_t len;
+	uint8_t data[];
 };
 
 struct ep_txbuf {
@@ -69,6 +93,14 @@ struct il_ep {
 	unsigned *tx_free, n_tx_free;
 	struct ep_group g[IL_EP_MAX_GROUPS];
 	struct il_ep_stats st;
+	/* sequencer restarts (docs/control.md section 4 rule 6) */
+	uint32_t final_epoch;   /* the epoch final_wm belongs to */
+	uint64_t final_wm;
+	bool awaiting;          /* a new epoch began; the old one's final watermark not yet */
+	uint32_t new_epoch;
+	uint64_t await_until;
+	struct ep_held **held;
+	unsigned n_held;
 };
 
 uint64_t ep_now_ns(void);
@@ -81,5 +113,6 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 void ep_deliver(struct il_ep *ep, struct ep_group *g);
 void ep_timers(struct il_ep *ep, uint64_t now);
 void ep_send_member(struct il_ep *ep, struct ep_group *g, uint8_t type);
+void ep_epoch_timer(struct il_ep *ep, uint64_t now);
 
 #endif

@@ -5,6 +5,7 @@
  * STABLE, VIEW, CREDIT, UNAVAIL), the timers, and the two deliveries.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,28 @@ static void send_nak(struct il_ep *ep, struct ep_group *g, uint64_t first, uint6
 	ep->st.nak_tx++;
 }
 
+/* What we sent stays until a grant says it is stable: a new sequencer
+ * epoch needs it again (docs/control.md section 4 rule 6). */
+static void remember(struct ep_group *g, const uint8_t *recs, size_t bytes, uint16_t n)
+{
+	if (g->sent.n == 0)
+		g->sent_base = g->cr.next;
+	ep_q_append(&g->sent, recs, bytes, n);
+}
+
+static void sent_trim(struct ep_group *g)
+{
+	uint64_t stable_next = g->cr.limit > g->cr.window ? g->cr.limit - g->cr.window : 1;
+
+	while (g->sent.n > 0 && g->sent_base < stable_next) {
+		uint16_t n;
+		size_t b = ep_q_span(&g->sent, SIZE_MAX, 1, &n);
+
+		ep_q_pop(&g->sent, b, n);
+		g->sent_base++;
+	}
+}
+
 /* One DATA frame of n records (already in wire form) starting at sender_seq. */
 static void send_data(struct il_ep *ep, struct ep_group *g, const uint8_t *recs, size_t bytes,
 		      uint16_t n)
@@ -125,6 +148,7 @@ static void send_data(struct il_ep *ep, struct ep_group *g, const uint8_t *recs,
 	il_put16(h + IL_OFF_MSG_COUNT, n);
 	il_put64(h + IL_OFF_SENDER_SEQ, g->cr.next);
 	memcpy(h + IL_HDR_LEN, recs, bytes);
+	remember(g, recs, bytes, n);
 	tx_commit(ep, g, slot, IL_HDR_LEN + bytes);
 	g->cr.next += n;
 	ep->st.data_tx++;
@@ -180,6 +204,7 @@ int il_ep_send(struct il_ep *ep, uint16_t group, const void *msg, size_t len)
 		il_put64(h + IL_OFF_SENDER_SEQ, g->cr.next);
 		memcpy(h + IL_HDR_LEN, rec, IL_MSG_HDR_LEN);
 		memcpy(h + IL_HDR_LEN + IL_MSG_HDR_LEN, msg, len);
+		remember(g, h + IL_HDR_LEN, IL_MSG_HDR_LEN + len, 1);
 		tx_commit(ep, g, slot, IL_HDR_LEN + IL_MSG_HDR_LEN + len);
 		g->cr.next++;
 		ep->st.data_tx++;
@@ -195,6 +220,8 @@ int il_ep_send(struct il_ep *ep, uint16_t group, const void *msg, size_t len)
 void ep_timers(struct il_ep *ep, uint64_t now)
 {
 	const struct il_ep_config *c = &ep->cfg;
+
+	ep_epoch_timer(ep, now);
 
 	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
 		struct ep_group *g = &ep->g[i];
@@ -226,10 +253,28 @@ void ep_timers(struct il_ep *ep, uint64_t now)
 	}
 }
 
+/* A message its sender re-sent into a new epoch may be stamped twice:
+ * every receiver sees both copies in the same order and skips the later. */
+static bool fifo_new(struct ep_fifo *f, uint32_t sender, uint64_t sseq)
+{
+	for (unsigned i = 0; i < f->n; i++)
+		if (f->s[i].id == sender) {
+			if (sseq < f->s[i].next)
+				return false;
+			f->s[i].next = sseq + 1;
+			return true;
+		}
+	if (f->n < EP_MAX_FIFO) {
+		f->s[f->n].id = sender;
+		f->s[f->n++].next = sseq + 1;
+	}
+	return true;
+}
+
 void ep_deliver(struct il_ep *ep, struct ep_group *g)
 {
 	struct ep_rxw *w = &g->w;
-	struct il_ep_msg m = { .group = g->id };
+	struct il_ep_msg m = { .group = g->id, .epoch = ep->epoch };
 
 	if (g->st != EP_G_MEMBER || !(g->roles & IL_EP_RECEIVER))
 		return;
@@ -238,7 +283,8 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 
 		if (s->state == EP_S_EMPTY)
 			break;
-		if (s->state == EP_S_MSG && g->cb.po) {
+		if (s->state == EP_S_MSG && fifo_new(&g->po_fifo, s->sender, s->sender_seq) &&
+		    g->cb.po) {
 			m.sender = s->sender;
 			m.sender_seq = s->sender_seq;
 			m.global_seq = w->po;
@@ -253,7 +299,10 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 	while (w->uto < w->po && (w->uto < w->stable || g->cb.uto == NULL)) {
 		struct ep_slot *s = ep_rxw_slot(w, w->uto);
 
-		if (s->state == EP_S_MSG) {
+		if (s->state == EP_S_MSG && !fifo_new(&g->uto_fifo, s->sender, s->sender_seq)) {
+			ep->st.fifo_dup++;
+			ep_frame_put(s->fr);
+		} else if (s->state == EP_S_MSG) {
 			if (g->cb.uto) {
 				m.sender = s->sender;
 				m.sender_seq = s->sender_seq;
@@ -326,7 +375,8 @@ static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h, size
 	size_t body = len - h[IL_OFF_HDR_LEN];
 	uint32_t members[256], sids[256];
 	uint64_t snext[256];
-	struct il_ep_view v = { .group = g->id, .start_seq = il_get64(h + IL_OFF_GLOBAL_SEQ) };
+	struct il_ep_view v = { .group = g->id, .epoch = ep->epoch,
+				.start_seq = il_get64(h + IL_OFF_GLOBAL_SEQ) };
 	bool in = false;
 
 	if (body < IL_VIEW_LEN) {
@@ -364,6 +414,13 @@ static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h, size
 			ep_release_held(g);
 			ep_rxw_reset(&g->w, v.start_seq ? v.start_seq : 1);
 			g->ack = (struct ep_ack){ 0 };
+			/* Each sender's stream starts here for us. */
+			g->uto_fifo.n = 0;
+			for (unsigned i = 0; i < v.n_senders && i < EP_MAX_FIFO; i++) {
+				g->uto_fifo.s[g->uto_fifo.n].id = sids[i];
+				g->uto_fifo.s[g->uto_fifo.n++].next = snext[i];
+			}
+			g->po_fifo = g->uto_fifo;
 		}
 		v.event = IL_EP_VIEW_JOINED;
 	} else if (g->st == EP_G_MEMBER && in) {
@@ -387,36 +444,153 @@ static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h, size
 		g->cb.view(g->user, &v);
 }
 
-/* A new sequencer incarnation restarts the sequence space. The final
- * watermark protocol (docs/control.md section 4 rule 6) is not followed
- * here yet: every group starts afresh as after an exclusion. */
-static void new_epoch(struct il_ep *ep, uint32_t e)
+/* A sender's messages that were not known stable go again, in order and
+ * with their sender_seq, before what was still deferred. The new data
+ * plane knows nothing of our window yet: we grant ourselves the last one
+ * (its grants take over once our first re-sent frames are stable). */
+static void rewind_sender(struct il_ep *ep, struct ep_group *g)
 {
-	bool first = ep->epoch == 0;
+	sent_trim(g);
+	if (g->sent.n > 0) {
+		struct ep_q nq;
+		size_t sb = g->sent.tail - g->sent.head, qb = g->q.tail - g->q.head;
 
-	ep->epoch = e;
-	if (first)
-		return;
-	ep->st.epochs++;
+		ep_q_init(&nq, g->q.max + sb);
+		if (ep_q_append(&nq, ep_q_head(&g->sent), sb, g->sent.n) == 0 &&
+		    ep_q_append(&nq, ep_q_head(&g->q), qb, g->q.n) == 0) {
+			ep_q_free(&g->q);
+			g->q = nq;
+			g->cr.next = g->sent_base;
+			ep->st.resent += g->sent.n;
+		} else {
+			ep_q_free(&nq);
+		}
+		ep_q_free(&g->sent);
+		ep_q_init(&g->sent, SIZE_MAX);
+	}
+	if (g->cr.seen)
+		g->cr.limit = g->cr.next + g->cr.window;
+}
+
+/* The old epoch ends at watermark w: U-deliver what is below it (every
+ * live receiver holds it), forget the rest (its senders send it again),
+ * restart the sequence space at 1, then handle what the new epoch sent
+ * meanwhile. */
+static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
+{
+	ep->st.finals++;
 	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
 		struct ep_group *g = &ep->g[i];
 
 		if (!g->used || g->st != EP_G_MEMBER)
 			continue;
-		ep_release_held(g);
-		g->st = EP_G_JOINING;
-		g->join_ns = 0;
+		if (g->roles & IL_EP_RECEIVER) {
+			if (w > g->w.stable)
+				g->w.stable = w;
+			ep_deliver(ep, g);
+			if (g->w.uto < g->w.stable)
+				ep->st.lost_stable += g->w.stable - g->w.uto;
+			ep_release_held(g);
+			ep_rxw_reset(&g->w, 1);
+			g->ack = (struct ep_ack){ 0 };
+			g->po_fifo = g->uto_fifo;
+		}
+		if (g->roles & IL_EP_SENDER)
+			rewind_sender(ep, g);
 		if (g->cb.view) {
-			struct il_ep_view v = { .group = g->id, .event = IL_EP_VIEW_EXCLUDED,
-						.view_id = g->view_id };
+			struct il_ep_view v = { .group = g->id, .epoch = ep->new_epoch,
+						.event = IL_EP_VIEW_NEW_EPOCH,
+						.view_id = g->view_id, .start_seq = 1 };
 			g->cb.view(g->user, &v);
 		}
 	}
+	ep->epoch = ep->new_epoch;
+	ep->awaiting = false;
+	ep->final_epoch = 0;
+	ep->final_wm = 0;
+	unsigned n = ep->n_held;
+	struct ep_held **held = ep->held;
+
+	ep->held = NULL;
+	ep->n_held = 0;
+	for (unsigned i = 0; i < n; i++) {
+		ep_rx_datagram(ep, held[i]->data, held[i]->len, now);
+		free(held[i]);
+	}
+	free(held);
+}
+
+void ep_epoch_timer(struct il_ep *ep, uint64_t now)
+{
+	/* The final watermark never came (the new data plane reused the
+	 * epoch's second, or it was lost): only what we know is safe. */
+	if (ep->awaiting && now > ep->await_until)
+		finalize(ep, 0, now);
+}
+
+static void hold(struct il_ep *ep, const uint8_t *d, size_t len)
+{
+	if (ep->held == NULL)
+		ep->held = calloc(EP_MAX_HELD, sizeof(*ep->held));
+	if (ep->held == NULL || ep->n_held == EP_MAX_HELD)
+		return; /* DATA comes again on NAK; the rest is repeated */
+	struct ep_held *h = malloc(sizeof(*h) + len);
+	if (h == NULL)
+		return;
+	h->len = (uint32_t)len;
+	memcpy(h->data, d, len);
+	ep->held[ep->n_held++] = h;
+}
+
+/* Epoch bookkeeping of a frame from the appliance: true when the caller
+ * should go on handling it. */
+static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now)
+{
+	uint32_t e = il_get32(d + IL_OFF_EPOCH);
+
+	if (d[IL_OFF_TYPE] == IL_T_STABLE && il_get64(d + IL_OFF_GLOBAL_SEQ) == 0 &&
+	    (d[IL_OFF_FLAGS] & IL_F_STABLE_VALID)) {
+		/* The final watermark of epoch e, from its successor. */
+		uint64_t w = il_get64(d + IL_OFF_STABLE_SEQ);
+
+		if (ep->awaiting && e == ep->epoch)
+			finalize(ep, w, now);
+		else if (!ep->awaiting && e == ep->epoch && ep->epoch != 0 &&
+			 (ep->final_epoch != e || w > ep->final_wm)) {
+			ep->final_epoch = e; /* before the new epoch's first frame */
+			ep->final_wm = w;
+		}
+		return false;
+	}
+	if (ep->awaiting) {
+		if (e >= ep->new_epoch) {
+			ep->new_epoch = e;
+			hold(ep, d, len);
+		}
+		return false;
+	}
+	if (e == ep->epoch)
+		return true;
+	if (ep->epoch == 0) {
+		ep->epoch = e;
+		return true;
+	}
+	if (e < ep->epoch)
+		return false; /* a late frame of an older incarnation */
+	ep->st.epochs++;
+	ep->new_epoch = e;
+	if (ep->final_epoch == ep->epoch) {
+		finalize(ep, ep->final_wm, now);
+		return true;
+	}
+	ep->awaiting = true;
+	ep->await_until = now + EP_FINAL_WAIT_NS;
+	hold(ep, d, len);
+	return false;
 }
 
 void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now)
 {
-	(void)now;
 	if (len < IL_HDR_LEN || d[IL_OFF_VERSION] != IL_VERSION || d[IL_OFF_HDR_LEN] < IL_HDR_LEN ||
 	    d[IL_OFF_HDR_LEN] > len || (d[IL_OFF_HDR_LEN] & 3)) {
 		ep->st.rx_bad++;
@@ -424,7 +598,6 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 	}
 	struct ep_group *g = ep_group(ep, il_get16(d + IL_OFF_GROUP_ID));
 	uint8_t type = d[IL_OFF_TYPE];
-	uint32_t e = il_get32(d + IL_OFF_EPOCH);
 	size_t body = len - d[IL_OFF_HDR_LEN];
 
 	if (g == NULL)
@@ -432,11 +605,8 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 	if (type != IL_T_DATA && type != IL_T_STABLE && type != IL_T_VIEW &&
 	    type != IL_T_CREDIT && type != IL_T_UNAVAIL)
 		return; /* other members' control traffic, if it ever reaches us */
-	if (e != ep->epoch) {
-		if (e < ep->epoch)
-			return; /* a late frame of an older incarnation */
-		new_epoch(ep, e);
-	}
+	if (!epoch_check(ep, d, len, now))
+		return;
 	switch (type) {
 	case IL_T_DATA:
 		if (g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER))
@@ -461,6 +631,7 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 		ep->st.credit_rx++;
 		ep_credit_grant(&g->cr, il_get64(d + d[IL_OFF_HDR_LEN]),
 				il_get32(d + d[IL_OFF_HDR_LEN] + 8));
+		sent_trim(g);
 		break;
 	case IL_T_UNAVAIL:
 		ep->st.unavail_rx++;

@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 	il_ep_config_init(&cfg);
 	cfg.tx_ifname = argv[1];
 	cfg.rx_ifname = argv[2];
-	cfg.member_id = (uint32_t)atoi(argv[3]);
+	cfg.member_id = (uint32_t)strtoul(argv[3], NULL, 0);
 	struct il_ep *ep = il_ep_open(&cfg, err, sizeof(err));
 	if (ep == NULL) {
 		fprintf(stderr, "%s\n", err);

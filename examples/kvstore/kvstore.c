@@ -187,9 +187,9 @@ static int writer(void)
 
 	il_ep_get_stats(ep, &st);
 	printf("writer %u: sent %lu pending %lu in %.2f s; frames %lu, packed %lu, deferred %lu, "
-	       "credits %lu, sync sends %lu\n", o->id, sent, pending,
-	       (double)(now_ms() - t0) / 1e3, st.data_tx, st.msgs_packed, st.msgs_deferred,
-	       st.credit_rx, st.tx_sync);
+	       "credits %lu, sync sends %lu, failed sends %lu, re-sent %lu (epochs %lu)\n", o->id,
+	       sent, pending, (double)(now_ms() - t0) / 1e3, st.data_tx, st.msgs_packed,
+	       st.msgs_deferred, st.credit_rx, st.tx_sync, st.tx_fail, st.resent, st.epochs);
 	if (o->status) {
 		FILE *f = fopen(o->status, "w");
 		if (f) {

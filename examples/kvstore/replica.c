@@ -41,7 +41,7 @@ static struct {
 	uint8_t *xbuf;
 	size_t xgot;
 	uint64_t want, retry_ms;
-	unsigned peer_i, transfers, served;
+	unsigned peer_i, transfers, served, epochs;
 	/* serving snapshots */
 	int lfd;
 	struct {
@@ -119,6 +119,19 @@ static void on_view(void *user, const struct il_ep_view *v)
 		return;
 	}
 	R.member = true;
+	if (v->event == IL_EP_VIEW_NEW_EPOCH) {
+		/* The sequencer restarted: global sequences start again at 1,
+		 * positions and snapshots of the old epoch mean nothing now. */
+		printf("replica %u: new epoch %u\n", kv_opts.id, v->epoch);
+		R.epochs++;
+		R.skip_below = 0;
+		if (R.need_transfer) {
+			R.want = 1;
+			R.n_buf = 0;
+			xfer_abort();
+		}
+		return;
+	}
 	if (v->event != IL_EP_VIEW_JOINED)
 		return;
 	printf("replica %u: joined view %u at %lu\n", kv_opts.id, v->view_id, v->start_seq);
@@ -304,10 +317,11 @@ static void write_status(struct il_ep *ep, uint64_t pos)
 	fprintf(f, "{\"id\": %u, \"ready\": %s, \"member\": %s, \"applied\": %lu, \"pos\": %lu, "
 		"\"hash\": \"%016lx\", \"bad\": %lu, \"transfers\": %u, \"served\": %u, "
 		"\"data_rx\": %lu, \"msgs_uto\": %lu, \"nak_tx\": %lu, \"ack_tx\": %lu, "
-		"\"unavail_msgs\": %lu, \"rx_overflow\": %lu}\n",
+		"\"unavail_msgs\": %lu, \"rx_overflow\": %lu, \"epochs\": %u, \"lost_stable\": %lu, "
+		"\"fifo_dup\": %lu}\n",
 		kv_opts.id, R.ready ? "true" : "false", R.member ? "true" : "false", R.applied, pos,
 		state_hash(), R.bad, R.transfers, R.served, st.data_rx, st.msgs_uto, st.nak_tx,
-		st.ack_tx, st.unavail_msgs, st.rx_overflow);
+		st.ack_tx, st.unavail_msgs, st.rx_overflow, R.epochs, st.lost_stable, st.fifo_dup);
 	fclose(f);
 	rename(tmp, kv_opts.status);
 }

@@ -57,6 +57,7 @@ struct il_ep_config {
  * during the callback only. */
 struct il_ep_msg {
 	uint16_t group;
+	uint32_t epoch;      /* the sequencer incarnation global_seq belongs to */
 	uint32_t sender;
 	uint64_t sender_seq;
 	uint64_t global_seq;
@@ -70,10 +71,15 @@ enum il_ep_view_event {
 	IL_EP_VIEW_EXCLUDED, /* a VIEW without us: we rejoin (new incarnation);
 			      * what was not yet U-delivered is gone, the next
 			      * JOINED says where the stream starts again */
+	IL_EP_VIEW_NEW_EPOCH, /* the sequencer restarted: everything below the old
+			       * epoch's final watermark was U-delivered, global
+			       * sequences start again at start_seq (1); messages
+			       * not stable are re-sent by their senders */
 };
 
 struct il_ep_view {
 	uint16_t group;
+	uint32_t epoch;
 	enum il_ep_view_event event;
 	uint32_t view_id;
 	uint64_t start_seq;   /* the view's first global sequence (Fast-Join) */
@@ -97,9 +103,9 @@ struct il_ep_callbacks {
 
 struct il_ep_stats {
 	uint64_t data_rx, data_dup, msgs_po, msgs_uto, stable_rx, view_rx, credit_rx, unavail_rx;
-	uint64_t unavail_msgs, rx_overflow, rx_bad, epochs;
+	uint64_t unavail_msgs, rx_overflow, rx_bad, epochs, finals, lost_stable, fifo_dup;
 	uint64_t data_tx, msgs_tx, msgs_deferred, msgs_packed, ack_tx, nak_tx, hb_tx, join_tx;
-	uint64_t tx_sync, tx_fail;
+	uint64_t tx_sync, tx_fail, resent;
 };
 
 void il_ep_config_init(struct il_ep_config *cfg);

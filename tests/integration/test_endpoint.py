@@ -39,14 +39,17 @@ def test_two_hosts_agree_on_order_and_deliver_uniformly(tmp_path, app_sets):
         # (and get it excluded as silent).
         logs = [open(tmp_path / f"hello{i}.out", "w") for i in (1, 2)]
         procs = [rig.kv_procs.setdefault(f"hello{i}", subprocess.Popen(
-            ["ip", "netns", "exec", rig.ns(i), str(HELLO), "tx0", "rx0", str(i), str(count), "2"],
-            stdout=logs[i - 1], stderr=subprocess.STDOUT, start_new_session=True))
+            ["ip", "netns", "exec", rig.ns(i), str(HELLO), "tx0", "rx0", str(rig.id_base + i),
+             str(count), "2"],
+            stdout=logs[i - 1], stderr=open(tmp_path / f"hello{i}.err", "w"),
+            start_new_session=True))
             for i in (1, 2)]
         for p in procs:
             p.wait(timeout=90)
         outs = [(tmp_path / f"hello{i}.out").read_text() for i in (1, 2)]
         for p, out in zip(procs, outs):
             assert p.returncode == 0, f"rc {p.returncode}: {out[-1500:]}"
+        ids = (rig.id_base + 1, rig.id_base + 2)
     runs = [deliveries(o) for o in outs]
     for po, uto in runs:
         seqs = [d[0] for d in po]
@@ -55,7 +58,7 @@ def test_two_hosts_agree_on_order_and_deliver_uniformly(tmp_path, app_sets):
         # Uniform delivery: the same sequence, every message, in the same order.
         assert uto == seqs[:len(uto)] and len(uto) >= 2 * count
         # Each sender's own messages in FIFO order.
-        for s in (1, 2):
+        for s in ids:
             own = [d[2] for d in po if d[1] == s]
             assert own == sorted(own) and len(set(own)) == len(own)
     # Both hosts saw the same message at every global sequence they both delivered.
@@ -66,5 +69,5 @@ def test_two_hosts_agree_on_order_and_deliver_uniformly(tmp_path, app_sets):
     assert all(a[g] == b[g] for g in common)
     # Everything each host sent was delivered by both (both joined before sending).
     for po, _ in runs:
-        for s in (1, 2):
+        for s in ids:
             assert {d[2] for d in po if d[1] == s} >= set(range(1, count + 1))

@@ -91,6 +91,51 @@ static void test_pack_bound_and_growth(void **state)
 	ep_q_free(&q);
 }
 
+/* A sender's record of what it sent: appended frame bodies, trimmed one
+ * record at a time from the head, then put back in front of the deferred
+ * queue (a new epoch): order and content survive. */
+static void test_sent_append_and_rewind(void **state)
+{
+	struct ep_q sent, q, nq;
+	uint8_t msg[20];
+	uint16_t n;
+
+	(void)state;
+	ep_q_init(&sent, SIZE_MAX);
+	ep_q_init(&q, 1 << 20);
+	for (unsigned i = 0; i < 10; i++) {
+		il_put32(msg, i);
+		assert_int_equal(ep_q_push(&q, msg, sizeof(msg)), 0);
+	}
+	/* Two frames of 4 go out and are remembered. */
+	for (int f = 0; f < 2; f++) {
+		size_t b = ep_q_span(&q, 1432, 4, &n);
+		assert_int_equal(n, 4);
+		assert_int_equal(ep_q_append(&sent, ep_q_head(&q), b, n), 0);
+		ep_q_pop(&q, b, n);
+	}
+	assert_int_equal(sent.n, 8);
+	/* The first three become stable. */
+	for (int i = 0; i < 3; i++) {
+		size_t b = ep_q_span(&sent, SIZE_MAX, 1, &n);
+		ep_q_pop(&sent, b, n);
+	}
+	/* Rewind: the five unstable, then the two never sent. */
+	ep_q_init(&nq, 1 << 20);
+	assert_int_equal(ep_q_append(&nq, ep_q_head(&sent), sent.tail - sent.head, sent.n), 0);
+	assert_int_equal(ep_q_append(&nq, ep_q_head(&q), q.tail - q.head, q.n), 0);
+	assert_int_equal(nq.n, 7);
+	for (uint32_t want = 3; want < 10; want++) {
+		size_t b = ep_q_span(&nq, SIZE_MAX, 1, &n);
+		assert_int_equal(il_get32(ep_q_head(&nq) + 4), want);
+		ep_q_pop(&nq, b, n);
+	}
+	assert_int_equal(nq.n, 0);
+	ep_q_free(&nq);
+	ep_q_free(&q);
+	ep_q_free(&sent);
+}
+
 static void test_credit(void **state)
 {
 	struct ep_credit c;
@@ -268,6 +313,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pack_spans),
 		cmocka_unit_test(test_pack_bound_and_growth),
+		cmocka_unit_test(test_sent_append_and_rewind),
 		cmocka_unit_test(test_credit),
 		cmocka_unit_test(test_gap_nak),
 		cmocka_unit_test(test_window_overflow_and_free),
