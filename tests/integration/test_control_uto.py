@@ -211,9 +211,10 @@ def test_killed_receiver_is_excluded_and_the_watermark_moves_again(tmp_path):
     assert rc == 0, out
     dead = res["receivers"][3]
     assert dead["state"] == "dead"
-    # Excluded after the slow detector's 1.5 s (less the last heartbeat's 20 ms and a
-    # tick), and not much later: loose bounds for a loaded machine.
-    assert 1.4 <= dead["excluded_after_s"] <= 4.5, dead
+    # Never before the slow detector's 1.5 s (less the last heartbeat's 20 ms and a tick).
+    # Later by as long as the appliance was silent meanwhile (the detectors pause then:
+    # several seconds were seen at a load average of 7): the upper bound is loose.
+    assert 1.4 <= dead["excluded_after_s"] <= 20, dead
     assert st["exclusions"] >= 1 and st["suspicions"] >= 1, st
     # The watermark moved past where the dead receiver stopped: everything is stable
     # and every live receiver U-delivered every message.
@@ -227,9 +228,10 @@ def test_last_receiver_gone_the_stream_goes_on(tmp_path):
     """A view with senders and no receiver waits for nobody: once the only receiver is
     excluded, everything stamped is stable and the senders' credits keep coming."""
     with UtoRig(tmp_path, CTL) as rig:
+        # No --window check: with no receiver, "stable" is what the appliance stamped, which
+        # a sender may not have seen yet (a frame its socket dropped, asked for again).
         rc, out, res = rig.members("--senders", "2", "--receivers", "1", "--count", "15000",
-                                   "--rate", "15000", "--window", "256", "--need-credit",
-                                   "--kill", "0@0.3")
+                                   "--rate", "15000", "--need-credit", "--kill", "0@0.3")
     check_common(res, out)
     assert rc == 0, out
     assert res["receivers"][0]["state"] == "dead" and res["receivers"][0]["excluded_after_s"] > 0
@@ -257,7 +259,7 @@ def test_wrongly_excluded_receiver_rejoins(tmp_path):
     with UtoRig(tmp_path, CTL) as rig:
         rc, out, res = rig.members("--senders", "2", "--receivers", "3", "--count", "30000",
                                    "--rate", "15000", "--window", "256", "--need-credit",
-                                   "--silent", "1@0.4:2.8")
+                                   "--silent", "1@0.4:0")  # silent until excluded
         st = rig.status()
     check_common(res, out)
     assert rc == 0, out

@@ -525,6 +525,35 @@ static void receiver_timers(struct rcv *r, uint64_t now)
 	}
 }
 
+/* Senders are group members too: a frame this process never saw (its
+ * socket or the veth backlog dropped it) is asked for again even when no
+ * receiver would (all dead), or a sender would never learn its fate. */
+static void stream_repair(uint64_t now)
+{
+	static uint64_t low = 1, since, last_nak;
+
+	if (awaiting)
+		return;
+	if (low > c.max_g + 1 || (c.max_g && low < c.max_g + 1 - RING / 2))
+		low = 1; /* a new epoch, or far behind */
+	while (low < c.max_g && msgs[low & (RING - 1)].g == low)
+		low++;
+	if (low >= c.max_g || c.max_g == 0) {
+		since = 0;
+		return;
+	}
+	if (since == 0)
+		since = now;
+	if (now - since < 2000000ull || now - last_nak < 2000000ull)
+		return;
+	uint64_t last = low;
+	while (last + 1 < c.max_g && msgs[(last + 1) & (RING - 1)].g != last + 1)
+		last++;
+	struct rcv fake = { .id = S[0].id };
+	send_nak(&fake, low, last, now);
+	last_nak = now;
+}
+
 /* Sender s's next message: 8-byte send time in the payload. */
 static unsigned data_frame(uint8_t *f, struct snd *s, uint64_t now)
 {
@@ -580,17 +609,28 @@ static void run_events(uint64_t now)
 			r->st = R_JOINING;
 			e->done = true;
 		} else if (e->k == EV_SILENT) {
-			if (r->st == R_MEMBER && t < e->until) {
+			/* until 0: silent until excluded, however long the
+			 * detectors take on a loaded machine. */
+			bool over = e->until > 0 ? t >= e->until : r->excluded_at_ns != 0;
+
+			if (r->st == R_MEMBER && !over) {
 				r->st = R_SILENT;
 				r->whole = false;
-			} else if (r->st == R_SILENT && t >= e->until) {
-				/* Back: it finds itself excluded (a VIEW without
-				 * it came meanwhile) and rejoins. */
+				r->excluded_at_ns = 0;
+			} else if (r->st == R_SILENT && over) {
+				e->done = true;
+				if (r->excluded_at_ns == 0) {
+					/* Back before the slow detector fired: a
+					 * false suspicion at most, still a member. */
+					r->st = R_MEMBER;
+					continue;
+				}
+				/* Back: it saw a VIEW without itself, so it
+				 * rejoins with a new incarnation. */
 				r->st = R_JOINING;
 				r->inc++;
 				r->rejoins++;
 				r->last_join_ns = 0;
-				e->done = true;
 			}
 		}
 	}
@@ -761,6 +801,7 @@ int main(int argc, char **argv)
 			deliver(&R[k], now);
 			receiver_timers(&R[k], now);
 		}
+		stream_repair(now);
 		if (o.rate > 0) {
 			tokens += (double)(now - last_tok) * o.rate / 1e9;
 			if (tokens > 64)

@@ -39,7 +39,7 @@ static void usage(void)
 		"  [--senders S] [--receivers R] [--count N per sender] [--rate MSGS/S total]\n"
 		"  [--size B] [--ack-every K] [--ack-us T] [--hb-ms H] [--buffer MSGS]\n"
 		"  [--window W (check)] [--need-credit] [--kill R@S] [--late R@S]\n"
-		"  [--silent R@S1:S2] [--max-s S] [--settle-s S] [--json PATH]\n"
+		"  [--silent R@S1:S2 (S2 0: until excluded)] [--max-s S] [--settle-s S] [--json PATH]\n"
 		"  [--no-check (skip the O(receivers^2) uniformity check: benchmarks)]\n");
 	exit(2);
 }
