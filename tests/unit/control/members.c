@@ -45,7 +45,7 @@
 #include "members.h"
 
 struct opts o = { .group = 1, .ns = 1, .nr = 1, .size = 64, .ack_every = 32, .ack_us = 500,
-		  .hb_ms = 20, .nak_us = 3000, .count = 10000, .buffer = 1u << 20, .max_s = 50,
+		  .hb_ms = 20, .nak_us = 3000, .resend_ms = 1000, .count = 10000, .buffer = 1u << 20, .max_s = 50,
 		  .settle_s = 10 };
 struct counters c;
 struct rcv R[MAXR];
@@ -677,10 +677,10 @@ static void senders(uint64_t now, double *tokens)
 			s->unseen++;
 			s->unseen_ns = now;
 		}
-		/* Lost before the appliance (never stamped): after a second
+		/* Lost before the appliance (never stamped): after resend_ms
 		 * without progress, send again every message not yet seen
 		 * stamped, a burst per loop (a restart can lose a window). */
-		if (s->unseen < s->next && now - s->unseen_ns > 1000000000ull) {
+		if (s->unseen < s->next && now - s->unseen_ns > o.resend_ms * 1000000ull) {
 			if (s->resend_at < s->unseen || s->resend_at >= s->next)
 				s->resend_at = s->unseen;
 			while (n < 32 && s->resend_at < s->next) {

@@ -73,7 +73,7 @@ struct opts {
 	const char *tx_if, *rx_if, *json;
 	uint16_t group;
 	uint32_t mcast;
-	unsigned ns, nr, size, ack_every, ack_us, hb_ms, nak_us;
+	unsigned ns, nr, size, ack_every, ack_us, hb_ms, nak_us, resend_ms;
 	uint64_t count, buffer, window;
 	double rate, max_s, settle_s;
 	bool need_credit, no_check;
