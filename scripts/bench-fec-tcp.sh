@@ -12,7 +12,8 @@
 #   sudo ./scripts/bench-fec-tcp.sh --loss 0,0.01 --seconds 10 --no-fwd
 #
 # Options: --seconds S (20), --loss LIST (0,0.0001,0.001,0.01,0.02,0.05,0.1), --repeat N (1),
-# --out DIR (/tmp/il-fec-tcp), --png FILE (docs/fec-tcp.png), --no-fwd.
+# --out DIR (/tmp/il-fec-tcp), --png FILE (docs/fec-tcp.png), --no-fwd, --append (add the
+# repeats to DIR/results.json instead of starting over).
 # IL_BUILD names the build directory (default build/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 2
 fi
 seconds=20 loss=0,0.0001,0.001,0.01,0.02,0.05,0.1 repeat=1 out=/tmp/il-fec-tcp
-png=docs/fec-tcp.png fwd=1
+png=docs/fec-tcp.png fwd=1 append=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
@@ -31,6 +32,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --png) png=$2; shift 2 ;;
     --no-fwd) fwd=0; shift ;;
+    --append) append=(--append); shift ;;
     *) echo "bench-fec-tcp: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -47,7 +49,8 @@ done
 mkdir -p "$out"
 lib=tests/integration/test_fec_lib.py
 echo "bench-fec-tcp: $(date -u '+%Y-%m-%d %H:%M UTC'), loss $loss, $seconds s per point, x$repeat"
-/usr/bin/python3 "$lib" tcp --seconds "$seconds" --loss "$loss" --repeat "$repeat" --out "$out"
+/usr/bin/python3 "$lib" tcp --seconds "$seconds" --loss "$loss" --repeat "$repeat" --out "$out" \
+  "${append[@]}"
 /usr/bin/python3 "$lib" plot "$out/results.json" --png "$png" --md "$out/table.md"
 if [ "$fwd" = 1 ]; then
   echo "bench-fec-tcp: forwarding rate at 1500 B, link pair stages vs plain forwarding"

@@ -104,13 +104,32 @@ class Appliance:
         self.stop()
 
 
-def tcp_trial(tmp, loss, fec, seconds, parallel=8, omit=2, sets=(), log=print):
-    """One iperf3 run through a fresh rig; returns a result dict."""
+def tcp_trial(tmp, loss, fec, seconds, parallel=8, omit=2, sets=(), log=print, tries=2):
+    """One iperf3 run through a fresh rig; returns a result dict. A rig whose appliance
+    forwards nothing at all (on this shared machine an af_packet port has been seen to come
+    up dead) is rebuilt once."""
+    for t in range(tries):
+        try:
+            return _tcp_trial(tmp, loss, fec, seconds, parallel, omit, sets, log)
+        except RigDead as e:
+            log(f"  (rig forwarded nothing, {'retrying' if t + 1 < tries else 'giving up'}: {e})")
+            err = e
+    raise AssertionError(str(err))
+
+
+class RigDead(Exception):
+    pass
+
+
+def _tcp_trial(tmp, loss, fec, seconds, parallel, omit, sets, log):
     with HostPair() as hp:
         app = Appliance(hp, tmp, linkpair_sets(loss, fec, sets))
         try:
             app.start()
-            hp.echo(count=2)
+            try:
+                hp.echo(count=2)
+            except AssertionError as e:
+                raise RigDead(f"{e}; appliance log: {app.output()[-500:]}")
             rep = hp.iperf3(seconds=seconds, parallel=parallel, omit=omit, cpu=HOST_CPU)
             # What the hosts' veths delivered to the appliance's sockets, and the
             # sender's TCP view: timeouts say whether the link or a stall hurt it.
