@@ -8,6 +8,7 @@
 #include <rte_lcore.h>
 
 #include <interlink/app.h>
+#include <interlink/quiesce.h>
 
 static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struct il_app *app)
 {
@@ -48,6 +49,8 @@ int il_worker_main(void *arg)
 			w = &app->workers[i];
 	if (!w)
 		return 0;
+	unsigned slot = (unsigned)(w - app->workers);
+	il_qs_online(slot);
 	while (!app->quit) {
 		uint16_t work = 0;
 		for (uint16_t c = 0; c < w->n_chains; c++)
@@ -57,6 +60,8 @@ int il_worker_main(void *arg)
 		w->loops++;
 		if (work)
 			w->busy_loops++;
+		il_qs_point(slot);
 	}
+	il_qs_offline(slot);
 	return 0;
 }
