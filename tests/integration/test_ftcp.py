@@ -105,7 +105,9 @@ def test_outstream_survives_server_kill(tmp_path):
 
 
 def test_request_response_survives_server_kill(tmp_path):
-    crash_run(tmp_path, "echo", "conditional", nbytes=2 << 20, rate=2e6)
+    # Every response waits for its request's read lengths: sync durability
+    # puts an fdatasync in each of those waits.
+    crash_run(tmp_path, "echo", "conditional", nbytes=2 << 20, rate=2e6, durability="sync")
 
 
 def test_concurrent_connections_all_recover(tmp_path):

@@ -199,12 +199,35 @@ class Rig:
                                  "--host", SERVER_IP, "--port", str(PORT), *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
+    def wait_path(self, timeout=30):
+        """Until the client reaches the server through the appliance (its
+        ports take a while to come up on a loaded machine)."""
+        # A UDP datagram to a closed port: the ICMP error coming back proves
+        # the path (and leaves no TCP state behind, unlike a probe connect).
+        probe = ("import socket,sys\n"
+                 "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.settimeout(1)\n"
+                 f"s.connect(('{SERVER_IP}', 9)); s.send(b'x')\n"
+                 "try: s.recv(1)\n"
+                 "except ConnectionRefusedError: sys.exit(0)\n"
+                 "except OSError: sys.exit(1)\n"
+                 "sys.exit(1)\n")
+        end = time.time() + timeout
+        while time.time() < end:
+            if sh("ip", "netns", "exec", self.ns_c, PY, "-c", probe,
+                  check=False).returncode == 0:
+                return
+            if self.app.poll() is not None:
+                break
+        raise RuntimeError("no path client -> appliance -> server: " +
+                           (self.tmp / "appliance.log").read_text())
+
     def __enter__(self):
         try:
             self.net_up()
             self.start_logger()
             self.start_appliance()
             self.start_server()
+            self.wait_path()
         except BaseException:
             self.stop()
             raise
