@@ -166,7 +166,7 @@ int fec_stage_parse(const struct il_stage *st, const struct il_cfg *params,
 	    il_cfg_bool(params, "enabled", true, &sc->enabled, err, errlen) ||
 	    il_cfg_enum(params, "mode", mode_names, 0, &mode, err, errlen) ||
 	    il_cfg_u64(params, "r", 8, 2, IL_FEC_MAX_R, &r, err, errlen) ||
-	    il_cfg_u64(params, "c", mode ? 2 : 3, 1, IL_FEC_MAX_C, &c, err, errlen) ||
+	    il_cfg_u64(params, "c", 3, 1, IL_FEC_MAX_C, &c, err, errlen) ||
 	    il_cfg_bool(params, "stagger", true, &fc->stagger, err, errlen) ||
 	    il_cfg_bool(params, "delay_xor", false, &fc->delay_xor, err, errlen) ||
 	    il_cfg_enum(params, "xor_impl", impl_names, IL_FEC_XOR_ISAL, &impl, err, errlen) ||
