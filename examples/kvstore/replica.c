@@ -188,7 +188,8 @@ static void xfer_done(void)
 	for (uint32_t k = 0; k < kv_opts.keys; k++)
 		R.vals[k] = il_get64(R.xbuf + SNAP_HDR + 8u * k);
 	R.applied = applied;
-	qsort(R.buf, R.n_buf, sizeof(*R.buf), cmp_pend);
+	if (R.n_buf > 0) /* qsort wants a buffer even for nothing */
+		qsort(R.buf, R.n_buf, sizeof(*R.buf), cmp_pend);
 	for (size_t i = 0; i < R.n_buf; i++)
 		if (R.buf[i].g >= pos)
 			apply(R.buf[i].key, R.buf[i].val);

