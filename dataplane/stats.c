@@ -59,6 +59,17 @@ static uint64_t counter_sum(const struct il_app *app, const char *name)
 	return v;
 }
 
+static bool has_counter(const struct il_app *app, const char *name)
+{
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		const struct il_stage *st = app->stages[s];
+		for (unsigned c = 0; c < st->type->n_counters; c++)
+			if (!strcmp(st->type->counter_names[c], name))
+				return true;
+	}
+	return false;
+}
+
 static uint64_t drops_total(const struct il_app *app)
 {
 	uint64_t v = 0;
@@ -178,13 +189,27 @@ void il_status_line(struct il_app *app, double elapsed, double dt)
 					(double)(t.tx - last_ports[p].tx) / dt / 1e6);
 		last_ports[p] = t;
 	}
+	/* Each deployment shows the figures of the stages it runs. */
+	if (has_counter(app, "stamped_msgs") && off < sizeof(buf))
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+					" ordered %.2f M msg/s (%" PRIu64 ") naks %" PRIu64
+					" retx %" PRIu64 " unavail %" PRIu64,
+					(double)(stamped - last_stamped) / dt / 1e6, stamped,
+					counter_sum(app, "naks"),
+					counter_sum(app, "retransmitted_frames"),
+					counter_sum(app, "unavail_sent"));
+	if (has_counter(app, "repairs_sent") && off < sizeof(buf))
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+					" fec repairs %" PRIu64 " recovered %" PRIu64
+					" unrecoverable %" PRIu64 " late %" PRIu64,
+					counter_sum(app, "repairs_sent"), counter_sum(app, "recovered"),
+					counter_sum(app, "unrecoverable"),
+					counter_sum(app, "drop_late_original"));
+	if (has_counter(app, "lost") && off < sizeof(buf))
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, " impaired-lost %" PRIu64,
+					counter_sum(app, "lost"));
 	if (off < sizeof(buf))
-		snprintf(buf + off, sizeof(buf) - off,
-			 " ordered %.2f M msg/s (%" PRIu64 ") naks %" PRIu64 " retx %" PRIu64
-			 " unavail %" PRIu64 " drops %" PRIu64,
-			 (double)(stamped - last_stamped) / dt / 1e6, stamped,
-			 counter_sum(app, "naks"), counter_sum(app, "retransmitted_frames"),
-			 counter_sum(app, "unavail_sent"), drops_total(app));
+		snprintf(buf + off, sizeof(buf) - off, " drops %" PRIu64, drops_total(app));
 	last_stamped = stamped;
 	printf("%s\n", buf);
 	fflush(stdout);

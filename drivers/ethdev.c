@@ -121,6 +121,22 @@ int il_port_start(struct il_port *p, char *err, size_t errlen)
 		rte_eth_promiscuous_enable(p->port_id);
 		rte_eth_allmulticast_enable(p->port_id);
 	}
+	/* net_af_packet opens its socket for every interface and sets up its
+	 * ring before binding it to its own, so frames of other interfaces can
+	 * be waiting in the ring: discard them before any worker runs. */
+	if (!strncmp(p->dev_name, "net_af_packet", 13)) {
+		struct rte_mbuf *junk[32];
+		unsigned total = 0;
+		uint16_t n;
+		do {
+			n = rte_eth_rx_burst(p->port_id, 0, junk, 32);
+			rte_pktmbuf_free_bulk(junk, n);
+			total += n;
+		} while (n && total < 65536);
+		if (total)
+			fprintf(stderr, "interlink: port '%s': discarded %u frames received before "
+				"the port was bound to its interface\n", p->name, total);
+	}
 	return 0;
 }
 
