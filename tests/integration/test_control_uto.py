@@ -41,6 +41,12 @@ class UtoRig:
         self.links = []
         self.n_app = 0
         self.procs = []
+        # Group, address and UDP port of our own: other developers' emulated members on
+        # this machine speak the same protocol, and none of their frames must count here.
+        r = uuid.uuid4().int
+        self.group = 1000 + r % 60000
+        self.mcast = f"239.{100 + r % 100}.{(r >> 8) % 250 + 1}.{(r >> 16) % 250 + 1}"
+        self.port = 20000 + (r >> 24) % 20000
 
     # -- set-up and tear-down ---------------------------------------------------------
     def links_up(self):
@@ -69,6 +75,9 @@ class UtoRig:
                "--set", f"ports.in.device=net_af_packet0,iface={self.tag}a0,framecnt=4096",
                "--set", f"ports.out.device=net_af_packet1,iface={self.tag}a1,framecnt=4096",
                "--set", f"stages.ctrl.chan={self.chan}",
+               "--set", f"udp_port={self.port}",
+               "--set", f"groups.0.id={self.group}",
+               "--set", f"groups.0.address={self.mcast}",
                "--set", "status_interval_ms=0",
                "--set", 'eal=[--no-huge, -m, "512", --lcores, "0,1", --log-level, "lib.eal:error"]']
         for s in self.app_sets:
@@ -125,7 +134,8 @@ class UtoRig:
     def members(self, *args, wait=True, timeout=90):
         js = self.tmp / f"members-{uuid.uuid4().hex[:6]}.json"
         cmd = ["taskset", "-c", "0", str(MEMBERS), "--tx", f"{self.tag}b0",
-               "--rx", f"{self.tag}b1", "--json", str(js), *args]
+               "--rx", f"{self.tag}b1", "--json", str(js), "--group", str(self.group),
+               "--mcast", self.mcast, "--udp-port", str(self.port), *args]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         p.json = js
         self.procs.append(p)
@@ -293,12 +303,14 @@ def test_flow_control_at_maximum_load(tmp_path, window, buffer):
 
 
 def groups(rig):
-    """{group: {field: int}} from the management socket."""
+    """{group: {field: int}} from the management socket; the rig's group is also key 1."""
     out = {}
     for line in rig.mgmt("groups").splitlines():
         w = line.split()
         if len(w) >= 2 and w[0] == "group":
             out[int(w[1])] = {w[i]: int(w[i + 1]) for i in range(2, len(w) - 1, 2)}
+    if rig.group in out:
+        out[1] = out[rig.group]
     return out
 
 

@@ -44,8 +44,8 @@
 
 #include "members.h"
 
-struct opts o = { .group = 1, .ns = 1, .nr = 1, .size = 64, .ack_every = 32, .ack_us = 500,
-		  .hb_ms = 20, .nak_us = 3000, .resend_ms = 1000, .count = 10000, .buffer = 1u << 20, .max_s = 50,
+struct opts o = { .group = 1, .udp_port = IL_UDP_PORT_DEFAULT, .ns = 1, .nr = 1, .size = 64, .ack_every = 32, .ack_us = 500,
+		  .hb_ms = 20, .nak_us = 3000, .resend_ms = 10000, .count = 10000, .buffer = 1u << 20, .max_s = 50,
 		  .settle_s = 10 };
 struct counters c;
 struct rcv R[MAXR];
@@ -131,7 +131,7 @@ static unsigned frame(uint8_t *f, uint8_t type, uint32_t id, unsigned body, uint
 		sum = (sum & 0xffff) + (sum >> 16);
 	il_put16(f + 24, (uint16_t)~sum);
 	il_put16(f + 34, 5000);
-	il_put16(f + 36, IL_UDP_PORT_DEFAULT);
+	il_put16(f + 36, o.udp_port);
 	il_put16(f + 38, (uint16_t)(len - 34));
 	f[H + IL_OFF_VERSION] = IL_VERSION;
 	f[H + IL_OFF_TYPE] = type;
@@ -418,7 +418,7 @@ static void finalize(uint64_t w, uint64_t now)
 static void on_frame(const uint8_t *f, unsigned len, uint64_t now)
 {
 	if (len < H + IL_HDR_LEN || f[12] != 0x08 || f[13] != 0 || f[23] != 17 ||
-	    il_get16(f + 36) != IL_UDP_PORT_DEFAULT)
+	    il_get16(f + 36) != o.udp_port)
 		return;
 	const uint8_t *h = f + H;
 	if (h[IL_OFF_VERSION] != IL_VERSION || il_get16(h + IL_OFF_GROUP_ID) != o.group)

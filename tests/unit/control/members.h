@@ -71,7 +71,7 @@ struct ev {
 
 struct opts {
 	const char *tx_if, *rx_if, *json;
-	uint16_t group;
+	uint16_t group, udp_port;
 	uint32_t mcast;
 	unsigned ns, nr, size, ack_every, ack_us, hb_ms, nak_us, resend_ms;
 	uint64_t count, buffer, window;

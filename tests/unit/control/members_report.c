@@ -35,13 +35,13 @@ static double pct(const uint64_t *h, double p)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: il-uto-members --tx IF --rx IF [--group G] [--mcast A.B.C.D]\n"
+		"usage: il-uto-members --tx IF --rx IF [--group G] [--mcast A.B.C.D] [--udp-port P]\n"
 		"  [--senders S] [--receivers R] [--count N per sender] [--rate MSGS/S total]\n"
 		"  [--size B] [--ack-every K] [--ack-us T] [--hb-ms H] [--buffer MSGS]\n"
 		"  [--window W (check)] [--need-credit] [--kill R@S] [--late R@S]\n"
 		"  [--silent R@S1:S2 (S2 0: until excluded)] [--max-s S] [--settle-s S] [--json PATH]\n"
 		"  [--no-check (skip the O(receivers^2) uniformity check: benchmarks)]\n"
-		"  [--resend-ms T (a message not seen stamped for T ms is sent again; 1000)]\n");
+		"  [--resend-ms T (a message not seen stamped for T ms is sent again; 10000: the appliance lcore was seen descheduled for 7 s here)]\n");
 	exit(2);
 }
 
@@ -70,7 +70,7 @@ void parse(int argc, char **argv)
 		{ "ack-every", 1, 0, 'k' }, { "ack-us", 1, 0, 'T' },	  { "hb-ms", 1, 0, 'H' },
 		{ "buffer", 1, 0, 'b' },    { "window", 1, 0, 'w' },	  { "need-credit", 0, 0, 'C' },
 		{ "kill", 1, 0, 'K' },	    { "late", 1, 0, 'L' },	  { "silent", 1, 0, 'Q' },
-		{ "no-check", 0, 0, 'N' },  { "resend-ms", 1, 0, 'E' },  { "max-s", 1, 0, 'x' },	    { "settle-s", 1, 0, 's' },	  { "json", 1, 0, 'j' },
+		{ "no-check", 0, 0, 'N' },  { "resend-ms", 1, 0, 'E' },  { "udp-port", 1, 0, 'P' },  { "max-s", 1, 0, 'x' },	    { "settle-s", 1, 0, 's' },	  { "json", 1, 0, 'j' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *mc = "239.1.1.1";
@@ -96,6 +96,7 @@ void parse(int argc, char **argv)
 		case 'C': o.need_credit = true; break;
 		case 'N': o.no_check = true; break;
 		case 'E': o.resend_ms = (unsigned)atoi(optarg); break;
+		case 'P': o.udp_port = (uint16_t)atoi(optarg); break;
 		case 'K': add_ev(EV_KILL, optarg); break;
 		case 'L': add_ev(EV_LATE, optarg); break;
 		case 'Q': add_ev(EV_SILENT, optarg); break;
