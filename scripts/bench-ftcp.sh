@@ -10,6 +10,7 @@
 #   sudo ./scripts/bench-ftcp.sh                  # 1 GB transfers, 64 MB replay
 #   sudo BYTES=$((256<<20)) REPLAY_MB=32 ./scripts/bench-ftcp.sh
 #   sudo RUNS=3 ./scripts/bench-ftcp.sh           # repeat each row, report median
+#   sudo FTLOG_NICE=-15 ./scripts/bench-ftcp.sh   # the logger at a higher priority (shared machines)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export IL_BUILD="${IL_BUILD:-$PWD/build}"
@@ -32,7 +33,7 @@ def bulk(strategy, durability, off=False, nbytes=BYTES):
     with L.Rig(tmp, strategy=strategy, durability=durability, app_sets=OFF if off else ()) as r:
         c = r.client("--mode", "sink", "--bytes", str(nbytes), "--timeout", "60")
         try:
-            out, err = c.communicate(timeout=900)
+            out, err = c.communicate(timeout=150)
         except Exception:
             c.kill()
             out, err = c.communicate()

@@ -91,8 +91,11 @@ class Rig:
 
     # -- processes ------------------------------------------------------
     def start_logger(self, extra=()):
+        # FTLOG_NICE (benchmarks): the logger's latency is the client's ack
+        # latency; a deployment gives it a core of its own.
+        nice = ["nice", "-n", os.environ["FTLOG_NICE"]] if os.environ.get("FTLOG_NICE") else []
         self.logger = subprocess.Popen(
-            [str(FTLOG), "--ring", self.ring, "--sock", self.sock, "--dir", str(self.logdir),
+            [*nice, str(FTLOG), "--ring", self.ring, "--sock", self.sock, "--dir", str(self.logdir),
              "--durability", self.durability, "--stats", str(self.logger_stats), "-v",
              "--trace", str(self.tmp / "stable.trace"),
              *self.logger_args, *extra],
