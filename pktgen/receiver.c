@@ -76,11 +76,7 @@ static void send_nak(struct pg_state *s, unsigned r, unsigned gi, uint64_t first
 		return;
 	}
 	memset(f, 0, len);
-	f[0] = 0x01;
-	f[2] = 0x5e;
-	f[3] = (uint8_t)((gaddr >> 16) & 0x7f);
-	f[4] = (uint8_t)(gaddr >> 8);
-	f[5] = (uint8_t)gaddr;
+	il_mcast_mac(f, gaddr);
 	memcpy(f + 6, s->tx_mac, 6);
 	f[12] = 0x08;
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);

@@ -21,16 +21,6 @@
 
 #define HDRS 42u /* Ethernet + IPv4 + UDP */
 
-static inline void mcast_mac(uint8_t *mac, uint32_t addr)
-{
-	mac[0] = 0x01;
-	mac[1] = 0x00;
-	mac[2] = 0x5e;
-	mac[3] = (uint8_t)((addr >> 16) & 0x7f);
-	mac[4] = (uint8_t)(addr >> 8);
-	mac[5] = (uint8_t)addr;
-}
-
 unsigned pg_frame_len(const struct pg_conf *c, unsigned msgs, unsigned size)
 {
 	if (c->mode == PG_RAW)
@@ -59,7 +49,7 @@ static void build_template(struct pg_state *s, uint8_t *f, unsigned si, unsigned
 	uint32_t dst = c->mode == PG_RAW ? c->raw_dst : c->group_addr_base + gi;
 
 	memset(f, 0, s->tpl_stride);
-	mcast_mac(f, dst);
+	il_mcast_mac(f, dst);
 	memcpy(f + 6, s->tx_mac, 6);
 	f[12] = 0x08;
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);

@@ -14,16 +14,6 @@
 
 #include "ctrl.h"
 
-static inline void mcast_mac(uint8_t *mac, uint32_t addr)
-{
-	mac[0] = 0x01;
-	mac[1] = 0x00;
-	mac[2] = 0x5e;
-	mac[3] = (uint8_t)((addr >> 16) & 0x7f);
-	mac[4] = (uint8_t)(addr >> 8);
-	mac[5] = (uint8_t)addr;
-}
-
 /* A frame of the appliance's own to group gi's multicast address; returns
  * the Interlink header (body right after it) or NULL (counted). */
 static uint8_t *frame_new(struct il_stage *st, struct ctrl *c, unsigned gi, uint8_t type,
@@ -41,7 +31,7 @@ static uint8_t *frame_new(struct il_stage *st, struct ctrl *c, unsigned gi, uint
 		return NULL;
 	}
 	memset(f, 0, len);
-	mcast_mac(f, grp->address);
+	il_mcast_mac(f, grp->address);
 	memcpy(f + 6, app->ports[c->tx].mac, 6);
 	f[12] = 0x08;
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);

@@ -91,12 +91,7 @@ static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const 
 	memset(f, 0, len);
 	/* Ethernet */
 	if (grp->address) {
-		f[0] = 0x01;
-		f[1] = 0x00;
-		f[2] = 0x5e;
-		f[3] = (uint8_t)((grp->address >> 16) & 0x7f);
-		f[4] = (uint8_t)(grp->address >> 8);
-		f[5] = (uint8_t)grp->address;
+		il_mcast_mac(f, grp->address);
 	} else {
 		memcpy(f, nak_frame + 6, 6);
 	}

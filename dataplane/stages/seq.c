@@ -206,14 +206,8 @@ static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mb
 	udp->dst_port = new_dport;
 	if (ip->dst_addr != new_dst) {
 		/* Steer to the group's multicast address (and its MAC). */
-		uint8_t *mac = base;
 		ip->dst_addr = new_dst;
-		mac[0] = 0x01;
-		mac[1] = 0x00;
-		mac[2] = 0x5e;
-		mac[3] = (uint8_t)((grp->address >> 16) & 0x7f);
-		mac[4] = (uint8_t)(grp->address >> 8);
-		mac[5] = (uint8_t)grp->address;
+		il_mcast_mac(base, grp->address);
 	}
 	ip->total_length = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(ip->total_length) + RAW_INSERT));
 	ip->hdr_checksum = 0;

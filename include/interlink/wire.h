@@ -233,6 +233,18 @@ static inline void il_put64(void *p, uint64_t v)
 	memcpy(p, &v, 8);
 }
 
+/* The Ethernet address of an IPv4 multicast group (RFC 1112: 01:00:5e and
+ * the low 23 bits of the address). addr is in host byte order. */
+static inline void il_mcast_mac(uint8_t *mac, uint32_t addr)
+{
+	mac[0] = 0x01;
+	mac[1] = 0x00;
+	mac[2] = 0x5e;
+	mac[3] = (uint8_t)((addr >> 16) & 0x7f);
+	mac[4] = (uint8_t)(addr >> 8);
+	mac[5] = (uint8_t)addr;
+}
+
 static inline const char *il_type_name(unsigned t)
 {
 	switch (t) {
