@@ -37,6 +37,9 @@ class HostsRig(UtoRig):
 
     def __init__(self, tmp: Path, n_hosts, ctl_args=(), app_sets=()):
         super().__init__(tmp, ctl_args, app_sets)
+        # il-hello and il-kvstore speak group 1 at 239.1.1.1 on port 7400 (configs/uto.yaml);
+        # the emulated members' rigs pick a group of their own, these hosts cannot.
+        self.group, self.mcast, self.port = 1, "239.1.1.1", 7400
         self.n_hosts = n_hosts
         self.subnet = 150 + zlib.crc32(self.tag.encode()) % 100
         self.netns = []
