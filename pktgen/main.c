@@ -46,10 +46,9 @@ static uint16_t port_of(const char *dev)
 	return id;
 }
 
-static void setup_port(uint16_t port, bool tx_only_queue)
+static void setup_port(uint16_t port)
 {
 	struct rte_eth_conf conf;
-	(void)tx_only_queue;
 	memset(&conf, 0, sizeof(conf));
 	if (rte_eth_dev_configure(port, 1, 1, &conf) ||
 	    rte_eth_rx_queue_setup(port, 0, 4096, 0, NULL, S.pool) ||
@@ -562,9 +561,9 @@ int main(int argc, char **argv)
 	}
 	S.tx_port = port_of(S.c.tx_dev);
 	S.rx_port = port_of(S.c.rx_dev);
-	setup_port(S.tx_port, false);
+	setup_port(S.tx_port);
 	if (S.rx_port != S.tx_port)
-		setup_port(S.rx_port, false);
+		setup_port(S.rx_port);
 	struct rte_ether_addr mac;
 	rte_eth_macaddr_get(S.tx_port, &mac);
 	memcpy(S.tx_mac, mac.addr_bytes, 6);

@@ -556,8 +556,9 @@ int il_cfg_set(struct il_cfg *root, const char *path, const char *value, char *e
 			char *cp = child_path(cur->path, cur->kind == IL_CFG_MAP ? tok : NULL, (int)idx);
 			free(val->path);
 			val->path = cp;
-			/* Child paths below val keep their "v." prefix: rebuild is
-			 * cosmetic only, errors still name the top key. */
+			/* Keys nested inside a map or list value keep the path
+			 * "v.KEY" from the scratch document; errors about them
+			 * still name the overridden key's own path above. */
 			if (kid) {
 				il_cfg_free(kid);
 				cur->kids[idx] = val;
