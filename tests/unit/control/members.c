@@ -534,8 +534,11 @@ static void stream_repair(uint64_t now)
 
 	if (awaiting)
 		return;
-	if (low > c.max_g + 1 || (c.max_g && low < c.max_g + 1 - RING / 2))
-		low = 1; /* a new epoch, or far behind */
+	/* A new epoch, or far behind. (max_g + 1 - RING / 2 would wrap below
+	 * RING / 2 and send low back to 1 on every call: a rescan of the
+	 * whole stream per loop, which was most of this process's time.) */
+	if (low > c.max_g + 1 || low + RING / 2 < c.max_g + 1)
+		low = 1;
 	while (low < c.max_g && msgs[low & (RING - 1)].g == low)
 		low++;
 	if (low >= c.max_g || c.max_g == 0) {
