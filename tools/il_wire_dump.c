@@ -19,6 +19,8 @@ int main(void)
 	       IL_HDR_LEN, IL_MSG_HDR_LEN, IL_RANGE_LEN);
 	printf("  \"max_msgs_per_frame\": %u,\n  \"nak_max_span\": %u,\n", IL_MAX_MSGS_PER_FRAME,
 	       IL_NAK_MAX_SPAN);
+	printf("  \"ack_len\": %u,\n  \"ack_tfrc_len\": %u,\n  \"ack_ppm_max\": %u,\n", IL_ACK_LEN,
+	       IL_ACK_TFRC_LEN, IL_ACK_PPM_MAX);
 	printf("  \"header\": [\n");
 	FIELD(il_hdr, version, 0);
 	FIELD(il_hdr, type, 0);
@@ -40,6 +42,12 @@ int main(void)
 	printf("  ],\n  \"ack\": [\n");
 	FIELD(il_ack, view_id, 0);
 	FIELD(il_ack, buffer_free, 1);
+	printf("  ],\n  \"ack_tfrc\": [\n");
+	FIELD(il_ack_tfrc, view_id, 0);
+	FIELD(il_ack_tfrc, buffer_free, 0);
+	FIELD(il_ack_tfrc, echo_seq, 0);
+	FIELD(il_ack_tfrc, delta_us, 0);
+	FIELD(il_ack_tfrc, loss_ppm, 1);
 	printf("  ],\n  \"stable\": [\n");
 	FIELD(il_stable, view_id, 0);
 	FIELD(il_stable, reserved, 1);

@@ -191,3 +191,23 @@ enum il_verdict il_parse_frame(const uint8_t *f, uint32_t len, uint16_t il_port,
 		return IL_V_CONTROL;
 	}
 }
+
+int il_parse_ack(const uint8_t *body, uint32_t body_len, struct il_ack_body *out)
+{
+	if (body_len < IL_ACK_LEN)
+		return -1;
+	out->view_id = il_get32(body);
+	out->buffer_free = il_get32(body + 4);
+	out->tfrc = body_len >= IL_ACK_TFRC_LEN;
+	if (!out->tfrc) {
+		out->echo_seq = 0;
+		out->delta_us = out->loss_ppm = 0;
+		return 0;
+	}
+	out->echo_seq = il_get64(body + 8);
+	out->delta_us = il_get32(body + 16);
+	out->loss_ppm = il_get32(body + 20);
+	if (out->loss_ppm > IL_ACK_PPM_MAX)
+		out->loss_ppm = IL_ACK_PPM_MAX;
+	return 0;
+}

@@ -5,6 +5,7 @@
 #ifndef INTERLINK_PARSE_H
 #define INTERLINK_PARSE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* What a frame is. Values below IL_V_DROP_FIRST are accepted. */
@@ -50,5 +51,17 @@ enum il_verdict il_parse_frame(const uint8_t *frame, uint32_t len, uint16_t il_p
 
 /* Validates packed DATA records: 0 or an IL_V_DROP_* verdict. */
 enum il_verdict il_check_packing(const uint8_t *body, uint32_t body_len, uint16_t msg_count);
+
+/* An ACK body in either form (wire.h: the length says which). */
+struct il_ack_body {
+	uint32_t view_id, buffer_free;
+	bool tfrc;         /* the long form: the three fields below are set */
+	uint64_t echo_seq; /* 0: no RTT sample */
+	uint32_t delta_us;
+	uint32_t loss_ppm; /* clamped to IL_ACK_PPM_MAX */
+};
+
+/* 0 and *out filled, or -1 for a body shorter than IL_ACK_LEN. */
+int il_parse_ack(const uint8_t *body, uint32_t body_len, struct il_ack_body *out);
 
 #endif

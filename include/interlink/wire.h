@@ -110,6 +110,27 @@ struct il_ack {
 #define IL_ACK_LEN 8u
 IL_STATIC_ASSERT(sizeof(struct il_ack) == IL_ACK_LEN, "il_ack size");
 
+/* ACK body, long form (WAN groups: the TCP-friendly rate, thesis ch. 4).
+ * The body's length says which form it is: at least IL_ACK_TFRC_LEN bytes
+ * is this one, 8 to 23 the short one above (what follows is ignored).
+ * The first 8 bytes are the short form's. The appliance turns echo_seq
+ * and delta_us into an RTT sample (thesis Fig. 4.3: RTT = (T_now - T_out)
+ * - delta, T_out being when it stamped frame echo_seq), and loss_ppm is
+ * the receiver's loss-event rate p (section 4.3.2) for eq. 4.1. */
+struct il_ack_tfrc {
+	uint32_t view_id;     /* as in il_ack */
+	uint32_t buffer_free; /* as in il_ack */
+	uint64_t echo_seq;    /* global_seq (header) of the DATA frame delta_us
+			       * refers to: one that raised the receiver's highest
+			       * sequence, so never a repair; 0: no RTT sample */
+	uint32_t delta_us;    /* its hold time: from that frame's arrival to
+			       * this ACK's sending, microseconds */
+	uint32_t loss_ppm;    /* loss-event rate p x 10^6, 0..10^6; 0: no loss event */
+} __attribute__((packed));
+#define IL_ACK_TFRC_LEN 24u
+IL_STATIC_ASSERT(sizeof(struct il_ack_tfrc) == IL_ACK_TFRC_LEN, "il_ack_tfrc size");
+#define IL_ACK_PPM_MAX 1000000u
+
 /* STABLE body. Header: group_id; flags STABLE_VALID; stable_seq = the
  * watermark (every live receiver holds all below it); global_seq = the
  * group's next sequence, so an idle receiver learns of a lost tail. */

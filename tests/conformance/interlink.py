@@ -55,6 +55,20 @@ class ILAck(Packet):
         return b"", s
 
 
+class ILAckTfrc(Packet):
+    """ACK body, long form (24 bytes, WAN groups): the short form, then the RTT echo (the
+    frame's global_seq and the receiver's hold time) and the loss-event rate in ppm."""
+    name = "InterlinkAckTfrc"
+    fields_desc = [IntField("view_id", 0), IntField("buffer_free", 0xFFFFFFFF),
+                   LongField("echo_seq", 0), IntField("delta_us", 0), IntField("loss_ppm", 0)]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+IL_ACK_TFRC_LEN = 24
+
+
 class ILStable(Packet):
     name = "InterlinkStable"
     fields_desc = [IntField("view_id", 0), IntField("reserved", 0)]
@@ -145,6 +159,8 @@ class Interlink(Packet):
         return pkt + pay
 
     def guess_payload_class(self, payload):
+        if self.type == 4 and len(payload) >= IL_ACK_TFRC_LEN:
+            return ILAckTfrc  # the body's length says which ACK form it is
         body = IL_BODIES.get(self.type)
         return globals()[body] if body else Raw
 

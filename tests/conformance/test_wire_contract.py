@@ -5,7 +5,7 @@ import subprocess
 
 from conftest import ROOT, WIRE_DUMP
 from interlink import (HEADER_FIELDS, IL_FLAGS, IL_HDR_LEN, IL_TYPES, IL_UDP_PORT, IL_VERSION,
-                       ROLE_RECEIVER, ROLE_SENDER, ILAck, ILCredit, ILMember, ILMsg, ILRange,
+                       ROLE_RECEIVER, ROLE_SENDER, IL_ACK_TFRC_LEN, ILAck, ILAckTfrc, ILCredit, ILMember, ILMsg, ILRange,
                        ILStable, ILView, ILViewMember, ILViewSender, Interlink)
 
 DOC = ROOT / "docs" / "wire-format.md"
@@ -116,7 +116,8 @@ def test_doc_example_matches_scapy():
     assert bytes(il_data(1, 3, 7, [b"hi", b"there"])) == want
 
 
-BODIES = [("## ACK body", "ack", ILAck), ("## STABLE body", "stable", ILStable),
+BODIES = [("## ACK body", "ack", ILAck), ("## ACK body, long form", "ack_tfrc", ILAckTfrc),
+          ("## STABLE body", "stable", ILStable),
           ("## MEMBER body", "member", ILMember), ("## VIEW body", "view", None),
           ("Member entry", "view_member", ILViewMember), ("Sender entry", "view_sender", ILViewSender),
           ("## CREDIT body", "credit", ILCredit)]
@@ -150,3 +151,22 @@ def test_view_layout_by_example():
     # and it dissects behind a header
     pkt = Interlink(bytes(Interlink(type=9, group_id=1, global_seq=5) / v))
     assert pkt[ILView].senders[0].next_sender_seq == 42
+
+
+def test_ack_forms_by_length():
+    """Both ACK forms: their lengths agree everywhere, the long form starts with the short one,
+    and the Scapy layer dissects each by the body's length."""
+    c = c_wire()
+    assert c["ack_len"] == len(bytes(ILAck())) == 8
+    assert c["ack_tfrc_len"] == IL_ACK_TFRC_LEN == len(bytes(ILAckTfrc()))
+    assert [f["name"] for f in c["ack_tfrc"][:2]] == [f["name"] for f in c["ack"]]
+    assert "## ACK body, long form (24 bytes)" in DOC.read_text()
+    short = Interlink(bytes(Interlink(type=4, group_id=1, global_seq=9) /
+                            ILAck(view_id=3, buffer_free=77)))
+    assert ILAck in short and ILAckTfrc not in short and short[ILAck].buffer_free == 77
+    long_ = Interlink(bytes(Interlink(type=4, group_id=1, global_seq=9) /
+                            ILAckTfrc(view_id=3, buffer_free=77, echo_seq=8, delta_us=1234,
+                                      loss_ppm=c["ack_ppm_max"] // 100)))
+    b = long_[ILAckTfrc]
+    assert (b.view_id, b.buffer_free, b.echo_seq, b.delta_us, b.loss_ppm) == \
+        (3, 77, 8, 1234, 10000)

@@ -203,6 +203,55 @@ static void test_nak(void **state)
 	assert_int_equal(parse(len - 1, &p), IL_V_DROP_BAD_NAK);
 }
 
+/* ACK bodies: the short form, the long form (WAN groups) told by length. */
+static void test_ack_forms(void **state)
+{
+	(void)state;
+	uint8_t b[32];
+	struct il_ack_body a;
+
+	memset(b, 0xee, sizeof(b));
+	il_put32(b, 7);
+	il_put32(b + 4, 300);
+	/* Too short for either form. */
+	assert_int_equal(il_parse_ack(b, IL_ACK_LEN - 1, &a), -1);
+	assert_int_equal(il_parse_ack(b, 0, &a), -1);
+	/* The short form, and anything 8..23 bytes long is read as it. */
+	for (uint32_t len = IL_ACK_LEN; len < IL_ACK_TFRC_LEN; len++) {
+		memset(&a, 0x55, sizeof(a));
+		assert_int_equal(il_parse_ack(b, len, &a), 0);
+		assert_int_equal(a.view_id, 7);
+		assert_int_equal(a.buffer_free, 300);
+		assert_false(a.tfrc);
+		assert_int_equal(a.echo_seq, 0);
+		assert_int_equal(a.delta_us, 0);
+		assert_int_equal(a.loss_ppm, 0);
+	}
+	/* The long form. */
+	il_put64(b + 8, 0x0102030405060708ull);
+	il_put32(b + 16, 1234567);
+	il_put32(b + 20, 25000);
+	assert_int_equal(il_parse_ack(b, IL_ACK_TFRC_LEN, &a), 0);
+	assert_true(a.tfrc);
+	assert_int_equal(a.view_id, 7);
+	assert_int_equal(a.buffer_free, 300);
+	assert_int_equal(a.echo_seq, 0x0102030405060708ull);
+	assert_int_equal(a.delta_us, 1234567);
+	assert_int_equal(a.loss_ppm, 25000);
+	/* Longer still: the long form, trailing bytes ignored. */
+	assert_int_equal(il_parse_ack(b, sizeof(b), &a), 0);
+	assert_true(a.tfrc);
+	assert_int_equal(a.loss_ppm, 25000);
+	/* p is a probability: more than 10^6 ppm is clamped. */
+	il_put32(b + 20, 0xffffffffu);
+	assert_int_equal(il_parse_ack(b, IL_ACK_TFRC_LEN, &a), 0);
+	assert_int_equal(a.loss_ppm, IL_ACK_PPM_MAX);
+	/* The long form's first 8 bytes are the short form's. */
+	assert_int_equal(offsetof(struct il_ack_tfrc, view_id), offsetof(struct il_ack, view_id));
+	assert_int_equal(offsetof(struct il_ack_tfrc, buffer_free),
+			 offsetof(struct il_ack, buffer_free));
+}
+
 static void test_verdict_names(void **state)
 {
 	(void)state;
@@ -220,6 +269,7 @@ int main(void)
 		cmocka_unit_test(test_not_ours),     cmocka_unit_test(test_short_and_lengths),
 		cmocka_unit_test(test_header_checks), cmocka_unit_test(test_packing),
 		cmocka_unit_test(test_nak),          cmocka_unit_test(test_verdict_names),
+		cmocka_unit_test(test_ack_forms),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
