@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <interlink/chan.h>
+#include <interlink/wire.h>
 
 #include "control.h"
 #include "membership.h"
@@ -338,6 +339,36 @@ static size_t reply_groups(struct ctl *c, char *r, size_t len)
 	return o < len ? o : len - 1;
 }
 
+/* WAN groups: what eq. 4.1 is computed from, per receiver. */
+static size_t reply_wan(struct ctl *c, char *r, size_t len)
+{
+	size_t o = 0;
+
+	for (unsigned i = 0; i < c->ms.n_groups && o < len; i++) {
+		const struct il_mgroup *g = il_mship_group(&c->ms, c->ms.groups[i]);
+
+		if (g->s_bytes == 0)
+			continue;
+		o += (size_t)snprintf(r + o, len - o, "group %u s_bytes %u rate_kbps %u\n", g->id,
+				      g->s_bytes, g->rate_kbps);
+		for (unsigned k = 0; k < g->n && o < len; k++) {
+			const struct il_member *mb = &g->m[k];
+
+			if (!(mb->roles & IL_ROLE_RECEIVER))
+				continue;
+			o += (size_t)snprintf(r + o, len - o,
+					      "member %u group %u srtt_us %llu last_rtt_us %llu "
+					      "samples %llu loss_ppm %u\n", mb->id, g->id,
+					      (unsigned long long)(mb->rtt.srtt_ns / 1000),
+					      (unsigned long long)(mb->rtt.last_ns / 1000),
+					      (unsigned long long)mb->rtt.samples, mb->loss_ppm);
+		}
+	}
+	if (o == 0)
+		o = (size_t)snprintf(r, len, "no wan groups\n");
+	return o < len ? o : len - 1;
+}
+
 static void on_mgmt(struct ctl *c, int res)
 {
 	static char reply[REPLY_BUF];
@@ -358,9 +389,11 @@ static void on_mgmt(struct ctl *c, int res)
 		n = reply_status(c, reply, sizeof(reply));
 	else if (strcmp(cmd, "groups") == 0)
 		n = reply_groups(c, reply, sizeof(reply));
+	else if (strcmp(cmd, "wan") == 0)
+		n = reply_wan(c, reply, sizeof(reply));
 	else
 		n = (size_t)snprintf(reply, sizeof(reply),
-				     "error: unknown command '%.64s' (commands: ping, status, groups)\n",
+				     "error: unknown command '%.64s' (commands: ping, status, groups, wan)\n",
 				     cmd);
 	if (c->mmsg.msg_namelen > sizeof(sa_family_t))
 		sendto(c->mgmt_fd, reply, n, MSG_DONTWAIT | MSG_NOSIGNAL,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * Group membership (JOIN/LEAVE/HEARTBEAT) feeding the stability watermark.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +129,8 @@ static int do_join(struct il_mship *m, struct il_mgroup *g, const struct il_cm_m
 		mb->roles = roles_of(p);
 		mb->suspected = false;
 		mb->fresh = true;
+		il_tfrc_rtt_init(&mb->rtt, IL_MSHIP_RTT_WEIGHT);
+		mb->loss_ppm = 0;
 		il_stab_remove(&g->stab, p->receiver);
 		if ((mb->roles & IL_ROLE_RECEIVER) && il_stab_add(&g->stab, p->receiver, p->seq) < 0)
 			goto nomem;
@@ -151,6 +154,7 @@ static int do_join(struct il_mship *m, struct il_mgroup *g, const struct il_cm_m
 					   .fresh = !(flags & IL_CMF_RESYNC),
 					   .buffer_free = UINT32_MAX, .joined_ns = now,
 					   .last_heard_ns = now };
+	il_tfrc_rtt_init(&g->m[g->n - 1].rtt, IL_MSHIP_RTT_WEIGHT);
 	if (flags & IL_CMF_RESYNC) {
 		/* A member of the view the data plane already has. */
 		mark_pending(m, g);
@@ -348,6 +352,16 @@ int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now)
 			heard(m, &g->m[i], now);
 			g->m[i].buffer_free = msg->u.ack.buffer_free;
 			g->m[i].reported = true;
+			if (msg->u.ack.s_bytes) {
+				/* A WAN group: fold the RTT sample, keep p; the
+				 * rate is recomputed when views are collected. */
+				g->s_bytes = msg->u.ack.s_bytes;
+				if (msg->u.ack.rtt_ns)
+					il_tfrc_rtt_update(&g->m[i].rtt,
+							   (int64_t)msg->u.ack.rtt_ns);
+				g->m[i].loss_ppm = msg->u.ack.loss_ppm;
+				m->views_due = true;
+			}
 		}
 		m->st.acks++;
 		mark_pending(m, g);
@@ -427,8 +441,44 @@ void il_mship_new_epoch(struct il_mship *m, uint32_t epoch, uint64_t now)
 		g->published = 0;
 		g->view_start = 0;
 		g->window_sent = UINT32_MAX;
+		g->rate_sent = 0; /* the new data plane has no rate yet */
 		view_change(m, g, IL_VR_EPOCH, 1);
 	}
+}
+
+uint32_t il_mship_wan_rate(const struct il_mgroup *g)
+{
+	double best = INFINITY;
+
+	if (g->s_bytes == 0)
+		return 0;
+	for (unsigned i = 0; i < g->n; i++) {
+		const struct il_member *mb = &g->m[i];
+
+		if (!(mb->roles & IL_ROLE_RECEIVER) || mb->rtt.samples == 0 || mb->loss_ppm == 0)
+			continue;
+		double p = mb->loss_ppm >= IL_ACK_PPM_MAX ? 1.0 : mb->loss_ppm / 1e6;
+		double t = il_tfrc_rate(8.0 * g->s_bytes, mb->rtt.srtt_ns > 0 ? mb->rtt.srtt_ns / 1e9
+									 : 1e-9, p);
+		if (t < best)
+			best = t;
+	}
+	if (!isfinite(best))
+		return 0;
+	best /= 1000.0;
+	if (best < 1)
+		return 1;
+	return best >= (double)(UINT32_MAX - 1) ? UINT32_MAX - 1 : (uint32_t)best;
+}
+
+bool il_mship_rate_moved(uint32_t sent, uint32_t now)
+{
+	if (sent == now)
+		return false;
+	if (sent == 0 || now == 0)
+		return true;
+	uint32_t d = sent > now ? sent - now : now - sent;
+	return d > sent / 16;
 }
 
 static unsigned view_msgs(struct il_mship *m, struct il_mgroup *g, struct il_cmsg *out)
@@ -476,9 +526,13 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 		if (w != g->window) {
 			g->window = w;
 		}
+		g->rate_kbps = il_mship_wan_rate(g);
+		bool rate_due = il_mship_rate_moved(g->rate_sent, g->rate_kbps);
 		need += g->final_due;
 		need += g->view_due ? 1 + (g->n + IL_CM_VIEW_CHUNK - 1) / IL_CM_VIEW_CHUNK : 0;
-		need += g->window != g->window_sent && !g->view_due;
+		/* The VIEW carries the window, not the rate: a CREDIT follows
+		 * it in the same batch when the rate moved. */
+		need += g->view_due ? rate_due : (g->window != g->window_sent || rate_due);
 		if (need == 0)
 			continue;
 		if (n + need > max) {
@@ -514,7 +568,8 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 			g->view_start = 0;
 			g->window_sent = g->window; /* the VIEW carries it */
 			m->st.views++;
-		} else if (g->window != g->window_sent) {
+		}
+		if (!g->view_due && (g->window != g->window_sent || rate_due)) {
 			struct il_cmsg *o = &out[n++];
 
 			memset(o, 0, sizeof(*o));
@@ -523,7 +578,9 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 			o->group = g->id;
 			o->u.credit.epoch = m->epoch;
 			o->u.credit.window = g->window;
+			o->u.credit.rate_kbps = g->rate_kbps;
 			g->window_sent = g->window;
+			g->rate_sent = g->rate_kbps;
 			m->st.credits++;
 		}
 	}

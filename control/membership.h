@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include <interlink/chan.h>
+#include <interlink/tfrc.h>
 
 #include "stability.h"
 
@@ -36,6 +37,10 @@ struct il_member {
 	bool suspected;
 	uint64_t joined_ns;
 	uint64_t last_heard_ns;
+	/* WAN groups (thesis ch. 4): this receiver's smoothed RTT, from the
+	 * data plane's samples, and the loss-event rate it reports. */
+	struct il_tfrc_rtt rtt;
+	uint32_t loss_ppm;
 };
 
 struct il_mgroup {
@@ -52,6 +57,10 @@ struct il_mgroup {
 	uint64_t view_start;     /* min join point of the view's joiners; 0: none */
 	uint32_t window;         /* current credit window */
 	uint32_t window_sent;    /* last one handed out; UINT32_MAX: never */
+	/* WAN groups: the TCP-friendly rate (eq. 4.1, slowest receiver). */
+	uint32_t s_bytes;        /* packet size s; 0: not a WAN group (yet) */
+	uint32_t rate_kbps;      /* current rate; 0: no limit */
+	uint32_t rate_sent;      /* last one handed out */
 	uint32_t final_epoch;    /* final watermark of a dead data plane ... */
 	uint64_t final_wm;
 	bool final_due;          /* ... still to hand out */
@@ -124,5 +133,18 @@ void il_mship_published(struct il_mship *m, const struct il_cmsg *msgs, unsigned
 unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigned max);
 
 const struct il_mgroup *il_mship_group(const struct il_mship *m, uint16_t id);
+
+/* The TCP-friendly rate of a WAN group (thesis 4.3.3: the slowest
+ * receiver governs): the minimum over its live receivers of eq. 4.1 with
+ * s = g->s_bytes, each receiver's smoothed RTT and reported p, in kbit/s
+ * rounded down, at least 1. Receivers without an RTT sample or without a
+ * loss event (p = 0: eq. 4.1 gives no limit) do not count; 0 when none
+ * does, or the group is not WAN: no rate limit. */
+uint32_t il_mship_wan_rate(const struct il_mgroup *g);
+/* Whether a new rate is worth a CREDIT: into or out of 0, or a change of
+ * more than 1/16 (so that RTT noise does not cost a CREDIT per ACK). */
+bool il_mship_rate_moved(uint32_t sent, uint32_t now);
+/* The EWMA weight of RTT samples (TCP's SRTT weight). */
+#define IL_MSHIP_RTT_WEIGHT 0.125
 
 #endif

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define IL_CHAN_MAGIC 0x314e414843324c49ULL /* "IL2CHAN1" little-endian */
-#define IL_CHAN_LAYOUT_VERSION 2u
+#define IL_CHAN_LAYOUT_VERSION 3u
 #define IL_CHAN_MSG_SIZE 64u
 #define IL_CHAN_PATH_DEFAULT "/dev/shm/interlink-chan"
 #define IL_CHAN_UP_SLOTS_DEFAULT 16384u
@@ -88,6 +88,11 @@ struct il_cm_ack {
 	uint64_t rx_ns;    /* arrival time at the data plane (CLOCK_MONOTONIC) */
 	uint32_t view_id;  /* the view the receiver is in (wire ACK body) */
 	uint32_t buffer_free; /* messages it can still buffer; UINT32_MAX: no limit */
+	/* WAN groups (s_bytes != 0) only, else zero: the TCP-friendly rate. */
+	uint64_t rtt_ns;   /* RTT sample the data plane took from this ACK
+			    * (Fig. 4.3: rx_ns - T_out(echo_seq) - delta); 0: none */
+	uint32_t loss_ppm; /* the receiver's loss-event rate p x 10^6 */
+	uint32_t s_bytes;  /* the group's packet size s for eq. 4.1; 0: not WAN */
 };
 
 /* JOIN, LEAVE and HEARTBEAT. */
@@ -147,7 +152,8 @@ struct il_cm_view_members {
 struct il_cm_credit {
 	uint32_t epoch;
 	uint32_t window;
-	uint32_t rate_kbps; /* WAN groups (TFRC); 0: no rate limit */
+	uint32_t rate_kbps; /* WAN groups: eq. 4.1 for the slowest live receiver
+			     * (kbit/s, at least 1); 0: no rate limit */
 };
 
 /* Up, after the data plane saw a new control incarnation: one per group,
