@@ -100,7 +100,8 @@ static int configure_ports(struct il_app *app, const struct il_cfg *ports, char 
 static int configure_groups(struct il_app *app, const struct il_cfg *groups, char *err,
 			    size_t errlen)
 {
-	static const char *const keys[] = {"id", "address", "port", "raw", NULL};
+	static const char *const keys[] = {"id", "address", "port", "raw", "wan",
+					   "wan_packet_bytes", NULL};
 	static const char *const raw_keys[] = {"dst", "port", NULL};
 
 	if (!groups)
@@ -137,6 +138,17 @@ static int configure_groups(struct il_app *app, const struct il_cfg *groups, cha
 		if (il_cfg_u64(g, "port", app->il_udp_port, 1, 65535, &v, err, errlen))
 			return -1;
 		grp->out_port = (uint16_t)v;
+		/* A WAN group's credits carry the TCP-friendly rate (docs/control.md
+		 * section 12); s, the packet size of eq. 4.1, defaults to the MTU's
+		 * UDP payload. */
+		if (il_cfg_bool(g, "wan", false, &grp->wan, err, errlen) ||
+		    il_cfg_u64(g, "wan_packet_bytes", app->frame_max - 14u - 28u, 64,
+			       9000, &v, err, errlen))
+			return -1;
+		grp->wan_packet_bytes = (uint16_t)v;
+		if (!grp->wan && il_cfg_get(g, "wan_packet_bytes"))
+			return ERR("config: key '%s.wan_packet_bytes' applies to WAN groups only: "
+				   "set '%s.wan: true' too", il_cfg_path(g), il_cfg_path(g));
 		const struct il_cfg *raw = il_cfg_get(g, "raw");
 		if (raw) {
 			if (il_cfg_expect(raw, IL_CFG_MAP, err, errlen) ||

@@ -20,6 +20,7 @@
 #include <rte_malloc.h>
 
 #include <interlink/app.h>
+#include <interlink/parse.h>
 #include <interlink/wire.h>
 
 #include "ctrl.h"
@@ -49,6 +50,8 @@ static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_CONTROL_RESTARTS] = "control_restarts",
 	[CT_C_RESYNC_MSGS] = "resync_msgs",
 	[CT_C_DOWN_BAD] = "down_bad",
+	[CT_C_RTT_SAMPLES] = "rtt_samples",
+	[CT_C_RTT_NO_SAMPLE] = "rtt_no_sample",
 };
 
 static void *helper_main(void *arg)
@@ -143,9 +146,10 @@ static void apply_down(struct il_stage *st, struct ctrl *c, const struct il_cmsg
 		break;
 	case IL_CM_CREDIT:
 		st->ctr[CT_C_CREDIT_WINDOWS]++;
-		if (m->u.credit.window == g->window)
+		if (m->u.credit.window == g->window && m->u.credit.rate_kbps == g->rate_kbps)
 			return;
 		g->window = m->u.credit.window;
+		g->rate_kbps = m->u.credit.rate_kbps;
 		ctrl_credits_all(st, c, gi, false);
 		break;
 	default:
@@ -286,8 +290,9 @@ static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *
 	if (type == IL_T_ACK) {
 		struct cgroup *g = &c->g[gix - 1];
 		uint32_t rcv = il_get32(h + IL_OFF_SENDER_ID);
+		struct il_ack_body a;
 
-		if (body < IL_ACK_LEN) {
+		if (il_parse_ack(b, body, &a) != 0) {
 			il_drop(st, CT_C_DROP_BAD_BODY, mb);
 			return false;
 		}
@@ -305,8 +310,25 @@ static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *
 		o->len = sizeof(o->u.ack);
 		o->u.ack = (struct il_cm_ack){ .receiver = rcv, .epoch = c->seq->epoch,
 					       .cum_seq = il_get64(h + IL_OFF_GLOBAL_SEQ),
-					       .rx_ns = rx_ns, .view_id = il_get32(b),
-					       .buffer_free = il_get32(b + 4) };
+					       .rx_ns = rx_ns, .view_id = a.view_id,
+					       .buffer_free = a.buffer_free };
+		if (g->log_slots != NULL) {
+			/* A WAN group: RTT = (now - T_out) - delta (Fig. 4.3), and
+			 * the receiver's p, for the control process's eq. 4.1. */
+			o->u.ack.s_bytes = c->app->groups[gix - 1].wan_packet_bytes;
+			if (a.tfrc) {
+				o->u.ack.loss_ppm = a.loss_ppm;
+				int64_t rtt = a.echo_seq ?
+					il_tfrc_rtt_from_ack(&g->log, a.echo_seq, rx_ns,
+							     (uint64_t)a.delta_us * 1000u) : -1;
+				if (rtt >= 0) {
+					o->u.ack.rtt_ns = rtt > 0 ? (uint64_t)rtt : 1u;
+					st->ctr[CT_C_RTT_SAMPLES]++;
+				} else {
+					st->ctr[CT_C_RTT_NO_SAMPLE]++;
+				}
+			}
+		}
 		for (unsigned i = 0; i < g->n_members; i++)
 			if (g->m[i].id == rcv) {
 				if (o->u.ack.cum_seq > g->m[i].cum)
@@ -344,18 +366,44 @@ static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *
 	return true;
 }
 
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A WAN group's DATA frame leaves (stamped by the sequencer just before
+ * this stage): remember when, by its global sequence. One clock read per
+ * burst, as for arrivals; the same clock as rx_ns. */
+static void log_sent(struct ctrl *c, struct rte_mbuf *m, uint64_t *out_ns)
+{
+	const struct il_meta *mt = il_meta(m);
+	const uint8_t *h = rte_pktmbuf_mtod(m, const uint8_t *) + mt->il_off;
+
+	if (!(h[IL_OFF_FLAGS] & IL_F_STAMPED))
+		return;
+	if (*out_ns == 0)
+		*out_ns = now_ns();
+	il_tfrc_sent(&c->g[mt->group_idx].log, il_get64(h + IL_OFF_GLOBAL_SEQ), *out_ns);
+}
+
 static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct ctrl *c = st->ctx;
 	struct il_cmsg up[IL_BURST_CAP];
 	unsigned n_up = 0;
 	uint16_t out = 0;
-	uint64_t rx_ns = 0;
+	uint64_t rx_ns = 0, out_ns = 0;
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 
 		if (likely(il_meta(m)->kind != IL_K_CONTROL)) {
+			if (il_meta(m)->kind == IL_K_DATA &&
+			    unlikely(c->g[il_meta(m)->group_idx].log_slots != NULL))
+				log_sent(c, m, &out_ns);
 			pkts[out++] = m;
 			continue;
 		}
@@ -370,10 +418,7 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 			/* Liveness is judged by arrival here, not by when the
 			 * control process gets to it (it may be descheduled).
 			 * The vDSO clock: no syscall, once per burst. */
-			struct timespec ts;
-
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			rx_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+			rx_ns = now_ns();
 		}
 		if (up_msg(st, c, m, &up[n_up], rx_ns))
 			n_up++;
@@ -467,8 +512,17 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	c->g = rte_zmalloc("il_ctrl_groups", sizeof(*c->g) * app->n_groups, RTE_CACHE_LINE_SIZE);
 	if (c->g == NULL)
 		return ERR("out of memory for stage '%s'", st->name);
-	for (unsigned gi = 0; gi < app->n_groups; gi++)
+	for (unsigned gi = 0; gi < app->n_groups; gi++) {
 		c->g[gi].walked = 1;
+		if (!app->groups[gi].wan)
+			continue;
+		c->g[gi].log_slots = rte_zmalloc("il_ctrl_sendlog",
+						 sizeof(*c->g[gi].log_slots) * CTL_SENDLOG_SLOTS,
+						 RTE_CACHE_LINE_SIZE);
+		if (c->g[gi].log_slots == NULL)
+			return ERR("out of memory for stage '%s'", st->name);
+		il_tfrc_sendlog_init(&c->g[gi].log, c->g[gi].log_slots, CTL_SENDLOG_SLOTS - 1);
+	}
 	struct il_chan_params cp = { .up_slots = (uint32_t)up, .down_slots = (uint32_t)down };
 	if (il_chan_open(c->chan_path, IL_CHAN_DATAPLANE, &cp, &c->ch, cerr, sizeof(cerr)))
 		return ERR("config: key '%s.chan': %s", il_cfg_path(p), cerr);
@@ -515,6 +569,8 @@ static void ctrl_destroy(struct il_stage *st)
 		close(fd);
 	if (c->ch != NULL)
 		il_chan_close(c->ch);
+	for (unsigned gi = 0; c->g != NULL && gi < c->app->n_groups; gi++)
+		rte_free(c->g[gi].log_slots);
 	rte_free(c->g);
 	rte_free(c);
 	st->ctx = NULL;
@@ -523,7 +579,7 @@ static void ctrl_destroy(struct il_stage *st)
 static unsigned ctrl_state(const struct il_stage *st, const char **keys, uint64_t *vals,
 			   unsigned max)
 {
-	static char names[IL_MAX_GROUPS][4][32];
+	static char names[IL_MAX_GROUPS][5][32];
 	const struct ctrl *c = st->ctx;
 	unsigned n = 0;
 
@@ -533,7 +589,7 @@ static unsigned ctrl_state(const struct il_stage *st, const char **keys, uint64_
 		keys[n] = "max_poll_gap_us";
 		vals[n++] = c->max_gap * 1000000 / rte_get_tsc_hz();
 	}
-	for (unsigned gi = 0; gi < c->app->n_groups && n + 4 <= max; gi++) {
+	for (unsigned gi = 0; gi < c->app->n_groups && n + 5 <= max; gi++) {
 		const struct cgroup *g = &c->g[gi];
 		uint16_t id = c->app->groups[gi].id;
 
@@ -549,6 +605,9 @@ static unsigned ctrl_state(const struct il_stage *st, const char **keys, uint64_
 		vals[n++] = g->n_members;
 		keys[n] = names[gi][3];
 		vals[n++] = g->window;
+		snprintf(names[gi][4], 32, "group%u_rate_kbps", id);
+		keys[n] = names[gi][4];
+		vals[n++] = g->rate_kbps;
 	}
 	return n;
 }

@@ -12,12 +12,15 @@
 #include <stdint.h>
 
 #include <interlink/chan.h>
+#include <interlink/tfrc.h>
 
 #include "seq.h"
 
 #define CTL_MAX_MEMBERS 64
 #define CTL_MAX_SENDERS 64
 #define DOWN_BURST 64
+/* WAN groups: T_out of the last 4096 stamped frames (by global seq). */
+#define CTL_SENDLOG_SLOTS 4096u
 
 enum {
 	CT_C_UP_ACK,
@@ -42,6 +45,8 @@ enum {
 	CT_C_CONTROL_RESTARTS,
 	CT_C_RESYNC_MSGS,
 	CT_C_DOWN_BAD,
+	CT_C_RTT_SAMPLES,
+	CT_C_RTT_NO_SAMPLE,
 	CT_C_COUNT
 };
 
@@ -61,6 +66,10 @@ struct cgroup {
 	uint32_t view_id;
 	uint64_t view_start;
 	uint32_t window;    /* 0: no flow control */
+	uint32_t rate_kbps; /* WAN groups: the TCP-friendly rate; 0: none */
+	/* WAN groups: when each stamped frame left (RTT samples, Fig. 4.3). */
+	struct il_tfrc_sendlog log;
+	struct il_tfrc_sendlog_slot *log_slots; /* NULL: not a WAN group */
 	uint64_t wm;
 	uint64_t walked;    /* credits: history walked up to this seq */
 	uint64_t last_frames; /* seq group's stamped_frames at the last tick */

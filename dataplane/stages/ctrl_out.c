@@ -115,6 +115,7 @@ static void send_credit(struct il_stage *st, struct ctrl *c, unsigned gi, struct
 	il_put32(h + IL_OFF_SENDER_ID, s->id);
 	il_put64(h + IL_HDR_LEN, limit);
 	il_put32(h + IL_HDR_LEN + 8, g->window);
+	il_put32(h + IL_HDR_LEN + 12, g->rate_kbps);
 	frame_send(st, c, m);
 	s->limit_sent = limit;
 	st->ctr[CT_C_TX_CREDIT]++;

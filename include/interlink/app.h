@@ -38,6 +38,8 @@ struct il_group {
 	bool raw;             /* raw-mode filter configured */
 	uint32_t raw_dst_ip;  /* raw filter: destination address (host order) */
 	uint16_t raw_dst_port;/* raw filter: UDP destination port */
+	bool wan;             /* TCP-friendly rate (thesis eq. 4.1) in its credits */
+	uint16_t wan_packet_bytes; /* s of eq. 4.1 for a WAN group */
 };
 
 struct il_chain {
