@@ -3,13 +3,18 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <interlink/chan.h>
 
 #include "control.h"
+#include "ftlog.h"
 
 #define PROG "interlink-control"
 
@@ -21,6 +26,14 @@ enum {
 	OPT_SUSPECT_MS,
 	OPT_EXCLUDE_MS,
 	OPT_WINDOW,
+	OPT_FT_DIR,
+	OPT_FT_RING,
+	OPT_FT_SOCK,
+	OPT_FT_DURABILITY,
+	OPT_FT_GROUP_MS,
+	OPT_FT_DELAY_US,
+	OPT_FT_STATS,
+	OPT_FT_TRACE,
 };
 
 static const struct option long_opts[] = {
@@ -34,6 +47,14 @@ static const struct option long_opts[] = {
 	{ "suspect-ms", required_argument, NULL, OPT_SUSPECT_MS },
 	{ "exclude-ms", required_argument, NULL, OPT_EXCLUDE_MS },
 	{ "window", required_argument, NULL, OPT_WINDOW },
+	{ "ftcp-dir", required_argument, NULL, OPT_FT_DIR },
+	{ "ftcp-ring", required_argument, NULL, OPT_FT_RING },
+	{ "ftcp-sock", required_argument, NULL, OPT_FT_SOCK },
+	{ "ftcp-durability", required_argument, NULL, OPT_FT_DURABILITY },
+	{ "ftcp-group-ms", required_argument, NULL, OPT_FT_GROUP_MS },
+	{ "ftcp-delay-us", required_argument, NULL, OPT_FT_DELAY_US },
+	{ "ftcp-stats", required_argument, NULL, OPT_FT_STATS },
+	{ "ftcp-trace", required_argument, NULL, OPT_FT_TRACE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -67,6 +88,22 @@ static void usage(FILE *f)
 		"                         (default 0)\n"
 		"      --recreate         replace an existing channel file of other sizes\n"
 		"                         (a data plane attached to it must re-attach)\n"
+		"\n"
+		"FT-TCP logger (docs/ft-tcp.md), a thread of this process, on with --ftcp-dir:\n"
+		"      --ftcp-dir DIR     one append-only log per protected connection\n"
+		"      --ftcp-ring PATH   ring shared with the data plane's ftcp stage\n"
+		"                         (default " FTC_RING_PATH_DEF ")\n"
+		"      --ftcp-sock PATH   unix socket the server shims connect to\n"
+		"                         (default " FTC_LOGGER_SOCK_DEF ")\n"
+		"      --ftcp-durability none|group|sync\n"
+		"                         acknowledge once written (none, default), once\n"
+		"                         fsynced by the next group commit (group), or after\n"
+		"                         an fsync of every batch (sync)\n"
+		"      --ftcp-group-ms N  group commit period, 1..10000 ms (default 5)\n"
+		"      --ftcp-delay-us N  delay every acknowledgement by N us, 0..1000000\n"
+		"                         (tests: a slow logger; default 0)\n"
+		"      --ftcp-stats FILE  logger counters as JSON, rewritten every 200 ms\n"
+		"      --ftcp-trace FILE  append every stable_seq published (tests)\n"
 		"  -v, --verbose          log attach, resync and shutdown events\n"
 		"  -h, --help             this text\n"
 		"  -V, --version          print the version and the channel layout version\n"
@@ -126,6 +163,9 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 	strcpy(o->chan_path, IL_CHAN_PATH_DEFAULT);
 	o->up_slots = IL_CHAN_UP_SLOTS_DEFAULT;
 	o->down_slots = IL_CHAN_DOWN_SLOTS_DEFAULT;
+	strcpy(o->ft_ring, FTC_RING_PATH_DEF);
+	strcpy(o->ft_sock, FTC_LOGGER_SOCK_DEF);
+	o->ft_group_ms = 5;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":c:s:m:vhV", long_opts, NULL)) != -1) {
 		int rc = 0;
@@ -167,6 +207,37 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 			break;
 		case OPT_WINDOW:
 			rc = parse_u32("--window", optarg, 0, 1u << 24, false, &window);
+			break;
+		case OPT_FT_DIR:
+			rc = set_path("--ftcp-dir", optarg, o->ft_dir, sizeof(o->ft_dir));
+			break;
+		case OPT_FT_RING:
+			rc = set_path("--ftcp-ring", optarg, o->ft_ring, sizeof(o->ft_ring));
+			break;
+		case OPT_FT_SOCK:
+			rc = set_path("--ftcp-sock", optarg, o->ft_sock, sizeof(o->ft_sock));
+			break;
+		case OPT_FT_STATS:
+			rc = set_path("--ftcp-stats", optarg, o->ft_stats, sizeof(o->ft_stats));
+			break;
+		case OPT_FT_TRACE:
+			rc = set_path("--ftcp-trace", optarg, o->ft_trace, sizeof(o->ft_trace));
+			break;
+		case OPT_FT_DURABILITY:
+			if (strcmp(optarg, "none") == 0)
+				o->ft_durability = FTL_NONE;
+			else if (strcmp(optarg, "group") == 0)
+				o->ft_durability = FTL_GROUP;
+			else if (strcmp(optarg, "sync") == 0)
+				o->ft_durability = FTL_SYNC;
+			else
+				rc = bad("--ftcp-durability", optarg, "is not one of none, group, sync");
+			break;
+		case OPT_FT_GROUP_MS:
+			rc = parse_u32("--ftcp-group-ms", optarg, 1, 10000, false, &o->ft_group_ms);
+			break;
+		case OPT_FT_DELAY_US:
+			rc = parse_u32("--ftcp-delay-us", optarg, 0, 1000000, false, &o->ft_delay_us);
 			break;
 		case 'v':
 			o->verbose++;
@@ -221,14 +292,66 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 	return 0;
 }
 
+static void *logger_main(void *arg)
+{
+	return (void *)(intptr_t)ftlog_run(arg);
+}
+
 int main(int argc, char **argv)
 {
 	struct ctl_opts o;
 	int rc = parse_args(argc, argv, &o);
+	struct ftlog *ft = NULL;
+	pthread_t ft_thread;
+	int stop_fd = -1;
+	sigset_t mask;
 
 	if (rc < 0)
 		return 2;
 	if (rc > 0)
 		return 0;
-	return ctl_run(&o);
+	/* Signals are the control loop's (a signalfd): block them before any
+	 * thread exists, so the logger thread inherits the mask. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	if (o.ft_dir[0]) {
+		struct ftlog_opts fo = {
+			.ring = o.ft_ring, .sock = o.ft_sock, .dir = o.ft_dir,
+			.stats = o.ft_stats[0] ? o.ft_stats : NULL,
+			.trace = o.ft_trace[0] ? o.ft_trace : NULL,
+			.durability = o.ft_durability, .group_ms = o.ft_group_ms,
+			.delay_us = o.ft_delay_us, .verbose = o.verbose,
+		};
+		char err[512];
+
+		stop_fd = eventfd(0, EFD_CLOEXEC);
+		ft = stop_fd < 0 ? NULL : ftlog_open(&fo, stop_fd, err, sizeof(err));
+		if (!ft) {
+			fprintf(stderr, PROG ": FT-TCP logger: %s\n",
+				stop_fd < 0 ? strerror(errno) : err);
+			return 1;
+		}
+		if (pthread_create(&ft_thread, NULL, logger_main, ft) != 0) {
+			fprintf(stderr, PROG ": FT-TCP logger: cannot start its thread\n");
+			ftlog_close(ft);
+			return 1;
+		}
+	}
+	rc = ctl_run(&o);
+	if (ft) {
+		uint64_t one = 1;
+		void *ret;
+
+		/* The logger flushes (and syncs) what it holds before it ends. */
+		if (write(stop_fd, &one, sizeof(one)) != sizeof(one))
+			perror(PROG ": stopping the logger");
+		pthread_join(ft_thread, &ret);
+		ftlog_close(ft);
+		close(stop_fd);
+		if (rc == 0)
+			rc = (int)(intptr_t)ret;
+	}
+	return rc;
 }

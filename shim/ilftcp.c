@@ -563,9 +563,14 @@ static void on_accept(int fd)
 		p->prot = true;
 		p->key = m.key;
 		if (r.b) {
+			/* The fabricated handshake is done (accept returned); the
+			 * logger may still be building the replay file. */
+			mark("handshake_accepted", p, 0);
 			struct ftc_shim_msg h = wait_type(FS_REPLAY);
 			char path[512];
 			struct ftc_replay_hdr rh;
+			if (h.a == 0)
+				die("the logger could not build the replay file");
 			if (h.a >= sizeof(path) || !lg_get(path, h.a, true))
 				die("replay path");
 			path[h.a] = 0;

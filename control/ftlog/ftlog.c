@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * interlink-ftlog: the FT-TCP logger. One io_uring loop, no busy polling:
+ * The FT-TCP logger, a thread of interlink-control (control/main.c starts
+ * it with --ftcp-dir). One io_uring loop, no busy polling:
  *
  *   1. drain the up ring (client segments, ISNs, crash markers) and the
  *      shim sessions (read lengths, accepts, closes) into per-connection
@@ -10,23 +11,26 @@
  *   3. publish what is durable: cumulative FD_STABLE to the data plane,
  *      cumulative FS_READ_ACK to each shim;
  *   4. sleep on the uring (wake datagram from the data plane, shim
- *      sockets, a timer) only if the ring is still empty.
+ *      sockets, replay workers, the stop eventfd, a timer) only if the
+ *      ring is still empty.
  *
- * A separate process rather than a module of interlink-control: the
- * logger must fail independently of the server and be restartable on its
- * own, and interlink-control's loop is being extended concurrently.
+ * Its own thread and uring rather than more events on the membership loop:
+ * an fsync per batch (durability sync) must not delay heartbeats, failure
+ * detection or watermarks. Replay files are built by short-lived worker
+ * threads, so a recovery neither delays the SYN (its ISN and server_seq are
+ * known at once) nor stops the logging of other connections.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <liburing.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
 #include <arpa/inet.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -35,7 +39,7 @@
 
 #include "ftlog.h"
 
-enum { EV_WAKE = 1, EV_LISTEN, EV_SIGNAL, EV_TIMER, EV_SESS, EV_WRITE, EV_FSYNC };
+enum { EV_WAKE = 1, EV_LISTEN, EV_STOP, EV_TIMER, EV_SESS, EV_WRITE, EV_FSYNC, EV_REPLAY };
 #define EV(t, i) ((uint64_t)(t) << 32 | (uint32_t)(i))
 
 struct sess {
@@ -46,22 +50,35 @@ struct sess {
 	uint32_t have;
 };
 
-struct loop {
+/* A replay file being built by a worker thread. */
+struct rjob {
+	struct ftl_replay j;
+	struct ftlog *L;
+	struct rjob *next; /* on L->done once built */
+};
+
+struct ftlog {
 	struct ftl l;
 	struct io_uring ring;
+	bool ring_ok;
 	struct ftc_ring_hdr *rh;
-	int wake_fd, listen_fd, sig_fd;
+	int wake_fd, listen_fd, stop_fd;
+	int done_fd;               /* eventfd: a replay worker finished */
+	pthread_mutex_t done_mu;
+	struct rjob *done;         /* finished jobs, under done_mu */
+	unsigned jobs_running;
 	struct sess sess[FTL_MAX_SESS];
 	bool quit;
 	unsigned inflight;
 	uint64_t next_group_ns;
 	struct __kernel_timespec ts;
 	char wake_path[300], sock_path[300];
+	uint64_t next_stats;
 	const char *stats_path;
 	FILE *trace; /* --trace: every FD_STABLE published (tests check acks against it) */
 };
 
-static struct io_uring_sqe *sqe(struct loop *L)
+static struct io_uring_sqe *sqe(struct ftlog *L)
 {
 	struct io_uring_sqe *s = io_uring_get_sqe(&L->ring);
 	if (!s) {
@@ -71,14 +88,14 @@ static struct io_uring_sqe *sqe(struct loop *L)
 	return s;
 }
 
-static void arm_poll(struct loop *L, int fd, uint64_t ev)
+static void arm_poll(struct ftlog *L, int fd, uint64_t ev)
 {
 	struct io_uring_sqe *s = sqe(L);
 	io_uring_prep_poll_add(s, fd, POLLIN);
 	io_uring_sqe_set_data64(s, ev);
 }
 
-static void sess_send(struct loop *L, int i, const void *m, size_t len)
+static void sess_send(struct ftlog *L, int i, const void *m, size_t len)
 {
 	/* Small messages on a local socket; a shim that stops reading is
 	 * a dead shim, so a full buffer ends the session (MSG_DONTWAIT). */
@@ -88,7 +105,7 @@ static void sess_send(struct loop *L, int i, const void *m, size_t len)
 	}
 }
 
-static void down_send(struct loop *L, uint16_t type, const struct ftc_key *k, uint32_t a,
+static void down_send(struct ftlog *L, uint16_t type, const struct ftc_key *k, uint32_t a,
 		      uint32_t b)
 {
 	struct ftc_down d = {.type = type, .key = *k, .a = a, .b = b};
@@ -102,23 +119,137 @@ static void down_send(struct loop *L, uint16_t type, const struct ftc_key *k, ui
 	}
 }
 
-static void recover(struct loop *L, struct ftl_conn *c)
+static void *replay_worker(void *arg)
 {
-	char path[512];
-	uint32_t isn, sseq;
+	struct rjob *jb = arg;
+	struct ftlog *L = jb->L;
+	uint64_t one = 1;
 
-	if (ftl_make_replay(&L->l, c, path, sizeof(path), &isn, &sseq)) {
-		fprintf(stderr, "ftlog: cannot build the replay file %s\n", path);
-		return;
-	}
-	c->state = FC_RECOVERING;
-	down_send(L, FD_RECOVER, &c->key, isn, sseq);
-	if (L->l.verbose)
-		fprintf(stderr, "ftlog: recovering %s (fab ISN %u, server_seq %u)\n", path, isn,
-			sseq);
+	ftl_replay_build(&jb->j);
+	pthread_mutex_lock(&L->done_mu);
+	jb->next = L->done;
+	L->done = jb;
+	pthread_mutex_unlock(&L->done_mu);
+	if (write(L->done_fd, &one, sizeof(one)) != sizeof(one))
+		perror("ftlog: replay wake-up");
+	return NULL;
 }
 
-static void try_recover_port(struct loop *L, uint16_t port_n)
+static void send_replay(struct ftlog *L, int i, struct ftl_conn *c)
+{
+	char path[512];
+	struct ftc_shim_msg p = {.type = FS_REPLAY, .key = c->key};
+
+	ftl_path(&L->l, &c->key, "replay", path, sizeof(path));
+	p.a = (uint32_t)strlen(path);
+	sess_send(L, i, &p, sizeof(p));
+	sess_send(L, i, path, p.a);
+	c->state = FC_LIVE;
+	c->replay = FTL_RP_NONE;
+	c->replay_waiter = -1;
+}
+
+/* The SYN goes down at once: its ISN and server_seq are in memory. The
+ * replay file is built meanwhile by a worker; an accept that comes first
+ * waits for it (replay_done). */
+static void recover(struct ftlog *L, struct ftl_conn *c)
+{
+	uint32_t isn, sseq;
+	struct rjob *jb = calloc(1, sizeof(*jb));
+	pthread_t t;
+	pthread_attr_t at;
+
+	if (!jb) {
+		fprintf(stderr, "ftlog: out of memory for a replay\n");
+		return;
+	}
+	jb->L = L;
+	ftl_replay_prepare(&L->l, c, &jb->j);
+	ftl_replay_params(c, &isn, &sseq);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &at, replay_worker, jb)) {
+		pthread_attr_destroy(&at);
+		/* No thread to be had: build it here, late but correct. */
+		jb->next = NULL;
+		ftl_replay_build(&jb->j);
+		pthread_mutex_lock(&L->done_mu);
+		jb->next = L->done;
+		L->done = jb;
+		pthread_mutex_unlock(&L->done_mu);
+		uint64_t one = 1;
+		if (write(L->done_fd, &one, sizeof(one)) != sizeof(one))
+			perror("ftlog: replay wake-up");
+	} else {
+		pthread_attr_destroy(&at);
+	}
+	L->jobs_running++;
+	c->state = FC_RECOVERING;
+	c->replay = FTL_RP_BUILDING;
+	c->replay_waiter = -1;
+	c->recover_ns = ftl_now_ns();
+	down_send(L, FD_RECOVER, &c->key, isn, sseq);
+	if (L->l.verbose)
+		fprintf(stderr, "ftlog: recovering %s (fab ISN %u, server_seq %u)\n",
+			jb->j.replay_path, isn, sseq);
+}
+
+static void crash_conn(struct ftlog *L, struct ftl_conn *c);
+
+/* Finished replay builds: the connection's read state follows the file,
+ * and a shim already waiting in accept() gets it. */
+static void replay_done(struct ftlog *L)
+{
+	struct rjob *jb;
+
+	pthread_mutex_lock(&L->done_mu);
+	jb = L->done;
+	L->done = NULL;
+	pthread_mutex_unlock(&L->done_mu);
+	while (jb) {
+		struct rjob *next = jb->next;
+		struct ftl_conn *c = ftl_conn_find(&L->l, &jb->j.key);
+
+		L->jobs_running--;
+		if (c && c->state == FC_RECOVERING && c->replay == FTL_RP_BUILDING) {
+			ftl_replay_done(&L->l, c, &jb->j);
+			if (jb->j.rc) {
+				fprintf(stderr, "ftlog: cannot build the replay file %s\n",
+					jb->j.replay_path);
+				L->l.st.replay_failures++;
+				c->replay = FTL_RP_FAILED;
+			} else {
+				c->replay = FTL_RP_READY;
+			}
+			if (L->l.verbose)
+				fprintf(stderr, "ftlog: replay %s: %u bytes, %u reads in %lu us\n",
+					jb->j.replay_path, jb->j.data_len, jb->j.n_reads,
+					(unsigned long)jb->j.build_us);
+			int w = c->replay_waiter;
+			if (w >= 0 && L->sess[w].fd >= 0 && c->owner == w) {
+				if (c->replay == FTL_RP_READY) {
+					send_replay(L, w, c);
+				} else {
+					/* No replay: the shim cannot rebuild the server's state. */
+					struct ftc_shim_msg p = {.type = FS_REPLAY, .key = c->key};
+					sess_send(L, w, &p, sizeof(p));
+				}
+			} else if (w >= 0) {
+				/* The restarted server died while it waited. */
+				c->state = FC_LIVE;
+				c->replay = FTL_RP_NONE;
+				c->replay_waiter = -1;
+				crash_conn(L, c);
+			}
+		} else {
+			unlink(jb->j.replay_path);
+		}
+		free(jb);
+		jb = next;
+	}
+}
+
+static void try_recover_port(struct ftlog *L, uint16_t port_n)
 {
 	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
 		struct ftl_conn *c = &L->l.conns[i];
@@ -127,7 +258,7 @@ static void try_recover_port(struct loop *L, uint16_t port_n)
 	}
 }
 
-static bool port_listening(struct loop *L, uint16_t port_n)
+static bool port_listening(struct ftlog *L, uint16_t port_n)
 {
 	for (int i = 0; i < FTL_MAX_SESS; i++)
 		if (L->sess[i].fd >= 0 && L->sess[i].listen_port &&
@@ -136,7 +267,7 @@ static bool port_listening(struct loop *L, uint16_t port_n)
 	return false;
 }
 
-static void crash_conn(struct loop *L, struct ftl_conn *c)
+static void crash_conn(struct ftlog *L, struct ftl_conn *c)
 {
 	c->owner = -1;
 	if (c->closed || c->state != FC_LIVE)
@@ -148,7 +279,7 @@ static void crash_conn(struct loop *L, struct ftl_conn *c)
 
 /* ---- the up ring ------------------------------------------------------ */
 
-static unsigned drain_ring(struct loop *L)
+static unsigned drain_ring(struct ftlog *L)
 {
 	struct ftc_ring_hdr *h = L->rh;
 	uint64_t tail = atomic_load_explicit(&h->up_tail, memory_order_relaxed);
@@ -201,9 +332,9 @@ static unsigned drain_ring(struct loop *L)
 
 /* ---- writing and publishing ------------------------------------------- */
 
-static void wait_inflight(struct loop *L);
+static void wait_inflight(struct ftlog *L);
 
-static void flush_writes(struct loop *L)
+static void flush_writes(struct ftlog *L)
 {
 	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
 		struct ftl_conn *c = &L->l.conns[i];
@@ -217,7 +348,7 @@ static void flush_writes(struct loop *L)
 	wait_inflight(L);
 }
 
-static void fsync_dirty(struct loop *L)
+static void fsync_dirty(struct ftlog *L)
 {
 	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
 		struct ftl_conn *c = &L->l.conns[i];
@@ -233,7 +364,7 @@ static void fsync_dirty(struct loop *L)
 }
 
 /* What is on disk (and synced, by mode) becomes what we acknowledge. */
-static void mark_durable(struct loop *L, bool synced)
+static void mark_durable(struct ftlog *L, bool synced)
 {
 	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
 		struct ftl_conn *c = &L->l.conns[i];
@@ -246,7 +377,7 @@ static void mark_durable(struct loop *L, bool synced)
 	}
 }
 
-static void publish(struct loop *L)
+static void publish(struct ftlog *L)
 {
 	if (L->l.delay_us)
 		usleep(L->l.delay_us); /* injected logger slowness (tests, benchmarks) */
@@ -296,7 +427,7 @@ static void publish(struct loop *L)
 
 /* ---- shim sessions ------------------------------------------------------ */
 
-static void sess_close(struct loop *L, int i)
+static void sess_close(struct ftlog *L, int i)
 {
 	struct sess *s = &L->sess[i];
 
@@ -315,7 +446,7 @@ static void sess_close(struct loop *L, int i)
 		fprintf(stderr, "ftlog: shim session %d (pid %d) ended\n", i, s->pid);
 }
 
-static void sess_msg(struct loop *L, int i, const struct ftc_shim_msg *m)
+static void sess_msg(struct ftlog *L, int i, const struct ftc_shim_msg *m)
 {
 	struct ftl_conn *c = ftl_conn_find(&L->l, &m->key);
 	struct ftc_shim_msg r = {.key = m->key};
@@ -339,13 +470,14 @@ static void sess_msg(struct loop *L, int i, const struct ftc_shim_msg *m)
 				r.b = 0;
 			sess_send(L, i, &r, sizeof(r));
 			if (r.b) {
-				char path[512];
-				struct ftc_shim_msg p = {.type = FS_REPLAY, .key = m->key};
-				ftl_path(&L->l, &c->key, "replay", path, sizeof(path));
-				p.a = (uint32_t)strlen(path);
-				sess_send(L, i, &p, sizeof(p));
-				sess_send(L, i, path, p.a);
-				c->state = FC_LIVE;
+				if (c->replay == FTL_RP_READY)
+					send_replay(L, i, c);
+				else if (c->replay == FTL_RP_BUILDING)
+					c->replay_waiter = i; /* answered by replay_done */
+				else {
+					struct ftc_shim_msg p = {.type = FS_REPLAY, .key = m->key};
+					sess_send(L, i, &p, sizeof(p));
+				}
 			}
 			/* Acks for a re-claim start over: the shim says how many
 			 * it has seen (b). */
@@ -382,7 +514,7 @@ static void sess_msg(struct loop *L, int i, const struct ftc_shim_msg *m)
 	}
 }
 
-static void sess_read(struct loop *L, int i)
+static void sess_read(struct ftlog *L, int i)
 {
 	struct sess *s = &L->sess[i];
 	ssize_t n = recv(s->fd, s->buf + s->have, sizeof(s->buf) - s->have, MSG_DONTWAIT);
@@ -406,7 +538,7 @@ static void sess_read(struct loop *L, int i)
 
 /* ---- completions -------------------------------------------------------- */
 
-static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
+static void on_cqe(struct ftlog *L, struct io_uring_cqe *cqe)
 {
 	uint64_t ud = io_uring_cqe_get_data64(cqe);
 	unsigned ev = (unsigned)(ud >> 32), idx = (uint32_t)ud;
@@ -436,9 +568,17 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 		arm_poll(L, L->listen_fd, EV(EV_LISTEN, 0));
 		break;
 	}
-	case EV_SIGNAL:
+	case EV_STOP:
 		L->quit = true;
 		break;
+	case EV_REPLAY: {
+		uint64_t v;
+		if (read(L->done_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			perror("ftlog: replay eventfd");
+		replay_done(L);
+		arm_poll(L, L->done_fd, EV(EV_REPLAY, 0));
+		break;
+	}
 	case EV_TIMER:
 		break;
 	case EV_SESS:
@@ -474,7 +614,7 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 	}
 }
 
-static void reap(struct loop *L)
+static void reap(struct ftlog *L)
 {
 	struct io_uring_cqe *cqe;
 	while (io_uring_peek_cqe(&L->ring, &cqe) == 0) {
@@ -483,7 +623,7 @@ static void reap(struct loop *L)
 	}
 }
 
-static void wait_inflight(struct loop *L)
+static void wait_inflight(struct ftlog *L)
 {
 	io_uring_submit(&L->ring);
 	while (L->inflight) {
@@ -497,7 +637,7 @@ static void wait_inflight(struct loop *L)
 
 /* ---- set-up and the loop ------------------------------------------------ */
 
-static void write_stats(struct loop *L)
+static void write_stats(struct ftlog *L)
 {
 	FILE *f;
 	char tmp[512];
@@ -537,159 +677,177 @@ static int unix_sock(int type, const char *path)
 	return fd;
 }
 
-static void usage(int rc)
+static void set_err(char *err, size_t len, const char *fmt, const char *a, const char *b)
 {
-	fprintf(rc ? stderr : stdout,
-		"usage: interlink-ftlog [--ring PATH] [--sock PATH] [--dir DIR]\n"
-		"         [--durability none|group|sync] [--group-ms N] [--delay-us N]\n"
-		"         [--stats FILE] [--trace FILE] [-v]\n");
-	exit(rc);
+	snprintf(err, len, fmt, a, b);
 }
 
-int main(int argc, char **argv)
+struct ftlog *ftlog_open(const struct ftlog_opts *o, int stop_fd, char *err, size_t errlen)
 {
-	static struct loop L;
-	const char *ring = FTC_RING_PATH_DEF, *sock = FTC_LOGGER_SOCK_DEF, *dir = "/var/lib/interlink/ftlog";
-	static const struct option lo[] = {
-		{"ring", 1, 0, 'r'}, {"sock", 1, 0, 's'}, {"dir", 1, 0, 'd'},
-		{"durability", 1, 0, 'D'}, {"group-ms", 1, 0, 'g'}, {"delay-us", 1, 0, 'y'},
-		{"stats", 1, 0, 'S'}, {"trace", 1, 0, 'T'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0},
-	};
-	char err[256];
-	int o;
+	struct ftlog *L = calloc(1, sizeof(*L));
+	char e[256];
 
-	L.l.group_ms = 5;
-	while ((o = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
-		switch (o) {
-		case 'r': ring = optarg; break;
-		case 's': sock = optarg; break;
-		case 'd': dir = optarg; break;
-		case 'S': L.stats_path = optarg; break;
-		case 'T':
-			L.trace = fopen(optarg, "a");
-			if (!L.trace) {
-				fprintf(stderr, "ftlog: --trace %s: %s\n", optarg, strerror(errno));
-				return 2;
-			}
-			break;
-		case 'D':
-			if (!strcmp(optarg, "none"))
-				L.l.durability = FTL_NONE;
-			else if (!strcmp(optarg, "group"))
-				L.l.durability = FTL_GROUP;
-			else if (!strcmp(optarg, "sync"))
-				L.l.durability = FTL_SYNC;
-			else {
-				fprintf(stderr, "ftlog: --durability: '%s'; allowed: none, group, sync\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case 'g': L.l.group_ms = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'y': L.l.delay_us = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'v': L.l.verbose++; break;
-		case 'h': usage(0); break;
-		default: usage(2);
+	if (!L) {
+		set_err(err, errlen, "out of memory%s%s", "", "");
+		return NULL;
+	}
+	L->wake_fd = L->listen_fd = L->done_fd = -1;
+	L->stop_fd = stop_fd;
+	pthread_mutex_init(&L->done_mu, NULL);
+	for (int i = 0; i < FTL_MAX_SESS; i++)
+		L->sess[i].fd = -1;
+	L->l.dir = o->dir;
+	L->l.durability = o->durability;
+	L->l.group_ms = o->group_ms;
+	L->l.delay_us = o->delay_us;
+	L->l.verbose = o->verbose;
+	L->stats_path = o->stats;
+	if (o->trace) {
+		L->trace = fopen(o->trace, "a");
+		if (!L->trace) {
+			set_err(err, errlen, "--ftcp-trace %s: %s", o->trace, strerror(errno));
+			goto fail;
 		}
 	}
-	if (L.l.durability == FTL_GROUP && (L.l.group_ms < 1 || L.l.group_ms > 10000)) {
-		fprintf(stderr, "ftlog: --group-ms: %u; allowed 1..10000\n", L.l.group_ms);
-		return 2;
+	if (mkdir(o->dir, 0755) && errno != EEXIST) {
+		set_err(err, errlen, "--ftcp-dir %s: %s", o->dir, strerror(errno));
+		goto fail;
 	}
-	L.l.dir = dir;
-	mkdir(dir, 0755);
-	for (int i = 0; i < FTL_MAX_SESS; i++)
-		L.sess[i].fd = -1;
-	L.rh = ftc_ring_open(ring, 0, err, sizeof(err));
-	if (!L.rh) {
-		fprintf(stderr, "ftlog: --ring: %s\n", err);
-		return 1;
+	L->rh = ftc_ring_open(o->ring, 0, e, sizeof(e));
+	if (!L->rh) {
+		set_err(err, errlen, "--ftcp-ring: %s%s", e, "");
+		goto fail;
 	}
 	/* A restart: rebuild every connection from its log. Shims have 3 s to
 	 * re-claim theirs; an unclaimed one lost its server meanwhile. */
-	int loaded = ftl_load_dir(&L.l, ftl_now_ns() + 3000000000ull);
+	int loaded = ftl_load_dir(&L->l, ftl_now_ns() + 3000000000ull);
 	if (loaded < 0) {
-		fprintf(stderr, "ftlog: --dir %s: %s\n", dir, strerror(errno));
-		return 1;
+		set_err(err, errlen, "--ftcp-dir %s: %s", o->dir, strerror(errno));
+		goto fail;
 	}
-	snprintf(L.wake_path, sizeof(L.wake_path), "%s.wake", ring);
-	snprintf(L.sock_path, sizeof(L.sock_path), "%s", sock);
-	L.wake_fd = unix_sock(SOCK_DGRAM, L.wake_path);
-	L.listen_fd = unix_sock(SOCK_STREAM, L.sock_path);
-	sigset_t ss;
-	sigemptyset(&ss);
-	sigaddset(&ss, SIGINT);
-	sigaddset(&ss, SIGTERM);
-	sigprocmask(SIG_BLOCK, &ss, NULL);
-	L.sig_fd = signalfd(-1, &ss, SFD_CLOEXEC);
-	if (L.wake_fd < 0 || L.listen_fd < 0 || L.sig_fd < 0 ||
-	    io_uring_queue_init(256, &L.ring, 0)) {
-		fprintf(stderr, "ftlog: set-up failed\n");
-		return 1;
+	snprintf(L->wake_path, sizeof(L->wake_path), "%s.wake", o->ring);
+	snprintf(L->sock_path, sizeof(L->sock_path), "%s", o->sock);
+	L->wake_fd = unix_sock(SOCK_DGRAM, L->wake_path);
+	L->listen_fd = unix_sock(SOCK_STREAM, L->sock_path);
+	L->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (L->wake_fd < 0 || L->listen_fd < 0 || L->done_fd < 0) {
+		set_err(err, errlen, "sockets %s, %s: see the message above", L->wake_path,
+			L->sock_path);
+		goto fail;
 	}
-	arm_poll(&L, L.wake_fd, EV(EV_WAKE, 0));
-	arm_poll(&L, L.listen_fd, EV(EV_LISTEN, 0));
-	arm_poll(&L, L.sig_fd, EV(EV_SIGNAL, 0));
+	int rc = io_uring_queue_init(256, &L->ring, 0);
+	if (rc) {
+		set_err(err, errlen, "io_uring_queue_init: %s%s", strerror(-rc), "");
+		goto fail;
+	}
+	L->ring_ok = true;
+	arm_poll(L, L->wake_fd, EV(EV_WAKE, 0));
+	arm_poll(L, L->listen_fd, EV(EV_LISTEN, 0));
+	arm_poll(L, L->stop_fd, EV(EV_STOP, 0));
+	arm_poll(L, L->done_fd, EV(EV_REPLAY, 0));
 	fprintf(stderr, "ftlog: ready (ring %s, sock %s, dir %s, durability %s, %d logs loaded)\n",
-		ring, sock, dir, (const char *[]){"none", "group", "sync"}[L.l.durability], loaded);
-	uint64_t next_stats = 0;
-	while (!L.quit) {
-		unsigned got = drain_ring(&L);
-		reap(&L);
-		flush_writes(&L);
+		o->ring, o->sock, o->dir, (const char *[]){"none", "group", "sync"}[o->durability],
+		loaded);
+	return L;
+fail:
+	ftlog_close(L);
+	return NULL;
+}
+
+int ftlog_run(struct ftlog *L)
+{
+	while (!L->quit) {
+		unsigned got = drain_ring(L);
+		reap(L);
+		flush_writes(L);
 		uint64_t now = ftl_now_ns();
 		bool synced = false;
-		if (L.l.durability == FTL_SYNC ||
-		    (L.l.durability == FTL_GROUP && now >= L.next_group_ns)) {
-			fsync_dirty(&L);
+		if (L->l.durability == FTL_SYNC ||
+		    (L->l.durability == FTL_GROUP && now >= L->next_group_ns)) {
+			fsync_dirty(L);
 			synced = true;
-			L.next_group_ns = now + (uint64_t)L.l.group_ms * 1000000u;
+			L->next_group_ns = now + (uint64_t)L->l.group_ms * 1000000u;
 		}
-		mark_durable(&L, synced);
-		publish(&L);
+		mark_durable(L, synced);
+		publish(L);
 		for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
-			struct ftl_conn *c = &L.l.conns[i];
+			struct ftl_conn *c = &L->l.conns[i];
 			if (c->used && c->claim_deadline_ns && now > c->claim_deadline_ns &&
 			    c->owner < 0) {
 				c->claim_deadline_ns = 0;
-				crash_conn(&L, c);
+				crash_conn(L, c);
 			}
 		}
-		if (now >= next_stats) {
-			write_stats(&L);
-			next_stats = now + 200000000u;
+		if (now >= L->next_stats) {
+			write_stats(L);
+			L->next_stats = now + 200000000u;
 		}
 		if (got)
 			continue;
 		/* Announce the sleep, then look once more, so a record queued
 		 * in between is never left waiting for the timer. */
-		atomic_fetch_add(&L.rh->sleep_gen, 1);
-		if (atomic_load(&L.rh->up_head) != atomic_load(&L.rh->up_tail)) {
-			atomic_fetch_add(&L.rh->sleep_gen, 1);
+		atomic_fetch_add(&L->rh->sleep_gen, 1);
+		if (atomic_load(&L->rh->up_head) != atomic_load(&L->rh->up_tail)) {
+			atomic_fetch_add(&L->rh->sleep_gen, 1);
 			continue;
 		}
 		/* A safety net only: the data plane wakes us (one datagram per
 		 * announced sleep). */
 		uint64_t wait_ns = 20000000u;
-		if (L.l.durability == FTL_GROUP)
-			wait_ns = (uint64_t)L.l.group_ms * 1000000u;
-		L.ts.tv_sec = (long long)(wait_ns / 1000000000u);
-		L.ts.tv_nsec = (long long)(wait_ns % 1000000000u);
+		if (L->l.durability == FTL_GROUP)
+			wait_ns = (uint64_t)L->l.group_ms * 1000000u;
+		L->ts.tv_sec = (long long)(wait_ns / 1000000000u);
+		L->ts.tv_nsec = (long long)(wait_ns % 1000000000u);
 		struct io_uring_cqe *cqe;
-		io_uring_submit(&L.ring);
-		if (io_uring_wait_cqe_timeout(&L.ring, &cqe, &L.ts) == 0)
-			reap(&L);
-		atomic_fetch_add(&L.rh->sleep_gen, 1);
+		io_uring_submit(&L->ring);
+		if (io_uring_wait_cqe_timeout(&L->ring, &cqe, &L->ts) == 0)
+			reap(L);
+		atomic_fetch_add(&L->rh->sleep_gen, 1);
 	}
-	write_stats(&L);
+	write_stats(L);
 	/* Flush what is buffered so a clean stop loses nothing. */
-	flush_writes(&L);
-	fsync_dirty(&L);
-	unlink(L.wake_path);
-	unlink(L.sock_path);
+	flush_writes(L);
+	fsync_dirty(L);
 	fprintf(stderr, "ftlog: stopped: %lu records, %lu bytes logged, %lu crashes, "
-		"%lu recoveries, %lu compactions\n", L.l.st.records, L.l.st.bytes_logged,
-		L.l.st.crashes, L.l.st.recoveries, L.l.st.compactions);
-	io_uring_queue_exit(&L.ring);
+		"%lu recoveries, %lu compactions\n", L->l.st.records, L->l.st.bytes_logged,
+		L->l.st.crashes, L->l.st.recoveries, L->l.st.compactions);
 	return 0;
+}
+
+void ftlog_close(struct ftlog *L)
+{
+	if (!L)
+		return;
+	/* Replay workers still running own their job and the eventfd: wait
+	 * for them (bounded by their file sizes). */
+	while (L->jobs_running && L->done_fd >= 0) {
+		struct pollfd p = {.fd = L->done_fd, .events = POLLIN};
+		if (poll(&p, 1, 1000) > 0) {
+			uint64_t v;
+			if (read(L->done_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				break;
+		}
+		replay_done(L);
+	}
+	if (L->ring_ok)
+		io_uring_queue_exit(&L->ring);
+	if (L->wake_fd >= 0) {
+		close(L->wake_fd);
+		unlink(L->wake_path);
+	}
+	if (L->listen_fd >= 0) {
+		close(L->listen_fd);
+		unlink(L->sock_path);
+	}
+	for (int i = 0; i < FTL_MAX_SESS; i++)
+		if (L->sess[i].fd >= 0)
+			close(L->sess[i].fd);
+	if (L->done_fd >= 0)
+		close(L->done_fd);
+	for (unsigned i = 0; i < FTL_MAX_CONNS; i++)
+		if (L->l.conns[i].used)
+			ftl_conn_free(&L->l, &L->l.conns[i]);
+	if (L->trace)
+		fclose(L->trace);
+	free(L);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * interlink-ftlog: the FT-TCP logger (docs/ft-tcp.md).
+ * The FT-TCP logger (docs/ft-tcp.md), a thread of interlink-control.
  */
 #ifndef INTERLINK_FTLOG_H
 #define INTERLINK_FTLOG_H
@@ -50,12 +50,17 @@ struct ftl_conn {
 	uint8_t *wbuf;
 	uint32_t wlen, wcap;
 	bool dirty_sync;      /* written, not yet fsynced */
+	uint8_t replay;       /* FTL_RP_*: the replay file of a recovery */
+	int replay_waiter;    /* session waiting in accept() for it, -1: none */
+	uint64_t recover_ns;  /* when FD_RECOVER went down */
 };
+
+enum { FTL_RP_NONE, FTL_RP_BUILDING, FTL_RP_READY, FTL_RP_FAILED };
 
 struct ftl_stats {
 	uint64_t records, bytes_logged, data_bytes, writes, fsyncs, acks_down, reads_logged,
 		crashes, recoveries, compactions, ring_wakeups, down_full, replay_bytes,
-		replay_us_last;
+		replay_us_last, replay_failures;
 };
 
 struct ftl {
@@ -78,9 +83,50 @@ int ftl_open_file(struct ftl *l, struct ftl_conn *c, bool truncate);
 void ftl_path(const struct ftl *l, const struct ftc_key *k, const char *ext, char *buf,
 	      size_t len);
 int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns);
-/* Build the replay file; fills the SYN's ISN and server_seq for the data plane. */
+/* Recovery. The SYN's ISN and server_seq come from the connection's state
+ * at once (ftl_replay_params); the replay file (logged reads and instream
+ * bytes, ftc_replay_hdr) is built from the log by ftl_replay_build, which
+ * is thread-safe and runs in a worker (prepare and done run in the loop).
+ * ftl_make_replay does all three in line. */
+struct ftl_replay {
+	struct ftc_key key;
+	char log_path[512], replay_path[512];
+	uint64_t log_len;    /* bytes of the log written when it was prepared */
+	uint32_t base;       /* client ISN + 1 */
+	uint32_t data_len;   /* durable contiguous instream bytes */
+	uint32_t nmax;       /* reads to take at most */
+	uint64_t out_skip;
+	/* results */
+	int rc;
+	uint32_t n_reads;
+	uint64_t read_total;
+	uint64_t build_us;
+};
+void ftl_replay_params(const struct ftl_conn *c, uint32_t *fab_isn, uint32_t *server_seq);
+void ftl_replay_prepare(const struct ftl *l, const struct ftl_conn *c, struct ftl_replay *j);
+int ftl_replay_build(struct ftl_replay *j);
+void ftl_replay_done(struct ftl *l, struct ftl_conn *c, const struct ftl_replay *j);
 int ftl_make_replay(struct ftl *l, struct ftl_conn *c, char *path, size_t plen,
 		    uint32_t *fab_isn, uint32_t *server_seq);
 uint64_t ftl_now_ns(void);
+
+/* ftlog.c: the logger's loop, run by interlink-control on a thread. */
+struct ftlog_opts {
+	const char *ring;   /* the up/down ring shared with the ftcp stage */
+	const char *sock;   /* unix stream socket the shims connect to */
+	const char *dir;    /* one log file per connection */
+	const char *stats;  /* JSON counters, rewritten every 200 ms (NULL: none) */
+	const char *trace;  /* every FD_STABLE published, appended (tests; NULL: none) */
+	int durability;     /* enum ftl_durability */
+	uint32_t group_ms;  /* FTL_GROUP: fsync period */
+	uint32_t delay_us;  /* injected delay before every publication (tests) */
+	int verbose;
+};
+struct ftlog;
+/* Opens the ring, the sockets and the logs of a previous run; NULL with a
+ * message in err on failure. The loop ends when stop_fd becomes readable. */
+struct ftlog *ftlog_open(const struct ftlog_opts *o, int stop_fd, char *err, size_t errlen);
+int ftlog_run(struct ftlog *L);
+void ftlog_close(struct ftlog *L);
 
 #endif

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -321,80 +322,114 @@ int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
 	return n;
 }
 
-int ftl_make_replay(struct ftl *l, struct ftl_conn *c, char *path, size_t plen,
-		    uint32_t *fab_isn, uint32_t *server_seq)
+void ftl_replay_params(const struct ftl_conn *c, uint32_t *fab_isn, uint32_t *server_seq)
+{
+	/* G5: server_seq = the highest client ack in the log. */
+	*server_seq = c->have_ack ? c->max_ack : c->server_isn + 1;
+	/* G1/G2: the shim serves every logged byte from the log, so the new
+	 * TCP must expect the first byte that is not logged. */
+	*fab_isn = c->contig_durable - 1;
+}
+
+void ftl_replay_prepare(const struct ftl *l, const struct ftl_conn *c, struct ftl_replay *j)
+{
+	uint32_t fab_isn, sseq;
+
+	memset(j, 0, sizeof(*j));
+	j->key = c->key;
+	ftl_path(l, &c->key, "log", j->log_path, sizeof(j->log_path));
+	ftl_path(l, &c->key, "replay", j->replay_path, sizeof(j->replay_path));
+	/* Only what is written: the loop may append meanwhile. */
+	j->log_len = c->off;
+	j->base = c->client_isn + 1;
+	j->data_len = c->contig_durable - j->base;
+	j->nmax = c->reads_durable + 1;
+	ftl_replay_params(c, &fab_isn, &sseq);
+	j->out_skip = sseq - (c->server_isn + 1);
+}
+
+/* Thread-safe: touches nothing but the job and its two files. */
+int ftl_replay_build(struct ftl_replay *j)
 {
 	uint64_t t0 = ftl_now_ns();
-	uint32_t base = c->client_isn + 1, L = c->contig_durable - base;
-	uint8_t *buf, *stream;
-	uint32_t *lens, nr = 0, nmax = c->reads_durable + 1;
+	uint32_t base = j->base, L = j->data_len, nr = 0, nmax = j->nmax;
+	const uint8_t *buf = NULL;
+	uint8_t *stream;
+	uint32_t *lens;
 	uint64_t sum = 0;
 	const struct ftc_rec *r;
-	size_t len;
-	int fd;
+	size_t len = j->log_len;
+	int fd, rc = 0;
 
-	if (read_all(c->fd, &buf, &len))
+	j->rc = -1;
+	fd = open(j->log_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return -1;
+	if (len) {
+		void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m == MAP_FAILED) {
+			close(fd);
+			return -1;
+		}
+		buf = m;
+		madvise(m, len, MADV_SEQUENTIAL);
+	}
+	close(fd);
 	stream = malloc(L ? L : 1);
 	lens = malloc(sizeof(*lens) * nmax);
 	if (!stream || !lens) {
-		free(buf);
+		if (len)
+			munmap((void *)buf, len);
 		free(stream);
 		free(lens);
 		return -1;
 	}
-	FOR_EACH_REC(buf, len, r) {
-		if (r->type == FR_DATA && r->plen) {
-			/* Copy what of [seq, seq+plen) falls in [base, base+L). */
-			uint32_t off = r->seq - base, s = 0, n = r->plen;
-			if ((int32_t)off < 0) {
-				if ((uint32_t)-(int32_t)off >= n)
+	if (len) {
+		FOR_EACH_REC(buf, len, r) {
+			if (r->type == FR_DATA && r->plen) {
+				/* Copy what of [seq, seq+plen) falls in [base, base+L). */
+				uint32_t off = r->seq - base, s = 0, n = r->plen;
+				if ((int32_t)off < 0) {
+					if ((uint32_t)-(int32_t)off >= n)
+						continue;
+					s = (uint32_t)-(int32_t)off;
+					off = 0;
+					n -= s;
+				}
+				if (off >= L)
 					continue;
-				s = (uint32_t)-(int32_t)off;
-				off = 0;
-				n -= s;
-			}
-			if (off >= L)
-				continue;
-			if (n > L - off)
-				n = L - off;
-			memcpy(stream + off, (const uint8_t *)(r + 1) + s, n);
-		} else if (r->type == FR_READ) {
-			if (r->flags == FTL_READ_TRUNC) {
-				nr = r->aux < nr ? r->aux : nr;
-				sum = 0;
-				for (uint32_t i = 0; i < nr; i++)
-					sum += lens[i];
-			} else if (nr < nmax) {
-				lens[nr++] = r->aux;
-				sum += r->aux;
+				if (n > L - off)
+					n = L - off;
+				memcpy(stream + off, (const uint8_t *)(r + 1) + s, n);
+			} else if (r->type == FR_READ) {
+				if (r->flags == FTL_READ_TRUNC) {
+					nr = r->aux < nr ? r->aux : nr;
+					sum = 0;
+					for (uint32_t i = 0; i < nr; i++)
+						sum += lens[i];
+				} else if (nr < nmax) {
+					lens[nr++] = r->aux;
+					sum += r->aux;
+				}
 			}
 		}
+		munmap((void *)buf, len);
 	}
-	free(buf);
 	/* A read whose bytes were never all logged was never acknowledged,
 	 * so no output depended on it: replay stops before it (G3). */
 	while (nr && sum > L)
 		sum -= lens[--nr];
-	if (nr != c->reads || sum != c->read_total) {
-		struct ftc_rec t = {.len = sizeof(t), .type = FR_READ, .key = c->key,
-				    .flags = FTL_READ_TRUNC, .aux = nr,
-				    .seq = (uint32_t)(sum >> 32), .ack = (uint32_t)sum};
-		ftl_apply(l, c, &t, true);
-	}
-	c->reads_durable = c->reads_acked = nr;
-	c->read_total_durable = sum;
+	j->n_reads = nr;
+	j->read_total = sum;
 
-	struct ftc_replay_hdr h = {.n_reads = nr, .data_len = L};
+	struct ftc_replay_hdr h = {.n_reads = nr, .data_len = L, .out_skip = j->out_skip};
 	memcpy(h.magic, "ILFTRPL1", 8);
-	*server_seq = c->have_ack ? c->max_ack : c->server_isn + 1;
-	h.out_skip = *server_seq - (c->server_isn + 1);
-	/* G1/G2: the shim serves every logged byte from the log, so the new
-	 * TCP must expect the first byte that is not logged. */
-	*fab_isn = c->contig_durable - 1;
-	ftl_path(l, &c->key, "replay", path, plen);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	int rc = fd < 0 ? -1 : 0;
+	/* Written under a temporary name and renamed: the shim never sees a
+	 * half-built file. */
+	char tmp[sizeof(j->replay_path) + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", j->replay_path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	rc = fd < 0 ? -1 : 0;
 	if (!rc && (write(fd, &h, sizeof(h)) != (ssize_t)sizeof(h) ||
 		    write(fd, lens, sizeof(*lens) * nr) != (ssize_t)(sizeof(*lens) * nr)))
 		rc = -1;
@@ -407,9 +442,43 @@ int ftl_make_replay(struct ftl *l, struct ftl_conn *c, char *path, size_t plen,
 	}
 	if (fd >= 0)
 		close(fd);
+	if (!rc && rename(tmp, j->replay_path))
+		rc = -1;
+	if (rc)
+		unlink(tmp);
 	free(stream);
 	free(lens);
-	l->st.replay_bytes += L;
-	l->st.replay_us_last = (ftl_now_ns() - t0) / 1000;
+	j->build_us = (ftl_now_ns() - t0) / 1000;
+	j->rc = rc;
 	return rc;
+}
+
+void ftl_replay_done(struct ftl *l, struct ftl_conn *c, const struct ftl_replay *j)
+{
+	if (j->rc == 0) {
+		if (j->n_reads != c->reads || j->read_total != c->read_total) {
+			struct ftc_rec t = {.len = sizeof(t), .type = FR_READ, .key = c->key,
+					    .flags = FTL_READ_TRUNC, .aux = j->n_reads,
+					    .seq = (uint32_t)(j->read_total >> 32),
+					    .ack = (uint32_t)j->read_total};
+			ftl_apply(l, c, &t, true);
+		}
+		c->reads_durable = c->reads_acked = j->n_reads;
+		c->read_total_durable = j->read_total;
+		l->st.replay_bytes += j->data_len;
+	}
+	l->st.replay_us_last = j->build_us;
+}
+
+int ftl_make_replay(struct ftl *l, struct ftl_conn *c, char *path, size_t plen,
+		    uint32_t *fab_isn, uint32_t *server_seq)
+{
+	struct ftl_replay j;
+
+	ftl_replay_prepare(l, c, &j);
+	ftl_replay_params(c, fab_isn, server_seq);
+	snprintf(path, plen, "%s", j.replay_path);
+	ftl_replay_build(&j);
+	ftl_replay_done(l, c, &j);
+	return j.rc;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
  * FT-TCP: what the south-side wrapper (the `ftcp` data-plane stage), the
- * logger (interlink-ftlog) and the north-side shim (libilftcp.so) say to
+ * logger (a thread of interlink-control) and the north-side shim (libilftcp.so) say to
  * each other. No DPDK and no liburing here: all three include it.
  *
  *   data plane --- up ring (variable-length records) ---> logger

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * The FT-TCP ring file, shared by the data plane and interlink-ftlog.
+ * The FT-TCP ring file, shared by the data plane and the logger (interlink-control).
  * Either side may create it; a restarted side re-attaches by name and the
  * indexes in the file carry on, so nothing queued is lost across a logger
  * restart (unlike the control channel, the up ring holds client bytes that

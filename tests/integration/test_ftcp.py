@@ -1,6 +1,6 @@
 """FT-TCP end to end: real Linux TCP in network namespaces (client, server),
-the appliance between them on net_af_packet ports, interlink-ftlog beside it
-and the server under LD_PRELOAD=libilftcp.so. The server is SIGKILLed at a
+the appliance between them on net_af_packet ports, interlink-control (with
+its FT-TCP logger thread) beside it and the server under LD_PRELOAD=libilftcp.so. The server is SIGKILLed at a
 random point and restarted; the client must finish with every byte in order
 and never see a FIN or RST from the dead server. Every run's capture (taken
 in the client's namespace) is checked: valid checksums, the ack never above
@@ -18,11 +18,11 @@ import time
 
 import pytest
 
-from test_ftcp_lib import FTLOG, INTERLINK, SHIM, Rig, check_capture
+from test_ftcp_lib import CONTROL, INTERLINK, SHIM, Rig, check_capture
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, AF_PACKET)"),
-    pytest.mark.skipif(not (FTLOG.exists() and SHIM.exists() and INTERLINK.exists()),
+    pytest.mark.skipif(not (CONTROL.exists() and SHIM.exists() and INTERLINK.exists()),
                        reason="FT-TCP binaries not built"),
 ]
 
@@ -115,8 +115,8 @@ def test_concurrent_connections_all_recover(tmp_path):
 
 
 def test_slow_logger_restarted_mid_connection(tmp_path):
-    """Group commit with an injected 2 ms logger delay; the logger is
-    SIGKILLed and restarted mid-transfer (records it had taken from the ring
+    """Group commit with an injected 2 ms logger delay; the control process
+    (and with it the logger) is SIGKILLed and restarted mid-transfer (records it had taken from the ring
     but not written are lost and must come back through the client's
     retransmission), then the server is killed too: the replay needs every
     byte in the log."""

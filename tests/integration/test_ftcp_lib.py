@@ -3,8 +3,8 @@
 Topology: two network namespaces (client, server), each joined by a veth
 pair to the root namespace, whose ends are the appliance's two
 net_af_packet ports. The appliance bridges them (ARP passes through), so
-client 10.77.0.1 and server 10.77.0.2 share one subnet. interlink-ftlog runs
-in the root namespace; the server runs under LD_PRELOAD=libilftcp.so and
+client 10.77.0.1 and server 10.77.0.2 share one subnet. interlink-control
+runs in the root namespace with its FT-TCP logger thread (--ftcp-dir); the server runs under LD_PRELOAD=libilftcp.so and
 reaches the logger's unix socket through the shared filesystem.
 
 Run as a program, this file is also the server and client applications:
@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 BUILD = Path(os.environ.get("IL_BUILD", ROOT / "build")).resolve()
 INTERLINK = BUILD / "dataplane" / "interlink"
-FTLOG = BUILD / "control" / "ftlog" / "interlink-ftlog"
+CONTROL = BUILD / "control" / "interlink-control"
 SHIM = BUILD / "shim" / "libilftcp.so"
 PY = "/usr/bin/python3"
 CLIENT_IP, SERVER_IP, PORT = "10.77.0.1", "10.77.0.2", 5001
@@ -91,19 +91,28 @@ class Rig:
 
     # -- processes ------------------------------------------------------
     def start_logger(self, extra=()):
+        """interlink-control with the FT-TCP logger; its channel to a UTO
+        data plane goes unused here (files in tmp, no management socket).
+        logger_args and extra are logger options without the --ftcp- prefix."""
         # FTLOG_NICE (benchmarks): the logger's latency is the client's ack
         # latency; a deployment gives it a core of its own.
         nice = ["nice", "-n", os.environ["FTLOG_NICE"]] if os.environ.get("FTLOG_NICE") else []
+        opts = []
+        for a in [*self.logger_args, *extra]:
+            opts.append("--ftcp-" + a[2:] if a.startswith("--") else a)
         self.logger = subprocess.Popen(
-            [*nice, str(FTLOG), "--ring", self.ring, "--sock", self.sock, "--dir", str(self.logdir),
-             "--durability", self.durability, "--stats", str(self.logger_stats), "-v",
-             "--trace", str(self.tmp / "stable.trace"),
-             *self.logger_args, *extra],
+            [*nice, str(CONTROL), "--chan", str(self.tmp / "ctl.chan"), "--mgmt", "none",
+             "--ftcp-ring", self.ring, "--ftcp-sock", self.sock,
+             "--ftcp-dir", str(self.logdir), "--ftcp-durability", self.durability,
+             "--ftcp-stats", str(self.logger_stats), "-v",
+             "--ftcp-trace", str(self.tmp / "stable.trace"), *opts],
             stdout=open(self.tmp / "ftlog.log", "a"), stderr=subprocess.STDOUT)
         self.procs.append(self.logger)
         for _ in range(200):
             if os.path.exists(self.sock):
                 return
+            if self.logger.poll() is not None:
+                break
             time.sleep(0.02)
         raise RuntimeError("logger did not start: " + (self.tmp / "ftlog.log").read_text())
 
