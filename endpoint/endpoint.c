@@ -45,7 +45,7 @@ void il_ep_config_init(struct il_ep_config *cfg)
 		.port = IL_UDP_PORT_DEFAULT, .mtu = 1500, .ack_every = 64, .ack_us = 500,
 		.hb_ms = 20, .join_retry_ms = 50, .nak_delay_us = 300, .nak_retry_us = 3000,
 		.rx_window = 65536, .max_deferred = 8u << 20, .wait_credit = true,
-		.rx_depth = 64, .tx_depth = 256,
+		.rx_depth = 64, .tx_depth = 256, .tfrc_rtt_ms = 100,
 	};
 }
 
@@ -286,10 +286,29 @@ int il_ep_join(struct il_ep *ep, uint16_t group, const char *mcast, uint32_t rol
 	g->user = user;
 	g->st = EP_G_JOINING;
 	ep_credit_init(&g->cr, ep->cfg.wait_credit);
+	ep_pace_init(&g->pace);
+	g->tx_bytes = 0;
+	il_tfrc_loss_init(&g->loss, (uint64_t)(ep->cfg.tfrc_rtt_ms ? ep->cfg.tfrc_rtt_ms : 1) *
+				    1000000u);
+	il_tfrc_flow_init(&g->flow);
+	g->echo_seq = g->echo_ns = 0;
 	ep_q_init(&g->q, ep->cfg.max_deferred);
 	ep_q_init(&g->sent, SIZE_MAX);
 	ep_timers(ep, ep_now_ns()); /* the first JOIN goes now */
 	io_uring_submit(&ep->ring);
+	return 0;
+}
+
+int il_ep_tfrc_stats(const struct il_ep *ep, uint16_t group, struct il_ep_tfrc *out)
+{
+	const struct ep_group *g = ep_group((struct il_ep *)ep, group);
+
+	if (g == NULL)
+		return -ENOENT;
+	*out = (struct il_ep_tfrc){ .rate_kbps = g->pace.rate_kbps, .tx_bytes = g->tx_bytes,
+				    .paced = g->pace.waited, .loss_p = il_tfrc_loss_p(&g->loss),
+				    .loss_events = g->loss.events, .lost = g->loss.lost,
+				    .received = g->loss.received };
 	return 0;
 }
 
@@ -408,6 +427,16 @@ static uint64_t sleep_budget_ns(struct il_ep *ep, uint64_t max_ns)
 		if ((g->roles & IL_EP_RECEIVER) && g->w.po < g->w.hi &&
 		    (uint64_t)c->nak_delay_us * 1000u < t)
 			t = (uint64_t)c->nak_delay_us * 1000u;
+		if (g->q.n > 0 && g->pace.rate_kbps) {
+			/* Paced: wake when the next frame's tokens are there
+			 * (a full frame's worth: the queue packs to the MTU). */
+			uint64_t w = ep_pace_wait_ns(&g->pace, ep->max_frame, ep_now_ns());
+
+			if (w < 50000u)
+				w = 50000u;
+			if (w < t)
+				t = w;
+		}
 	}
 	return t;
 }

@@ -56,6 +56,27 @@ void ep_credit_grant(struct ep_credit *c, uint64_t limit, uint32_t window);
 /* Our messages not yet known stable: the grant says limit - window are. */
 uint64_t ep_credit_unstable(const struct ep_credit *c);
 
+/* ---- rate pacing (WAN groups: CREDIT's rate_kbps) ---------------------- */
+/* A token bucket of bytes, refilled at rate_kbps (1 kbit/s = 125 B/s).
+ * Depth: 5 ms at the rate, at least min_depth (two frames, so a frame of
+ * any size can always go eventually). It starts full; rate 0: no limit. */
+struct ep_pace {
+	uint32_t rate_kbps;
+	double tokens, depth; /* bytes */
+	uint64_t last_ns;
+	uint64_t waited;      /* frames held back for want of tokens */
+};
+
+#define EP_PACE_DEPTH_NS 5000000ull
+
+void ep_pace_init(struct ep_pace *p);
+/* A new rate (from a CREDIT): tokens carried over, capped at the new depth. */
+void ep_pace_set(struct ep_pace *p, uint32_t rate_kbps, size_t min_depth, uint64_t now);
+/* May `bytes` go now? If so they are taken. */
+bool ep_pace_take(struct ep_pace *p, size_t bytes, uint64_t now);
+/* Nanoseconds until `bytes` may go (0: now). */
+uint64_t ep_pace_wait_ns(const struct ep_pace *p, size_t bytes, uint64_t now);
+
 /* ---- receive window ---------------------------------------------------- */
 enum { EP_S_EMPTY = 0, EP_S_MSG, EP_S_HOLE };
 

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 
 #include <interlink/endpoint.h>
+#include <interlink/tfrc.h>
 
 #include "ep_core.h"
 
@@ -57,6 +58,14 @@ struct ep_group {
 	struct ep_rxw w;     /* receivers */
 	struct ep_ack ack;   /* receivers */
 	struct ep_credit cr; /* senders */
+	struct ep_pace pace; /* senders: CREDIT's rate_kbps (WAN groups) */
+	uint64_t tx_bytes;   /* senders: DATA bytes sent */
+	/* receivers: the loss-event rate (thesis 4.3.2) over the group's
+	 * global sequence, and the latest new frame, echoed in ACKs so the
+	 * appliance can take an RTT sample (Fig. 4.3) */
+	struct il_tfrc_loss loss;
+	struct il_tfrc_flow flow;
+	uint64_t echo_seq, echo_ns;
 	struct ep_q q;       /* senders: deferred messages */
 	struct ep_q sent;    /* senders: sent, not known stable, from sent_base on */
 	uint64_t sent_base;

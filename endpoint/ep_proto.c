@@ -98,7 +98,18 @@ static void send_ack(struct il_ep *ep, struct ep_group *g, uint64_t now)
 	il_put64(h + IL_OFF_GLOBAL_SEQ, g->w.po);
 	il_put32(h + IL_HDR_LEN, g->view_id);
 	il_put32(h + IL_HDR_LEN + 4, fr >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)fr);
-	tx_commit(ep, g, slot, IL_HDR_LEN + IL_ACK_LEN);
+	/* The long form (wire.h): the latest new frame and how long we held
+	 * it before this ACK (the appliance's RTT sample), and our loss-event
+	 * rate. An appliance ignores them in groups that are not WAN. */
+	uint64_t held_us = g->echo_seq && now > g->echo_ns ? (now - g->echo_ns) / 1000u : 0;
+	double p = il_tfrc_loss_p(&g->loss);
+	uint32_t ppm = p >= 1.0 ? IL_ACK_PPM_MAX : (uint32_t)(p * 1e6 + 0.5);
+	if (p > 0 && ppm == 0)
+		ppm = 1; /* a loss event was seen: never report "none" */
+	il_put64(h + IL_HDR_LEN + 8, held_us <= UINT32_MAX ? g->echo_seq : 0);
+	il_put32(h + IL_HDR_LEN + 16, held_us <= UINT32_MAX ? (uint32_t)held_us : 0);
+	il_put32(h + IL_HDR_LEN + 20, ppm);
+	tx_commit(ep, g, slot, IL_HDR_LEN + IL_ACK_TFRC_LEN);
 	ep_ack_sent(&g->ack, g->w.po, now);
 	ep->st.ack_tx++;
 }
@@ -150,6 +161,7 @@ static void send_data(struct il_ep *ep, struct ep_group *g, const uint8_t *recs,
 	memcpy(h + IL_HDR_LEN, recs, bytes);
 	remember(g, recs, bytes, n);
 	tx_commit(ep, g, slot, IL_HDR_LEN + bytes);
+	g->tx_bytes += IL_HDR_LEN + bytes;
 	g->cr.next += n;
 	ep->st.data_tx++;
 	ep->st.msgs_tx += n;
@@ -159,7 +171,7 @@ static void send_data(struct il_ep *ep, struct ep_group *g, const uint8_t *recs,
 
 /* Deferred messages go as the window opens, packed into MTU-sized frames:
  * a grant of k messages sends them in as few frames as fit. */
-static void drain(struct il_ep *ep, struct ep_group *g)
+static void drain(struct il_ep *ep, struct ep_group *g, uint64_t now)
 {
 	size_t room = ep->max_frame - IL_HDR_LEN;
 
@@ -173,6 +185,9 @@ static void drain(struct il_ep *ep, struct ep_group *g)
 			return;
 		size_t bytes = ep_q_span(&g->q, room, credit, &n);
 		if (n == 0)
+			return;
+		/* WAN groups: the rate too (the frame waits whole). */
+		if (!ep_pace_take(&g->pace, IL_HDR_LEN + bytes, now))
 			return;
 		send_data(ep, g, ep_q_head(&g->q), bytes, n);
 		ep_q_pop(&g->q, bytes, n);
@@ -191,7 +206,9 @@ int il_ep_send(struct il_ep *ep, uint16_t group, const void *msg, size_t len)
 		return -EMSGSIZE;
 	/* Undeferred: straight out, alone, with no added latency (thesis
 	 * 3.4.2: only what flow control holds back is packed). */
-	if (g->q.n == 0 && g->st == EP_G_MEMBER && ep_credit_room(&g->cr) > 0) {
+	if (g->q.n == 0 && g->st == EP_G_MEMBER && ep_credit_room(&g->cr) > 0 &&
+	    (g->pace.rate_kbps == 0 ||
+	     ep_pace_take(&g->pace, IL_HDR_LEN + IL_MSG_HDR_LEN + len, ep_now_ns()))) {
 		uint8_t rec[IL_MSG_HDR_LEN];
 
 		il_put16(rec, (uint16_t)len);
@@ -206,6 +223,7 @@ int il_ep_send(struct il_ep *ep, uint16_t group, const void *msg, size_t len)
 		memcpy(h + IL_HDR_LEN + IL_MSG_HDR_LEN, msg, len);
 		remember(g, h + IL_HDR_LEN, IL_MSG_HDR_LEN + len, 1);
 		tx_commit(ep, g, slot, IL_HDR_LEN + IL_MSG_HDR_LEN + len);
+		g->tx_bytes += IL_HDR_LEN + IL_MSG_HDR_LEN + len;
 		g->cr.next++;
 		ep->st.data_tx++;
 		ep->st.msgs_tx++;
@@ -241,7 +259,7 @@ void ep_timers(struct il_ep *ep, uint64_t now)
 		if (g->st != EP_G_MEMBER)
 			continue;
 		if (g->roles & IL_EP_SENDER)
-			drain(ep, g);
+			drain(ep, g, now);
 		if (!(g->roles & IL_EP_RECEIVER))
 			continue;
 		if (ep_ack_due(&g->ack, g->w.po, now, c->ack_every, (uint64_t)c->ack_us * 1000u,
@@ -319,7 +337,23 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 	}
 }
 
-static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size_t len)
+/* The loss-event estimator (thesis 4.3.2) over the group's global
+ * sequence: every message counts as a packet, a gap as losses; and the
+ * echo for the appliance's RTT sample: only a frame beyond everything we
+ * knew of is an original, never a repair (a repair fills a known gap or
+ * a tail a STABLE told us of). */
+static void tfrc_rx(struct ep_group *g, uint64_t g0, uint16_t cnt, uint64_t now)
+{
+	if (g0 >= g->w.hi && g0 >= g->flow.next_seq) {
+		g->echo_seq = g0;
+		g->echo_ns = now;
+	}
+	for (uint16_t i = 0; i < cnt; i++)
+		il_tfrc_loss_rx(&g->loss, &g->flow, g0 + i, now);
+}
+
+static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size_t len,
+		    uint64_t now)
 {
 	const uint8_t *h = d;
 	uint16_t cnt = il_get16(h + IL_OFF_MSG_COUNT);
@@ -334,6 +368,7 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 		return;
 	}
 	ep->st.data_rx++;
+	tfrc_rx(g, g0, cnt, now);
 	if (h[IL_OFF_FLAGS] & IL_F_STABLE_VALID && il_get64(h + IL_OFF_STABLE_SEQ) > g->w.stable)
 		g->w.stable = il_get64(h + IL_OFF_STABLE_SEQ);
 	for (uint16_t i = 0; i < cnt; i++) {
@@ -414,6 +449,10 @@ static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h, size
 			ep_release_held(g);
 			ep_rxw_reset(&g->w, v.start_seq ? v.start_seq : 1);
 			g->ack = (struct ep_ack){ 0 };
+			/* The sequence space restarts for the loss estimator
+			 * too (its history of loss events stays). */
+			il_tfrc_flow_init(&g->flow);
+			g->echo_seq = 0;
 			/* Each sender's stream starts here for us. */
 			g->uto_fifo.n = 0;
 			for (unsigned i = 0; i < v.n_senders && i < EP_MAX_FIFO; i++) {
@@ -493,6 +532,8 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 			ep_release_held(g);
 			ep_rxw_reset(&g->w, 1);
 			g->ack = (struct ep_ack){ 0 };
+			il_tfrc_flow_init(&g->flow);
+			g->echo_seq = 0;
 			g->po_fifo = g->uto_fifo;
 		}
 		if (g->roles & IL_EP_SENDER)
@@ -610,7 +651,7 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 	switch (type) {
 	case IL_T_DATA:
 		if (g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER))
-			on_data(ep, g, d, len);
+			on_data(ep, g, d, len, now);
 		break;
 	case IL_T_STABLE:
 		ep->st.stable_rx++;
@@ -631,6 +672,9 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 		ep->st.credit_rx++;
 		ep_credit_grant(&g->cr, il_get64(d + d[IL_OFF_HDR_LEN]),
 				il_get32(d + d[IL_OFF_HDR_LEN] + 8));
+		/* WAN groups: the TCP-friendly rate (0: none), paced with
+		 * a token bucket on top of the window. */
+		ep_pace_set(&g->pace, il_get32(d + d[IL_OFF_HDR_LEN] + 12), 2 * ep->max_frame, now);
 		sent_trim(g);
 		break;
 	case IL_T_UNAVAIL:

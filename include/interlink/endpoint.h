@@ -51,6 +51,9 @@ struct il_ep_config {
 	bool wait_credit;       /* senders wait for the first CREDIT (true) */
 	unsigned rx_depth;      /* receives kept posted on the ring (64) */
 	unsigned tx_depth;      /* sends in flight before falling back to sendto (256) */
+	unsigned tfrc_rtt_ms;   /* RTT the receiver's loss-event estimator assumes (100):
+				 * losses within one RTT of an event's start are
+				 * part of it (thesis 4.3.2) */
 };
 
 /* One delivered message. data points into the library's buffer: valid
@@ -148,6 +151,19 @@ int il_ep_run(struct il_ep *ep, volatile bool *stop);
 int il_ep_fd(const struct il_ep *ep);
 
 void il_ep_get_stats(const struct il_ep *ep, struct il_ep_stats *st);
+
+/* The TCP-friendly rate of a group (WAN groups, docs/libinterlink.md). */
+struct il_ep_tfrc {
+	uint32_t rate_kbps;    /* sender: the rate of the latest CREDIT; 0: no limit */
+	uint64_t tx_bytes;     /* sender: DATA bytes sent (Interlink header + body) */
+	uint64_t paced;        /* sender: frames held back for the rate */
+	double loss_p;         /* receiver: the loss-event rate it reports in ACKs */
+	uint64_t loss_events;  /* receiver: loss events seen */
+	uint64_t lost;         /* receiver: messages found missing (gaps) */
+	uint64_t received;     /* receiver: messages the estimator counted */
+};
+/* 0, or -ENOENT. */
+int il_ep_tfrc_stats(const struct il_ep *ep, uint16_t group, struct il_ep_tfrc *out);
 uint32_t il_ep_member_id(const struct il_ep *ep);
 
 #ifdef __cplusplus

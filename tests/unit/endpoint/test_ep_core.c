@@ -308,6 +308,50 @@ static void test_ack_batching(void **state)
 	assert_true(ep_ack_due(&a, 65, t + 51 * MS, 64, 500 * US, 50 * MS));
 }
 
+/* The pacer of WAN groups: a token bucket at CREDIT's rate_kbps. */
+static void test_pace(void **state)
+{
+	(void)state;
+	struct ep_pace p;
+	const uint64_t MSEC = 1000000u;
+	uint64_t t = 1000 * MSEC;
+
+	ep_pace_init(&p);
+	/* Rate 0: no limit at all. */
+	for (int i = 0; i < 1000; i++)
+		assert_true(ep_pace_take(&p, 1500, t));
+	assert_int_equal(ep_pace_wait_ns(&p, 1500, t), 0);
+	/* 8000 kbit/s = 10^6 B/s; depth 5 ms = 5000 B (above two 1500 B frames). */
+	ep_pace_set(&p, 8000, 3000, t);
+	assert_true(p.depth > 4999 && p.depth < 5001);
+	/* It starts full: three 1500 B frames go, the fourth waits 1 ms. */
+	for (int i = 0; i < 3; i++)
+		assert_true(ep_pace_take(&p, 1500, t));
+	assert_false(ep_pace_take(&p, 1500, t));
+	assert_int_equal(p.waited, 1);
+	uint64_t w = ep_pace_wait_ns(&p, 1500, t);
+	assert_in_range(w, 999000, 1001000);
+	assert_false(ep_pace_take(&p, 1500, t + w / 2));
+	assert_true(ep_pace_take(&p, 1500, t + w));
+	/* Over one simulated second, sending whenever allowed: 10^6 B plus
+	 * at most the depth, never more. */
+	uint64_t sent = 0, start = t + w;
+	for (uint64_t now = start; now < start + 1000 * MSEC; now += 20000)
+		while (ep_pace_take(&p, 1000, now))
+			sent += 1000;
+	assert_in_range(sent, 990000, 1000000 + 5000);
+	/* A lower rate: tokens capped at the new depth (min_depth here). */
+	uint64_t now = start + 2000 * MSEC; /* a long pause fills the bucket */
+	ep_pace_set(&p, 80, 3000, now);   /* 10^4 B/s: 5 ms is 50 B < 3000 */
+	assert_true(p.depth > 2999 && p.depth < 3001);
+	assert_true(ep_pace_take(&p, 3000, now));
+	assert_false(ep_pace_take(&p, 100, now));
+	assert_in_range(ep_pace_wait_ns(&p, 100, now), 9 * MSEC, 11 * MSEC);
+	/* Back to no limit. */
+	ep_pace_set(&p, 0, 3000, now);
+	assert_true(ep_pace_take(&p, 100000, now));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -319,6 +363,7 @@ int main(void)
 		cmocka_unit_test(test_window_overflow_and_free),
 		cmocka_unit_test(test_unavail_holes),
 		cmocka_unit_test(test_ack_batching),
+		cmocka_unit_test(test_pace),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
