@@ -9,7 +9,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from interlink import ILAck, ILMember, Interlink, il_data
+from interlink import ILAck, ILAckTfrc, ILMember, Interlink, il_data
 
 MC = "239.1.1.1"
 MAC = "01:00:5e:01:01:01"
@@ -116,3 +116,36 @@ def test_missing_sequencer_is_named(run_pcap, chan):
             "pipeline.0.chains.0.stages=[classify, seq, ctrl, nak]"]
     r = run_pcap([], sets=sets, expect_rc=2)
     assert "stages.ctrl.sequencer" in r.log, r.log
+
+
+def test_long_acks_give_rtt_samples_in_wan_groups_only(run_pcap, chan):
+    """Group 1 is WAN: the stage logs when it stamped each DATA frame and a long-form ACK echoing
+    one gives an RTT sample; an echo of a sequence never stamped gives none. Group 2 is not WAN:
+    the same ACK is consumed as before and nothing is sampled. Short ACKs still work."""
+    def ack(body, group, gseq):
+        return frame(Interlink(type=4, group_id=group, sender_id=1001, epoch=EPOCH,
+                               global_seq=gseq) / body, src="10.1.0.1")
+
+    frames = [
+        frame(il_data(1, 3, 1, [b"a"])),                                    # group 1: seq 1
+        frame(il_data(2, 3, 1, [b"b"])),                                    # group 2: seq 1
+        ack(ILAckTfrc(view_id=1, buffer_free=9, echo_seq=1, delta_us=0, loss_ppm=20000), 1, 2),
+        ack(ILAckTfrc(view_id=1, buffer_free=9, echo_seq=1000, delta_us=0, loss_ppm=1), 1, 2),
+        ack(ILAckTfrc(view_id=1, buffer_free=9, echo_seq=1, delta_us=0, loss_ppm=5), 2, 2),
+        ack(ILAck(view_id=1, buffer_free=9), 1, 2),
+    ]
+    r = run_pcap(frames, sets=uto_sets(chan, history=64, extra=[
+        "groups.0.wan=true", "groups.0.wan_packet_bytes=1000"]))
+    c = r.summary["stages"]["ctrl"]
+    assert c["up_ack"] == 4 and c["drop_bad_body"] == 0
+    assert c["rtt_samples"] == 1 and c["rtt_no_sample"] == 1
+
+
+@pytest.mark.parametrize("sets,needle", [
+    (["groups.0.wan=maybe"], "wan"),
+    (["groups.0.wan=true", "groups.0.wan_packet_bytes=10"], "wan_packet_bytes"),
+    (["groups.0.wan_packet_bytes=1000"], "wan_packet_bytes' applies to WAN groups only"),
+])
+def test_wan_config_errors_name_the_key(run_pcap, chan, sets, needle):
+    r = run_pcap([], sets=uto_sets(chan, extra=sets), expect_rc=2)
+    assert needle in r.log and "groups" in r.log, r.log
