@@ -622,6 +622,7 @@ int listen(int s, int backlog)
 	if (n_listen < 16)
 		listen_ports[n_listen++] = ntohs(me.sin_port);
 	struct ftc_shim_msg m = {.type = FS_LISTEN, .a = ntohs(me.sin_port)};
+	mark("listen", NULL, 0); /* the application's own start-up ends here */
 	lg_put(&m, sizeof(m));
 	pthread_mutex_unlock(&mu);
 	return rc;

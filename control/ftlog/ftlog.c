@@ -251,11 +251,11 @@ static void replay_done(struct ftlog *L)
 
 static void try_recover_port(struct ftlog *L, uint16_t port_n)
 {
-	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
-		struct ftl_conn *c = &L->l.conns[i];
-		if (c->used && c->state == FC_FROZEN && c->key.sport == port_n)
+	struct ftl_conn *c;
+
+	FTL_FOR_EACH_LIVE(&L->l, c)
+		if (c->state == FC_FROZEN && c->key.sport == port_n)
 			recover(L, c);
-	}
 }
 
 static bool port_listening(struct ftlog *L, uint16_t port_n)
@@ -336,13 +336,14 @@ static void wait_inflight(struct ftlog *L);
 
 static void flush_writes(struct ftlog *L)
 {
-	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
-		struct ftl_conn *c = &L->l.conns[i];
-		if (!c->used || !c->wlen || c->fd < 0)
+	struct ftl_conn *c;
+
+	FTL_FOR_EACH_LIVE(&L->l, c) {
+		if (!c->wlen || c->fd < 0)
 			continue;
 		struct io_uring_sqe *s = sqe(L);
 		io_uring_prep_write(s, c->fd, c->wbuf, c->wlen, c->off);
-		io_uring_sqe_set_data64(s, EV(EV_WRITE, i));
+		io_uring_sqe_set_data64(s, EV(EV_WRITE, (uint32_t)(c - L->l.conns)));
 		L->inflight++;
 	}
 	wait_inflight(L);
@@ -350,13 +351,14 @@ static void flush_writes(struct ftlog *L)
 
 static void fsync_dirty(struct ftlog *L)
 {
-	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
-		struct ftl_conn *c = &L->l.conns[i];
-		if (!c->used || !c->dirty_sync || c->fd < 0)
+	struct ftl_conn *c;
+
+	FTL_FOR_EACH_LIVE(&L->l, c) {
+		if (!c->dirty_sync || c->fd < 0)
 			continue;
 		struct io_uring_sqe *s = sqe(L);
 		io_uring_prep_fsync(s, c->fd, IORING_FSYNC_DATASYNC);
-		io_uring_sqe_set_data64(s, EV(EV_FSYNC, i));
+		io_uring_sqe_set_data64(s, EV(EV_FSYNC, (uint32_t)(c - L->l.conns)));
 		L->inflight++;
 		c->dirty_sync = false;
 	}
@@ -366,9 +368,12 @@ static void fsync_dirty(struct ftlog *L)
 /* What is on disk (and synced, by mode) becomes what we acknowledge. */
 static void mark_durable(struct ftlog *L, bool synced)
 {
-	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
-		struct ftl_conn *c = &L->l.conns[i];
-		if (!c->used || c->wlen || (!synced && L->l.durability != FTL_NONE))
+	struct ftl_conn *c;
+
+	if (!synced && L->l.durability != FTL_NONE)
+		return;
+	FTL_FOR_EACH_LIVE(&L->l, c) {
+		if (c->wlen)
 			continue;
 		c->contig_durable = c->contig;
 		c->isns_durable = c->have_syn && c->have_synack;
@@ -381,10 +386,9 @@ static void publish(struct ftlog *L)
 {
 	if (L->l.delay_us)
 		usleep(L->l.delay_us); /* injected logger slowness (tests, benchmarks) */
-	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
-		struct ftl_conn *c = &L->l.conns[i];
-		if (!c->used)
-			continue;
+	struct ftl_conn *c;
+
+	FTL_FOR_EACH_LIVE(&L->l, c) {
 		if (c->have_syn && (c->contig_durable != c->contig_sent ||
 				    c->isns_durable != c->isns_sent)) {
 			struct ftc_down d = {.type = FD_STABLE, .key = c->key,
@@ -437,11 +441,11 @@ static void sess_close(struct ftlog *L, int i)
 	s->fd = -1;
 	/* The server process is gone (SIGKILL included: the kernel closed
 	 * this socket): every connection it owned is a crashed one. */
-	for (unsigned j = 0; j < FTL_MAX_CONNS; j++) {
-		struct ftl_conn *c = &L->l.conns[j];
-		if (c->used && c->owner == i)
+	struct ftl_conn *c;
+
+	FTL_FOR_EACH_LIVE(&L->l, c)
+		if (c->owner == i)
 			crash_conn(L, c);
-	}
 	if (L->l.verbose)
 		fprintf(stderr, "ftlog: shim session %d (pid %d) ended\n", i, s->pid);
 }
@@ -770,10 +774,9 @@ int ftlog_run(struct ftlog *L)
 		}
 		mark_durable(L, synced);
 		publish(L);
-		for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
-			struct ftl_conn *c = &L->l.conns[i];
-			if (c->used && c->claim_deadline_ns && now > c->claim_deadline_ns &&
-			    c->owner < 0) {
+		struct ftl_conn *c;
+		FTL_FOR_EACH_LIVE(&L->l, c) {
+			if (c->claim_deadline_ns && now > c->claim_deadline_ns && c->owner < 0) {
 				c->claim_deadline_ns = 0;
 				crash_conn(L, c);
 			}
@@ -844,9 +847,9 @@ void ftlog_close(struct ftlog *L)
 			close(L->sess[i].fd);
 	if (L->done_fd >= 0)
 		close(L->done_fd);
-	for (unsigned i = 0; i < FTL_MAX_CONNS; i++)
-		if (L->l.conns[i].used)
-			ftl_conn_free(&L->l, &L->l.conns[i]);
+	struct ftl_conn *c;
+	FTL_FOR_EACH_LIVE(&L->l, c)
+		ftl_conn_free(&L->l, c);
 	if (L->trace)
 		fclose(L->trace);
 	free(L);

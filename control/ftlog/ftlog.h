@@ -53,6 +53,7 @@ struct ftl_conn {
 	uint8_t replay;       /* FTL_RP_*: the replay file of a recovery */
 	int replay_waiter;    /* session waiting in accept() for it, -1: none */
 	uint64_t recover_ns;  /* when FD_RECOVER went down */
+	uint32_t live_pos;    /* index in ftl.live */
 };
 
 enum { FTL_RP_NONE, FTL_RP_BUILDING, FTL_RP_READY, FTL_RP_FAILED };
@@ -70,8 +71,16 @@ struct ftl {
 	uint32_t delay_us;
 	int verbose;
 	struct ftl_conn conns[FTL_MAX_CONNS];
+	/* Indexes of the used conns, so every pass of the loop costs the
+	 * connections there are, not the table's size. */
+	uint16_t live[FTL_MAX_CONNS];
+	uint32_t n_live;
 	struct ftl_stats st;
 };
+
+/* Every used connection, last to first (the body may free the current one). */
+#define FTL_FOR_EACH_LIVE(l, c)                                                   \
+	for (uint32_t _k = (l)->n_live; _k-- > 0 && ((c) = &(l)->conns[(l)->live[_k]], 1);)
 
 /* logstore.c */
 struct ftl_conn *ftl_conn_find(struct ftl *l, const struct ftc_key *k);

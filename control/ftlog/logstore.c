@@ -71,6 +71,8 @@ struct ftl_conn *ftl_conn_new(struct ftl *l, const struct ftc_key *k)
 		c->hole_s = hs;
 		c->hole_e = he;
 		c->used = true;
+		c->live_pos = l->n_live;
+		l->live[l->n_live++] = (uint16_t)i;
 		c->key = *k;
 		c->fd = -1;
 		c->owner = -1;
@@ -82,7 +84,12 @@ struct ftl_conn *ftl_conn_new(struct ftl *l, const struct ftc_key *k)
 
 void ftl_conn_free(struct ftl *l, struct ftl_conn *c)
 {
-	(void)l;
+	if (!c->used)
+		return;
+	/* Swap-remove from the live list. */
+	uint16_t last = l->live[--l->n_live];
+	l->live[c->live_pos] = last;
+	l->conns[last].live_pos = c->live_pos;
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -366,7 +373,7 @@ int ftl_replay_build(struct ftl_replay *j)
 	if (fd < 0)
 		return -1;
 	if (len) {
-		void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+		void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 		if (m == MAP_FAILED) {
 			close(fd);
 			return -1;
