@@ -27,6 +27,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (v == IL_V_DATA && il_check_packing(f + p.il_off + p.hdr_len,
 						       p.payload_len - p.hdr_len, p.msg_count))
 			abort();
+		/* An ACK body of either form, read as the control stage does. */
+		struct il_ack_body a;
+		if (v == IL_V_CONTROL && p.type == IL_T_ACK &&
+		    il_parse_ack(f + p.il_off + p.hdr_len, p.payload_len - p.hdr_len, &a) == 0 &&
+		    (a.loss_ppm > IL_ACK_PPM_MAX ||
+		     a.tfrc != (p.payload_len - p.hdr_len >= IL_ACK_TFRC_LEN)))
+			abort();
 	}
 	free(f);
 	return 0;
