@@ -64,7 +64,7 @@ struct ep_pace {
 	uint32_t rate_kbps;
 	double tokens, depth; /* bytes */
 	uint64_t last_ns;
-	uint64_t waited;      /* frames held back for want of tokens */
+	uint64_t waited;      /* refusals: times a frame had to wait for tokens */
 };
 
 #define EP_PACE_DEPTH_NS 5000000ull

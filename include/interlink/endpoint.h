@@ -156,7 +156,7 @@ void il_ep_get_stats(const struct il_ep *ep, struct il_ep_stats *st);
 struct il_ep_tfrc {
 	uint32_t rate_kbps;    /* sender: the rate of the latest CREDIT; 0: no limit */
 	uint64_t tx_bytes;     /* sender: DATA bytes sent (Interlink header + body) */
-	uint64_t paced;        /* sender: frames held back for the rate */
+	uint64_t paced;        /* sender: times a frame had to wait for the rate */
 	double loss_p;         /* receiver: the loss-event rate it reports in ACKs */
 	uint64_t loss_events;  /* receiver: loss events seen */
 	uint64_t lost;         /* receiver: messages found missing (gaps) */
