@@ -144,15 +144,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "docs"))
     ap.add_argument("--quick", action="store_true", help="fewer messages, one repetition")
+    ap.add_argument("--from-json", metavar="PATH",
+                    help="only print the tables and draw the plot of an earlier run's JSON")
     ap.add_argument("--quiet-wait", type=float, default=60, metavar="S",
                     help="before each run, wait up to S s (300 s in all) for CPUs 0-1 to be "
                          "idle (0: do not)")
     a = ap.parse_args()
     global QUIET_WAIT_S
     QUIET_WAIT_S = a.quiet_wait
+    if a.from_json:
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        render(json.loads(Path(a.from_json).read_text()), Path(a.out))
+        return
     out = Path(a.out)
     count = 30000 if a.quick else 150000
-    reps = 1 if a.quick else 7
+    reps = 1 if a.quick else 9
     report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "host": os.uname().nodename, "load_avg": os.getloadavg(), "throughput": {},
               "latency": {}}
@@ -199,26 +205,60 @@ def main():
     report["load_avg_after"] = os.getloadavg()
     out.mkdir(parents=True, exist_ok=True)
     (out / "uto_bench.json").write_text(json.dumps(report, indent=1))
+    render(report, out)
 
-    base = report["throughput"][1]["median_msgs_s"]
-    print("\n| receivers | throughput (msg/s, median) | runs (min-max) | vs 1 receiver "
-          "| CPU 0, us/msg: emulator + control = sum | 1e6 / sum (msg/s) | emulator frames sent "
+
+QUIET = 0.10  # a run is "quiet" when other processes took less than this share of CPUs 0-1
+
+
+def summarize(rs):
+    """Medians over a list of per-run records (bench RUN_KEYS)."""
+    med = lambda f: statistics.median(f(x) for x in rs)  # noqa: E731
+    return {"n": len(rs), "median_msgs_s": med(lambda x: x["throughput_msgs_s"]),
+            "min_msgs_s": min(x["throughput_msgs_s"] for x in rs),
+            "max_msgs_s": max(x["throughput_msgs_s"] for x in rs),
+            "emulator": med(lambda x: x["emulator_cpu_us_per_msg"]),
+            "control": med(lambda x: x["control_cpu_us_per_msg"]),
+            "wakeups": med(lambda x: x["control_wakeups_per_msg"]),
+            "frames_tx": med(lambda x: x["emulator_frames_tx_per_msg"]),
+            "frames_in": med(lambda x: x["appliance"]["frames_in_per_msg"]),
+            "cycles": med(lambda x: x["appliance"]["classify_seq_cycles_per_msg"]),
+            "ctl": med(lambda x: x["ctl_per_data_msg"])}
+
+
+def table(title, sums):
+    base = sums[1]["median_msgs_s"] if 1 in sums else None
+    print(f"\n{title}\n")
+    print("| receivers | runs | throughput, median (msg/s) | min-max | vs 1 receiver "
+          "| CPU 0 per msg (us): emulator + control = sum | 1e6 / sum | emulator frames sent "
           "per msg | appliance frames in per msg | appliance classify+seq cycles per msg "
           "| control msgs per data msg | interlink-control wake-ups per msg |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r, v in report["throughput"].items():
-        cpu0 = v["emulator_cpu_us_per_msg"] + v["control_cpu_us_per_msg"]
-        ap = v["appliance"]
-        print(f"| {r} | {v['median_msgs_s']:.0f} | {min(v['runs']):.0f}-{max(v['runs']):.0f} | "
-              f"{v['median_msgs_s'] / base:.2f} | {v['emulator_cpu_us_per_msg']:.2f} + "
-              f"{v['control_cpu_us_per_msg']:.2f} = {cpu0:.2f} | {1e6 / cpu0:.0f} | "
-              f"{v['emulator_frames_tx_per_msg']:.3f} | {ap['frames_in_per_msg']:.3f} | "
-              f"{ap['classify_seq_cycles_per_msg']:.0f} | {v['ctl_per_data_msg']:.3f} | "
-              f"{v['control_wakeups_per_msg']:.3f} |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r, v in sums.items():
+        cpu0 = v["emulator"] + v["control"]
+        rel = f"{v['median_msgs_s'] / base:.2f}" if base else "-"
+        print(f"| {r} | {v['n']} | {v['median_msgs_s']:.0f} | {v['min_msgs_s']:.0f}-"
+              f"{v['max_msgs_s']:.0f} | {rel} | {v['emulator']:.2f} + {v['control']:.2f} = "
+              f"{cpu0:.2f} | {1e6 / cpu0:.0f} | {v['frames_tx']:.3f} | {v['frames_in']:.3f} | "
+              f"{v['cycles']:.0f} | {v['ctl']:.3f} | {v['wakeups']:.3f} |")
+
+
+def render(report, out):
+    """Markdown tables and the plot, from a report (also one read back from its JSON)."""
+    th = {int(r): v for r, v in report["throughput"].items()}
+    lat = {float(f): v for f, v in report["latency"].items()}
+    all_runs = {r: summarize(v["per_run"]) for r, v in th.items()}
+    quiet = {r: summarize(q) for r, v in th.items()
+             if (q := [x for x in v["per_run"] if x["foreign_cpu_share"] < QUIET])}
+    table("All runs:", all_runs)
+    table(f"Quiet runs only (other processes took < {QUIET:.0%} of CPUs 0-1):", quiet)
+    print("\nForeign CPU share per run (by receiver count): " +
+          "; ".join(f"{r}: " + " ".join(f"{x['foreign_cpu_share']:.0%}" for x in v["per_run"])
+                    for r, v in th.items()))
     print("\n| load | rate (msg/s) | PO p50/p90 (us) | UTO p50/p90 (us) | "
           "UTO-PO p10/p50/p90/p99 (us) | control msgs per data msg |")
     print("|---|---|---|---|---|---|")
-    for f, v in report["latency"].items():
+    for f, v in lat.items():
         print(f"| {f:.0%} | {v['rate_msgs_s']} | {v['po_us'][1]:.0f}/{v['po_us'][2]:.0f} | "
               f"{v['uto_us'][1]:.0f}/{v['uto_us'][2]:.0f} | "
               f"{'/'.join('%.0f' % x for x in v['uto_minus_po_us'])} | "
@@ -227,39 +267,45 @@ def main():
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, (ax1, ax3, ax2) = plt.subplots(1, 3, figsize=(14, 3.8))
-        rs = list(report["throughput"])
-        th = report["throughput"]
-        med = [th[r]["median_msgs_s"] for r in rs]
-        ax1.bar([str(r) for r in rs], med,
-                yerr=[[m - min(th[r]["runs"]) for m, r in zip(med, rs)],
-                      [max(th[r]["runs"]) - m for m, r in zip(med, rs)]], capsize=4)
-        ax1.axhline(0.9 * med[0], color="grey", ls="--", lw=1, label="90% of 1 receiver")
-        ax1.set_xlabel("receivers")
-        ax1.set_ylabel("messages/s (UTO-delivered)")
-        ax1.set_title("Throughput, 2 senders, W=256 (median, min-max)")
-        ax1.legend(loc="lower left")
-        em = [th[r]["emulator_cpu_us_per_msg"] for r in rs]
-        ct = [th[r]["control_cpu_us_per_msg"] for r in rs]
-        ax3.bar([str(r) for r in rs], em, label="il-uto-members (all members)")
-        ax3.bar([str(r) for r in rs], ct, bottom=em, label="interlink-control")
-        ax3.set_xlabel("receivers")
-        ax3.set_ylabel("CPU 0 time per message (us)")
-        ax3.set_title("The shared CPU 0, per message")
-        ax3.legend(loc="lower left")
-        for i, p in enumerate((10, 50, 90, 99)):
-            ax2.plot([f"{f:.0%}" for f in report["latency"]],
-                     [v["uto_minus_po_us"][i] for v in report["latency"].values()],
-                     marker="o", label=f"p{p}")
-        ax2.set_yscale("log")
-        ax2.set_xlabel("offered load")
-        ax2.set_ylabel("UTO - PO latency (us)")
-        ax2.set_title("Cost of stability, 3 receivers")
-        ax2.legend()
-        fig.tight_layout()
-        fig.savefig(out / "uto_bench.png", dpi=90)
     except ImportError:
-        pass
+        return
+    fig, (ax1, ax3, ax2) = plt.subplots(1, 3, figsize=(15, 4))
+    rs = list(th)
+    xs = range(len(rs))
+    for k, (label, sums) in enumerate((("all runs", all_runs), (f"quiet runs", quiet))):
+        have = [r for r in rs if r in sums]
+        med = [sums[r]["median_msgs_s"] for r in have]
+        ax1.bar([rs.index(r) + (k - 0.5) * 0.38 for r in have], med, width=0.38, label=label,
+                yerr=[[m - sums[r]["min_msgs_s"] for m, r in zip(med, have)],
+                      [sums[r]["max_msgs_s"] - m for m, r in zip(med, have)]], capsize=3)
+        if 1 in sums:
+            ax1.axhline(0.9 * sums[1]["median_msgs_s"], color=f"C{k}", ls="--", lw=1)
+    ax1.set_xticks(list(xs), [str(r) for r in rs])
+    ax1.set_xlabel("receivers")
+    ax1.set_ylabel("messages/s (UTO-delivered)")
+    ax1.set_title("Throughput, 2 senders, W=256\n(median, min-max; dashed: 90% of 1 receiver)",
+                  fontsize=10)
+    ax1.legend(loc="lower left", fontsize=8)
+    src = quiet if len(quiet) == len(rs) else all_runs
+    em = [src[r]["emulator"] for r in rs]
+    ct = [src[r]["control"] for r in rs]
+    ax3.bar([str(r) for r in rs], em, label="il-uto-members (all emulated members)")
+    ax3.bar([str(r) for r in rs], ct, bottom=em, label="interlink-control")
+    ax3.set_xlabel("receivers")
+    ax3.set_ylabel("CPU 0 time per message (us)")
+    ax3.set_title("The saturated CPU 0, per message (median%s)" %
+                  (", quiet runs" if src is quiet else ""), fontsize=10)
+    ax3.legend(loc="lower left", fontsize=8)
+    for i, p in enumerate((10, 50, 90, 99)):
+        ax2.plot([f"{f:.0%}" for f in lat], [v["uto_minus_po_us"][i] for v in lat.values()],
+                 marker="o", label=f"p{p}")
+    ax2.set_yscale("log")
+    ax2.set_xlabel("offered load")
+    ax2.set_ylabel("UTO - PO latency (us)")
+    ax2.set_title("Cost of stability, 3 receivers", fontsize=10)
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "uto_bench.png", dpi=90)
 
 
 if __name__ == "__main__":
