@@ -127,8 +127,8 @@ class Rig:
         cmd = [str(INTERLINK), "-c", str(ROOT / "configs" / "ftcp.yaml"), "-q",
                "--json", str(self.app_json),
                "--set", f"name=ftcp{self.tag}",
-               "--set", f"ports.client.device=net_af_packet0,iface={self.if_c}",
-               "--set", f"ports.server.device=net_af_packet1,iface={self.if_s}",
+               "--set", f"ports.client.device=net_af_packet0,iface={self.if_c},framecnt=16384",
+               "--set", f"ports.server.device=net_af_packet1,iface={self.if_s},framecnt=16384",
                "--set", f"stages.ftcp.ring={self.ring}",
                "--set", f"stages.ftcp.strategy={self.strategy}",
                "--set", 'eal=[--no-huge, -m, "512", --lcores, "0,1", --log-level, "lib.eal:error"]']
