@@ -28,7 +28,7 @@ static void port_totals(const struct il_app *app, unsigned p, struct port_totals
 	/* Packets are counted by the workers: some PMDs (memif) reset their
 	 * own statistics when the peer goes away. Errors come from the PMD. */
 	if (rte_eth_stats_get(app->ports[p].port_id, &s) == 0) {
-		t->missed = s.imissed;
+		t->missed = s.imissed + il_port_kernel_drops(app->ports[p].port_id);
 		t->rx_err = s.ierrors + s.rx_nombuf;
 		t->tx_err = s.oerrors;
 	}

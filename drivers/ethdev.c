@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <ctype.h>
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <sys/socket.h>
 
 #include <rte_ethdev.h>
 #include <rte_errno.h>
@@ -111,6 +116,67 @@ int il_port_setup(struct il_port *p, struct rte_mempool *pool, uint16_t frame_ma
 	return 0;
 }
 
+/* The kernel side of net_af_packet ports: DPDK 22.11's PMD does not report
+ * the frames the kernel dropped because the ring was full (imissed stays 0),
+ * so the sockets it opened on the port's interface are found in
+ * /proc/self/fd and asked (PACKET_STATISTICS, which also resets them). */
+#define KSOCK_MAX 8
+static struct {
+	int fd[KSOCK_MAX];
+	unsigned n;
+	uint64_t drops;
+} ksock[RTE_MAX_ETHPORTS];
+
+static void ksock_find(const struct il_port *p)
+{
+	const char *s = strstr(p->device, "iface=");
+	char ifn[IF_NAMESIZE] = "";
+	unsigned idx;
+	DIR *d;
+	struct dirent *e;
+
+	if (!s || p->port_id >= RTE_MAX_ETHPORTS)
+		return;
+	s += 6;
+	size_t n = strcspn(s, ",");
+	if (n == 0 || n >= sizeof(ifn))
+		return;
+	memcpy(ifn, s, n);
+	ifn[n] = '\0';
+	idx = if_nametoindex(ifn);
+	d = idx ? opendir("/proc/self/fd") : NULL;
+	if (!d)
+		return;
+	ksock[p->port_id].n = 0;
+	while ((e = readdir(d)) != NULL) {
+		struct sockaddr_ll sll;
+		socklen_t l = sizeof(sll);
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(d))
+			continue;
+		if (getsockname(fd, (struct sockaddr *)&sll, &l) == 0 &&
+		    sll.sll_family == AF_PACKET && (unsigned)sll.sll_ifindex == idx &&
+		    ksock[p->port_id].n < KSOCK_MAX)
+			ksock[p->port_id].fd[ksock[p->port_id].n++] = fd;
+	}
+	closedir(d);
+}
+
+uint64_t il_port_kernel_drops(uint16_t port_id)
+{
+	if (port_id >= RTE_MAX_ETHPORTS)
+		return 0;
+	for (unsigned i = 0; i < ksock[port_id].n; i++) {
+		struct tpacket_stats st;
+		socklen_t l = sizeof(st);
+
+		if (getsockopt(ksock[port_id].fd[i], SOL_PACKET, PACKET_STATISTICS, &st, &l) == 0)
+			__atomic_add_fetch(&ksock[port_id].drops, st.tp_drops, __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&ksock[port_id].drops, __ATOMIC_RELAXED);
+}
+
 int il_port_start(struct il_port *p, char *err, size_t errlen)
 {
 	int rc = rte_eth_dev_start(p->port_id);
@@ -136,6 +202,9 @@ int il_port_start(struct il_port *p, char *err, size_t errlen)
 		if (total)
 			fprintf(stderr, "interlink: port '%s': discarded %u frames received before "
 				"the port was bound to its interface\n", p->name, total);
+		ksock_find(p);
+		il_port_kernel_drops(p->port_id); /* from here on */
+		ksock[p->port_id].drops = 0;
 	}
 	return 0;
 }

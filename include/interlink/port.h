@@ -26,6 +26,9 @@ int il_port_setup(struct il_port *p, struct rte_mempool *pool, uint16_t frame_ma
 int il_port_start(struct il_port *p, char *err, size_t errlen);
 void il_port_stop(struct il_port *p);
 bool il_port_link_up(const struct il_port *p);
+/* Frames the kernel dropped before a net_af_packet port's ring (its ring
+ * was full), since the port started; 0 for other devices. */
+uint64_t il_port_kernel_drops(uint16_t port_id);
 /* Wait up to timeout_ms for the link; true if up. */
 bool il_port_wait_link(uint16_t port_id, unsigned timeout_ms);
 
