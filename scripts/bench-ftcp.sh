@@ -2,7 +2,8 @@
 # FT-TCP benchmarks (issue 6): bulk-transfer throughput through the appliance
 # with FT-TCP on, as a percentage of the same transfer with FT-TCP off, per
 # ack strategy and durability mode, with acks sent to the client relative to
-# FT-TCP off; and recovery: restart time (server process start -> the
+# FT-TCP off (each row paired with FT-TCP-off runs taken alternately with its
+# own); and recovery: restart time (server process start -> the
 # fabricated handshake accepted), replay time per MB and the time from the
 # restart to the first new byte. Real Linux TCP in
 # network namespaces, as in tests/integration/test_ftcp.py. Needs root and a
@@ -101,24 +102,31 @@ if ONLY == "recovery":
     ROWS = []
 elif ONLY:  # e.g. ONLY=lazy/none,eager/none
     ROWS = [tuple(x.split("/")) for x in ONLY.split(",")]
-bases = {} if ONLY == "recovery" else {BYTES: median_row(bulk, "lazy", "none", off=True)}
-if bases and SYNC_BYTES != BYTES and any(d != "none" for _, d in ROWS):
-    bases[SYNC_BYTES] = median_row(bulk, "lazy", "none", off=True, nbytes=SYNC_BYTES)
-print(f"| configuration | MB moved | MB/s | % of FT-TCP off | acks to client | acks vs off | clamped | generated | held | max logger lag (us) |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for b in bases.values():
-    print(f"| FT-TCP off | {b['MB']:.0f} | {b['MBps']:.1f} | 100.0% | {b['acks']:.0f} | 1.00x | - | - | - | - |", flush=True)
+# Each row is paired with FT-TCP-off runs of the same size taken right
+# before its own runs (off, on, off, on, ...), so that the shared machine's
+# load weighs on both sides of a ratio alike.
+print(f"| configuration | MB moved | MB/s (FT-TCP off, same runs) | MB/s | % of FT-TCP off | acks to client | acks vs off | clamped | generated | held | max logger lag (us) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for strategy, dur in ROWS:
     n = BYTES if dur == "none" else SYNC_BYTES
-    base = bases[n]
-    try:
-        r = median_row(bulk, strategy, dur, nbytes=n)
-    except SystemExit as e:
-        print(f"| {strategy}, durability {dur} | {n / 1e6:.0f} | failed or too slow: {str(e)[:60]} |", flush=True)
+    offs, ons, err = [], [], None
+    for _ in range(RUNS):
+        try:
+            offs.append(bulk("lazy", "none", off=True, nbytes=n))
+            ons.append(bulk(strategy, dur, nbytes=n))
+        except SystemExit as e:
+            err = e
+            break
+    if err is not None or not ons:
+        print(f"| {strategy}, durability {dur} | {n / 1e6:.0f} | - | failed or too slow: {str(err)[:60]} |", flush=True)
         continue
-    print(f"| {strategy}, durability {dur} | {n / 1e6:.0f} | {r['MBps']:.1f} | {100 * r['MBps'] / base['MBps']:.1f}% | "
-          f"{r['acks']:.0f} | {r['acks'] / base['acks']:.2f}x | {r['clamped']:.0f} | "
-          f"{r['generated']:.0f} | {r['held']:.0f} | {r['lag_us_max']:.0f} |", flush=True)
+    base = {k: statistics.median(r[k] for r in offs) for k in offs[0]}
+    r = {k: statistics.median(x[k] for x in ons) for k in ons[0]}
+    print(f"| {strategy}, durability {dur} | {n / 1e6:.0f} | {base['MBps']:.1f} | {r['MBps']:.1f} | "
+          f"{100 * r['MBps'] / base['MBps']:.1f}% | {r['acks']:.0f} | {r['acks'] / base['acks']:.2f}x | "
+          f"{r['clamped']:.0f} | {r['generated']:.0f} | {r['held']:.0f} | {r['lag_us_max']:.0f} |", flush=True)
+if ONLY not in ("", "recovery"):
+    sys.exit(0)
 rec = median_row(recovery)
 print(f"\nrecovery ({rec['MB']:.0f} MB log, logger local): restart {rec['restart_ms']:.1f} ms "
       f"(process start -> fabricated handshake accepted; "
