@@ -52,6 +52,7 @@ static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_DOWN_BAD] = "down_bad",
 	[CT_C_RTT_SAMPLES] = "rtt_samples",
 	[CT_C_RTT_NO_SAMPLE] = "rtt_no_sample",
+	[CT_C_TX_RESUME] = "tx_resume",
 };
 
 static void *helper_main(void *arg)
@@ -429,6 +430,8 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 	}
 
 	uint64_t now = rte_rdtsc();
+	if (unlikely(c->seq->resume_due))
+		ctrl_send_resumes(st, c, now);
 	if (c->last_call && now - c->last_call > c->max_gap)
 		c->max_gap = now - c->last_call;
 	c->last_call = now;
@@ -456,9 +459,10 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 		       char *err, size_t errlen)
 {
 	static const char *const keys[] = {"type", "sequencer", "tx", "chan", "wake_sock",
-					   "stable_interval_us", "up_slots", "down_slots", NULL};
+					   "stable_interval_us", "up_slots", "down_slots",
+					   "resume_interval_us", NULL};
 	const char *seq, *tx, *chan, *sock;
-	uint64_t ival, up, down;
+	uint64_t ival, up, down, rival;
 	char cerr[512];
 
 	if (il_cfg_check_keys(p, keys, err, errlen))
@@ -498,6 +502,7 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 			   "from; set '%s.wake_sock'", il_cfg_path(p), chan, il_cfg_path(p));
 	}
 	if (il_cfg_u64(p, "stable_interval_us", 1000, 50, 1000000, &ival, err, errlen) ||
+	    il_cfg_u64(p, "resume_interval_us", 2000, 100, 1000000, &rival, err, errlen) ||
 	    il_cfg_u64(p, "up_slots", IL_CHAN_UP_SLOTS_DEFAULT, IL_CHAN_MIN_SLOTS,
 		       IL_CHAN_MAX_SLOTS, &up, err, errlen) ||
 	    il_cfg_u64(p, "down_slots", IL_CHAN_DOWN_SLOTS_DEFAULT, IL_CHAN_MIN_SLOTS,
@@ -528,6 +533,7 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 		return ERR("config: key '%s.chan': %s", il_cfg_path(p), cerr);
 	uint64_t hz = rte_get_tsc_hz();
 	c->stable_tsc = hz / 1000000 * ival;
+	c->resume_tsc = hz / 1000000 * rival;
 	c->drain_tsc = hz / 50000; /* 20 us: the down ring is looked at often enough */
 	c->house_tsc = hz / 100;   /* 10 ms */
 	c->hello_due = true;

@@ -47,6 +47,7 @@ enum {
 	CT_C_DOWN_BAD,
 	CT_C_RTT_SAMPLES,
 	CT_C_RTT_NO_SAMPLE,
+	CT_C_TX_RESUME,
 	CT_C_COUNT
 };
 
@@ -98,6 +99,7 @@ struct ctrl {
 	uint16_t tx;
 	struct cgroup *g;
 	uint64_t stable_tsc, drain_tsc, house_tsc;
+	uint64_t resume_tsc; /* the same resume point is told at most this often */
 	uint64_t next_stable, next_drain, next_house;
 	uint64_t last_call, max_gap; /* longest pause between two calls (tsc) */
 	bool hello_due, snapshot_due;
@@ -114,5 +116,6 @@ void ctrl_send_stable(struct il_stage *st, struct ctrl *c, unsigned gi, uint32_t
 void ctrl_credits_advance(struct il_stage *st, struct ctrl *c, unsigned gi);
 void ctrl_credits_all(struct il_stage *st, struct ctrl *c, unsigned gi, bool only_grown);
 void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi);
+void ctrl_send_resumes(struct il_stage *st, struct ctrl *c, uint64_t now_tsc);
 
 #endif

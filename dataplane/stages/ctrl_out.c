@@ -103,22 +103,63 @@ static struct csender *sender_get(struct il_stage *st, struct cgroup *g, uint32_
 	return s;
 }
 
-static void send_credit(struct il_stage *st, struct ctrl *c, unsigned gi, struct csender *s)
+/* resume != 0: the header's sender_seq tells the sender to go on from
+ * there (frames from it on were not stamped). Without a window the grant
+ * is empty (limit_seq 0): the frame is only that notice. */
+static void send_credit_resume(struct il_stage *st, struct ctrl *c, unsigned gi,
+			       struct csender *s, uint64_t resume)
 {
 	struct cgroup *g = &c->g[gi];
 	struct rte_mbuf *m;
-	uint64_t limit = s->stable_next + g->window;
+	uint64_t limit = g->window ? s->stable_next + g->window : 0;
 	uint8_t *h = frame_new(st, c, gi, IL_T_CREDIT, IL_CREDIT_LEN, &m);
 
 	if (h == NULL)
 		return;
 	il_put32(h + IL_OFF_SENDER_ID, s->id);
+	il_put64(h + IL_OFF_SENDER_SEQ, resume);
 	il_put64(h + IL_HDR_LEN, limit);
 	il_put32(h + IL_HDR_LEN + 8, g->window);
 	il_put32(h + IL_HDR_LEN + 12, g->rate_kbps);
 	frame_send(st, c, m);
-	s->limit_sent = limit;
+	if (g->window)
+		s->limit_sent = limit;
 	st->ctr[CT_C_TX_CREDIT]++;
+}
+
+static void send_credit(struct il_stage *st, struct ctrl *c, unsigned gi, struct csender *s)
+{
+	send_credit_resume(st, c, gi, s, 0);
+}
+
+/* The sequencer refused frames of some senders because earlier ones never
+ * reached it (docs/control.md, "Sender FIFO"): each such sender gets a
+ * CREDIT naming the sender_seq to go on from, the same point at most once
+ * per resume_interval_us (the frames it still has in flight are refused
+ * too, and must not each cost a notice). */
+void ctrl_send_resumes(struct il_stage *st, struct ctrl *c, uint64_t now_tsc)
+{
+	c->seq->resume_due = false;
+	for (unsigned gi = 0; gi < c->app->n_groups; gi++) {
+		struct il_seq_group *sg = &c->seq->groups[gi];
+
+		for (unsigned i = 0; sg->n_fifo && i < IL_SEQ_FIFO_SLOTS; i++) {
+			struct il_seq_fifo *f = &sg->fifo[i];
+
+			if (!f->used || !f->notify)
+				continue;
+			f->notify = false;
+			if (f->told_next == f->next && now_tsc - f->told_tsc < c->resume_tsc)
+				continue;
+			struct csender *cs = sender_get(st, &c->g[gi], f->id);
+			if (cs == NULL)
+				continue;
+			send_credit_resume(st, c, gi, cs, f->next);
+			f->told_next = f->next;
+			f->told_tsc = now_tsc;
+			st->ctr[CT_C_TX_RESUME]++;
+		}
+	}
 }
 
 /* The watermark moved: every frame newly below it is stable, so its

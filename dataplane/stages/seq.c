@@ -28,6 +28,10 @@ static const char *const seq_counter_names[SEQ_C_COUNT] = {
 	[SEQ_C_DROP_NO_HEADROOM] = "drop_no_headroom",
 	[SEQ_C_RAW_SENDER_TABLE_FULL] = "raw_sender_table_full",
 	[SEQ_C_DROP_HIST_FULL_UNSTABLE] = "drop_history_full_unstable",
+	[SEQ_C_DROP_FIFO_DUP] = "drop_fifo_dup",
+	[SEQ_C_DROP_FIFO_GAP] = "drop_fifo_gap",
+	[SEQ_C_FIFO_TABLE_FULL] = "fifo_table_full",
+	[SEQ_C_FIFO_RESETS] = "fifo_resets",
 };
 
 struct raw_key {
@@ -245,6 +249,77 @@ static inline bool hist_full_unstable(const struct il_seq *s, unsigned gi)
 	return e->first + e->count > g->stable;
 }
 
+/* Under uto, a native DATA frame is stamped only if it is its sender's
+ * next: returns 0 (go on, the sender's next has moved past it) or the
+ * counter to drop under. Frames lost before us show as a gap: the frame
+ * is refused and the control stage tells the sender where to resume;
+ * one below the next was stamped already (a re-send). sender_seq 0 means
+ * the sender does not number its frames: not checked. */
+static inline int fifo_check(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
+{
+	const struct il_meta *mt = il_meta(m);
+	const uint8_t *h = rte_pktmbuf_mtod(m, const uint8_t *) + mt->il_off;
+	uint64_t sseq = il_get64(h + IL_OFF_SENDER_SEQ);
+
+	if (unlikely(sseq == 0))
+		return 0;
+	struct il_seq_fifo *f = il_seq_fifo_get(s, mt->group_idx, il_get32(h + IL_OFF_SENDER_ID),
+						true);
+	if (unlikely(f == NULL)) {
+		st->ctr[SEQ_C_FIFO_TABLE_FULL]++;
+		return 0;
+	}
+	if (unlikely(f->next == 0)) {
+		/* Learn: a sender's stable_seq on its way in is the oldest
+		 * of its messages it does not know stable (libinterlink
+		 * sends it), so a lost first frame is noticed too; without
+		 * it the frame itself starts the stream. */
+		uint64_t base = il_get64(h + IL_OFF_STABLE_SEQ);
+
+		f->next = base != 0 && base <= sseq ? base : sseq;
+	}
+	if (likely(sseq == f->next)) {
+		f->next += il_get16(h + IL_OFF_MSG_COUNT);
+		return 0;
+	}
+	if (sseq < f->next && sseq + il_get16(h + IL_OFF_MSG_COUNT) <= f->next)
+		return SEQ_C_DROP_FIFO_DUP;
+	/* A gap, or a re-sent frame packed across our next: either way the
+	 * sender must go on from exactly `next`. */
+	f->notify = true;
+	s->resume_due = true;
+	return sseq < f->next ? SEQ_C_DROP_FIFO_DUP : SEQ_C_DROP_FIFO_GAP;
+}
+
+/* A sender's JOIN (seen here, in order with its DATA; the control stage
+ * consumes it after us): a new incarnation (restarted, or rejoining after
+ * an exclusion) may number its messages afresh, so its next sender_seq is
+ * learnt again from its next frame. A repeated JOIN changes nothing. */
+static void fifo_join(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
+{
+	const struct il_meta *mt = il_meta(m);
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	const uint8_t *h = f + mt->il_off;
+
+	if (h[IL_OFF_TYPE] != IL_T_JOIN ||
+	    il_get16(f + mt->l4_off + 4) < 8u + h[IL_OFF_HDR_LEN] + IL_MEMBER_MSG_LEN)
+		return;
+	const uint8_t *b = h + h[IL_OFF_HDR_LEN];
+	if (!(il_get32(b) & IL_ROLE_SENDER))
+		return;
+	struct il_seq_fifo *e = il_seq_fifo_get(s, mt->group_idx, il_get32(h + IL_OFF_SENDER_ID),
+						true);
+	uint32_t inc = il_get32(b + 4);
+	if (e == NULL || e->incarnation == inc)
+		return;
+	if (e->next != 0)
+		st->ctr[SEQ_C_FIFO_RESETS]++;
+	e->incarnation = inc;
+	e->next = 0;
+	e->notify = false;
+	e->told_next = 0;
+}
+
 static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct il_seq *s = st->ctx;
@@ -255,13 +330,22 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 		struct rte_mbuf *m = pkts[i];
 		uint8_t kind = il_meta(m)->kind;
 
-		if (unlikely(s->uto) && (kind == IL_K_DATA || kind == IL_K_RAW) &&
-		    hist_full_unstable(s, il_meta(m)->group_idx)) {
-			/* Evicting would lose a frame some receiver may still
-			 * NAK; refusing the new one costs its sender a
-			 * retransmission. Credits keep this from happening. */
-			il_drop(st, SEQ_C_DROP_HIST_FULL_UNSTABLE, m);
-			continue;
+		if (unlikely(s->uto) && (kind == IL_K_DATA || kind == IL_K_RAW)) {
+			if (hist_full_unstable(s, il_meta(m)->group_idx)) {
+				/* Evicting would lose a frame some receiver may
+				 * still NAK; refusing the new one costs its
+				 * sender a retransmission (the FIFO check below
+				 * then asks for it). Credits keep this rare. */
+				il_drop(st, SEQ_C_DROP_HIST_FULL_UNSTABLE, m);
+				continue;
+			}
+			int c = kind == IL_K_DATA ? fifo_check(s, st, m) : 0;
+			if (c) {
+				il_drop(st, (unsigned)c, m);
+				continue;
+			}
+		} else if (unlikely(s->uto) && kind == IL_K_CONTROL) {
+			fifo_join(s, st, m);
 		}
 		if (likely(kind == IL_K_DATA)) {
 			stamp_native(s, st, m);
@@ -313,7 +397,9 @@ static int seq_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		s->groups[g].next = 1;
 		s->groups[g].ring = rte_zmalloc("il_hist", sizeof(struct il_hist_ent) * depth,
 						RTE_CACHE_LINE_SIZE);
-		if (!s->groups[g].ring)
+		s->groups[g].fifo = rte_zmalloc("il_fifo", sizeof(struct il_seq_fifo) *
+						IL_SEQ_FIFO_SLOTS, RTE_CACHE_LINE_SIZE);
+		if (!s->groups[g].ring || !s->groups[g].fifo)
 			return ERR("out of memory for %lu history slots of stage '%s'", depth,
 				   st->name);
 	}
@@ -343,6 +429,7 @@ static void seq_destroy(struct il_stage *st)
 		for (uint32_t i = 0; i < grp->n; i++)
 			rte_pktmbuf_free(grp->ring[(grp->head - grp->n + i) & s->mask].m);
 		rte_free(grp->ring);
+		rte_free(grp->fifo);
 	}
 	rte_free(s->groups);
 	rte_hash_free(s->raw_senders);

@@ -20,6 +20,25 @@ struct il_hist_ent {
 	uint64_t sender_seq;  /* sender_seq of the first message */
 };
 
+/* Per-sender FIFO at the sequencer, in groups with a control stage
+ * (docs/control.md, "Sender FIFO"): the next sender_seq expected from each
+ * sender, so that a frame lost before the sequencer is noticed (the frames
+ * after it are refused and the sender told where to resume) and a frame
+ * that was stamped is never stamped twice. An open-addressed table by
+ * sender_id; at most IL_SEQ_FIFO_MAX senders per group are checked. */
+#define IL_SEQ_FIFO_SLOTS 256u
+#define IL_SEQ_FIFO_MAX 192u
+
+struct il_seq_fifo {
+	uint32_t id;
+	uint32_t incarnation; /* from its last JOIN; 0: not known */
+	uint64_t next;        /* next sender_seq expected; 0: learn from the next frame */
+	bool used;
+	bool notify;          /* refused a frame: the control stage tells it `next` */
+	uint64_t told_next;   /* control stage: `next` of the last notice, and when */
+	uint64_t told_tsc;
+};
+
 /* Per-group sequence space and retransmission history (a ring of frames,
  * oldest at head - n). Frames hold one mbuf reference each. */
 struct il_seq_group {
@@ -34,6 +53,8 @@ struct il_seq_group {
 	uint64_t stable;
 	uint64_t carried;        /* stable_seq stamped on the last DATA frame */
 	uint64_t stamped_frames; /* DATA frames stamped so far (idle detection) */
+	struct il_seq_fifo *fifo; /* IL_SEQ_FIFO_SLOTS entries (checked only under uto) */
+	uint32_t n_fifo;
 };
 
 struct il_seq {
@@ -41,6 +62,7 @@ struct il_seq {
 	uint32_t depth, mask;
 	uint32_t epoch;
 	bool uto;           /* a control stage is attached: see il_seq_group.stable */
+	bool resume_due;    /* some il_seq_fifo.notify is set */
 	struct il_seq_group *groups; /* app->n_groups entries */
 	struct rte_hash *raw_senders; /* (group, ip, port) -> per-sender seq slot */
 	uint64_t *raw_sender_seq;
@@ -59,6 +81,10 @@ enum seq_ctr {
 	SEQ_C_DROP_NO_HEADROOM,
 	SEQ_C_RAW_SENDER_TABLE_FULL,
 	SEQ_C_DROP_HIST_FULL_UNSTABLE,
+	SEQ_C_DROP_FIFO_DUP,
+	SEQ_C_DROP_FIFO_GAP,
+	SEQ_C_FIFO_TABLE_FULL,
+	SEQ_C_FIFO_RESETS,
 	SEQ_C_COUNT
 };
 
@@ -93,6 +119,29 @@ static inline const struct il_hist_ent *il_seq_hist_at(const struct il_seq *s, u
 {
 	const struct il_seq_group *g = &s->groups[gi];
 	return &g->ring[(g->head - g->n + idx) & s->mask];
+}
+
+/* The FIFO entry of sender `id` in group gi (created when `create`), or
+ * NULL: absent, or the table is full. */
+static inline struct il_seq_fifo *il_seq_fifo_get(struct il_seq *s, unsigned gi, uint32_t id,
+						  bool create)
+{
+	struct il_seq_group *g = &s->groups[gi];
+	uint32_t i = (id * 0x9e3779b1u) >> 24; /* 256 slots */
+
+	for (;; i = (i + 1) & (IL_SEQ_FIFO_SLOTS - 1)) {
+		struct il_seq_fifo *f = &g->fifo[i];
+
+		if (f->used && f->id == id)
+			return f;
+		if (!f->used) {
+			if (!create || g->n_fifo >= IL_SEQ_FIFO_MAX)
+				return NULL;
+			*f = (struct il_seq_fifo){ .id = id, .used = true };
+			g->n_fifo++;
+			return f;
+		}
+	}
 }
 
 #endif
