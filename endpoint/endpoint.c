@@ -46,6 +46,7 @@ void il_ep_config_init(struct il_ep_config *cfg)
 		.hb_ms = 20, .join_retry_ms = 50, .nak_delay_us = 300, .nak_retry_us = 3000,
 		.rx_window = 65536, .max_deferred = 8u << 20, .wait_credit = true,
 		.rx_depth = 64, .tx_depth = 256, .tfrc_rtt_ms = 100,
+		.resend_ms = 1000,
 	};
 }
 

@@ -76,6 +76,33 @@ int ep_q_append(struct ep_q *q, const uint8_t *recs, size_t bytes, uint64_t n)
 	return 0;
 }
 
+int64_t ep_go_back(struct ep_q *q, struct ep_q *sent, uint64_t sent_base, uint64_t *next,
+		   uint64_t from)
+{
+	if (from < sent_base || from >= *next || sent->n != *next - sent_base)
+		return 0;
+	size_t off = sent->head;
+	for (uint64_t i = sent_base; i < from; i++)
+		off += IL_MSG_HDR_LEN + il_get16(sent->buf + off);
+	uint64_t k = *next - from;
+	size_t mb = sent->tail - off, qb = q->tail - q->head;
+	struct ep_q nq;
+
+	/* Appending bypasses the maximum, which keeps counting: new sends
+	 * wait (-EAGAIN) until the re-sent messages are out. */
+	ep_q_init(&nq, q->max);
+	if (ep_q_append(&nq, sent->buf + off, mb, k) || ep_q_append(&nq, ep_q_head(q), qb, q->n)) {
+		ep_q_free(&nq);
+		return -ENOMEM;
+	}
+	ep_q_free(q);
+	*q = nq;
+	sent->tail = off;
+	sent->n -= k;
+	*next = from;
+	return (int64_t)k;
+}
+
 size_t ep_q_span(const struct ep_q *q, size_t room, uint64_t max_msgs, uint16_t *n)
 {
 	size_t off = q->head, used = 0;

@@ -39,6 +39,15 @@ static inline const uint8_t *ep_q_head(const struct ep_q *q)
 }
 void ep_q_pop(struct ep_q *q, size_t bytes, uint16_t n);
 
+/* Go-back-N: `sent` holds the records of sender_seq *sent_base .. *next - 1
+ * (sent, not known stable); `from` is where the appliance wants us to go
+ * on. The records from `from` on move, in order, to the front of the
+ * deferred queue `q`, `sent` keeps the ones before, *next becomes `from`.
+ * Returns the messages moved (0: nothing to do, `from` outside the range;
+ * -ENOMEM). */
+int64_t ep_go_back(struct ep_q *q, struct ep_q *sent, uint64_t sent_base, uint64_t *next,
+		   uint64_t from);
+
 /* ---- credit window ----------------------------------------------------- */
 struct ep_credit {
 	uint64_t next;   /* next sender_seq to use (starts at 1) */

@@ -69,6 +69,8 @@ struct ep_group {
 	struct ep_q q;       /* senders: deferred messages */
 	struct ep_q sent;    /* senders: sent, not known stable, from sent_base on */
 	uint64_t sent_base;
+	/* senders: since when sent_base has not moved (the resend timeout) */
+	uint64_t watch_base, watch_ns;
 	/* receivers: each sender's next FIFO sequence, so that a message its
 	 * sender re-sent into a new epoch is delivered once; kept apart for
 	 * PO and UTO, since what was P- but not U-delivered in an old epoch

@@ -127,7 +127,10 @@ static void send_nak(struct il_ep *ep, struct ep_group *g, uint64_t first, uint6
 }
 
 /* What we sent stays until a grant says it is stable: a new sequencer
- * epoch needs it again (docs/control.md section 4 rule 6). */
+ * epoch needs it again (docs/control.md section 4 rule 6), and so does a
+ * frame lost before the sequencer. Every DATA frame tells the appliance
+ * the oldest of it (in stable_seq, which the appliance overwrites), so it
+ * notices a lost frame even when it was our first. */
 static void remember(struct ep_group *g, const uint8_t *recs, size_t bytes, uint16_t n)
 {
 	if (g->sent.n == 0)
@@ -160,6 +163,7 @@ static void send_data(struct il_ep *ep, struct ep_group *g, const uint8_t *recs,
 	il_put64(h + IL_OFF_SENDER_SEQ, g->cr.next);
 	memcpy(h + IL_HDR_LEN, recs, bytes);
 	remember(g, recs, bytes, n);
+	il_put64(h + IL_OFF_STABLE_SEQ, g->sent_base);
 	tx_commit(ep, g, slot, IL_HDR_LEN + bytes);
 	g->tx_bytes += IL_HDR_LEN + bytes;
 	g->cr.next += n;
@@ -167,6 +171,42 @@ static void send_data(struct il_ep *ep, struct ep_group *g, const uint8_t *recs,
 	ep->st.msgs_tx += n;
 	if (n > 1)
 		ep->st.msgs_packed += n;
+}
+
+/* Go-back-N from sender_seq `from` (the appliance's resume notice, or our
+ * own timeout): what we sent from there goes again, first. */
+static int64_t go_back(struct ep_group *g, uint64_t from)
+{
+	sent_trim(g);
+	int64_t k = ep_go_back(&g->q, &g->sent, g->sent_base, &g->cr.next, from);
+
+	if (k > 0)
+		g->watch_ns = 0; /* the timeout starts again */
+	return k;
+}
+
+/* Our oldest message not known stable has stayed so for resend_ms: the
+ * appliance may never have seen it, and its notice may have been lost. */
+static void resend_timer(struct il_ep *ep, struct ep_group *g, uint64_t now)
+{
+	if (ep->cfg.resend_ms == 0 || ep->awaiting || g->sent.n == 0) {
+		g->watch_ns = 0;
+		return;
+	}
+	if (g->watch_ns == 0 || g->watch_base != g->sent_base) {
+		g->watch_base = g->sent_base;
+		g->watch_ns = now;
+		return;
+	}
+	if (now - g->watch_ns < (uint64_t)ep->cfg.resend_ms * 1000000u)
+		return;
+	int64_t k = go_back(g, g->sent_base);
+	g->watch_base = g->sent_base;
+	g->watch_ns = now;
+	if (k > 0) {
+		ep->st.resend_timeouts++;
+		ep->st.resent_timeout += (uint64_t)k;
+	}
 }
 
 /* Deferred messages go as the window opens, packed into MTU-sized frames:
@@ -222,6 +262,7 @@ int il_ep_send(struct il_ep *ep, uint16_t group, const void *msg, size_t len)
 		memcpy(h + IL_HDR_LEN, rec, IL_MSG_HDR_LEN);
 		memcpy(h + IL_HDR_LEN + IL_MSG_HDR_LEN, msg, len);
 		remember(g, h + IL_HDR_LEN, IL_MSG_HDR_LEN + len, 1);
+		il_put64(h + IL_OFF_STABLE_SEQ, g->sent_base);
 		tx_commit(ep, g, slot, IL_HDR_LEN + IL_MSG_HDR_LEN + len);
 		g->tx_bytes += IL_HDR_LEN + IL_MSG_HDR_LEN + len;
 		g->cr.next++;
@@ -258,8 +299,10 @@ void ep_timers(struct il_ep *ep, uint64_t now)
 		}
 		if (g->st != EP_G_MEMBER)
 			continue;
-		if (g->roles & IL_EP_SENDER)
+		if (g->roles & IL_EP_SENDER) {
+			resend_timer(ep, g, now);
 			drain(ep, g, now);
+		}
 		if (!(g->roles & IL_EP_RECEIVER))
 			continue;
 		if (ep_ack_due(&g->ack, g->w.po, now, c->ack_every, (uint64_t)c->ack_us * 1000u,
@@ -670,12 +713,27 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 		    !(g->roles & IL_EP_SENDER))
 			break;
 		ep->st.credit_rx++;
-		ep_credit_grant(&g->cr, il_get64(d + d[IL_OFF_HDR_LEN]),
-				il_get32(d + d[IL_OFF_HDR_LEN] + 8));
+		/* limit_seq 0: no grant, only a resume notice (a group
+		 * without a window) */
+		if (il_get64(d + d[IL_OFF_HDR_LEN]) != 0)
+			ep_credit_grant(&g->cr, il_get64(d + d[IL_OFF_HDR_LEN]),
+					il_get32(d + d[IL_OFF_HDR_LEN] + 8));
 		/* WAN groups: the TCP-friendly rate (0: none), paced with
 		 * a token bucket on top of the window. */
 		ep_pace_set(&g->pace, il_get32(d + d[IL_OFF_HDR_LEN] + 12), 2 * ep->max_frame, now);
 		sent_trim(g);
+		/* A resume notice: our frames from this sender_seq on never
+		 * reached the sequencer (it refused the ones after a lost
+		 * one). Go back and send them again. */
+		if (il_get64(d + IL_OFF_SENDER_SEQ) != 0 && g->st == EP_G_MEMBER) {
+			int64_t k = go_back(g, il_get64(d + IL_OFF_SENDER_SEQ));
+
+			if (k > 0) {
+				ep->st.resume_rx++;
+				ep->st.resent_resume += (uint64_t)k;
+				drain(ep, g, now);
+			}
+		}
 		break;
 	case IL_T_UNAVAIL:
 		ep->st.unavail_rx++;

@@ -54,6 +54,9 @@ struct il_ep_config {
 	unsigned tfrc_rtt_ms;   /* RTT the receiver's loss-event estimator assumes (100):
 				 * losses within one RTT of an event's start are
 				 * part of it (thesis 4.3.2) */
+	unsigned resend_ms;     /* senders: our oldest message not known stable for this
+				 * long: send again from it (1000; 0: never). The
+				 * appliance's resume notice is the fast path. */
 };
 
 /* One delivered message. data points into the library's buffer: valid
@@ -109,6 +112,9 @@ struct il_ep_stats {
 	uint64_t unavail_msgs, rx_overflow, rx_bad, epochs, finals, lost_stable, fifo_dup;
 	uint64_t data_tx, msgs_tx, msgs_deferred, msgs_packed, ack_tx, nak_tx, hb_tx, join_tx;
 	uint64_t tx_sync, tx_fail, resent;
+	/* senders: resume notices acted on (frames lost before the sequencer)
+	 * and the messages they sent again; resend timeouts and theirs */
+	uint64_t resume_rx, resent_resume, resend_timeouts, resent_timeout;
 };
 
 void il_ep_config_init(struct il_ep_config *cfg);

@@ -136,6 +136,57 @@ static void test_sent_append_and_rewind(void **state)
 	ep_q_free(&sent);
 }
 
+/* Go-back-N: sender_seq 1..8 sent (messages 0..7), 1..3 known stable
+ * (sent_base 4); the appliance says it expects 6: 6..8 go again before
+ * the two never sent, 4 and 5 stay remembered, next is 6. */
+static void test_go_back(void **state)
+{
+	struct ep_q sent, q;
+	uint8_t msg[20];
+	uint16_t n;
+	uint64_t next = 9, base = 4;
+
+	(void)state;
+	ep_q_init(&sent, SIZE_MAX);
+	ep_q_init(&q, 1 << 20);
+	for (uint32_t i = 3; i < 8; i++) {
+		il_put32(msg, i);
+		assert_int_equal(ep_q_push(&sent, msg, sizeof(msg)), 0);
+	}
+	for (uint32_t i = 8; i < 10; i++) {
+		il_put32(msg, i);
+		assert_int_equal(ep_q_push(&q, msg, sizeof(msg)), 0);
+	}
+	/* Outside what we hold: nothing happens. */
+	assert_int_equal(ep_go_back(&q, &sent, base, &next, 3), 0);
+	assert_int_equal(ep_go_back(&q, &sent, base, &next, 9), 0);
+	assert_int_equal(next, 9);
+	assert_int_equal(ep_go_back(&q, &sent, base, &next, 6), 3);
+	assert_int_equal(next, 6);
+	assert_int_equal(sent.n, 2);
+	assert_int_equal(q.n, 5);
+	for (uint32_t want = 5; want < 10; want++) {
+		size_t b = ep_q_span(&q, SIZE_MAX, 1, &n);
+		assert_int_equal(il_get32(ep_q_head(&q) + 4), want);
+		ep_q_pop(&q, b, n);
+	}
+	for (uint32_t want = 3; want < 5; want++) {
+		size_t b = ep_q_span(&sent, SIZE_MAX, 1, &n);
+		assert_int_equal(il_get32(ep_q_head(&sent) + 4), want);
+		ep_q_pop(&sent, b, n);
+	}
+	/* All of it: from the oldest unstable (the resend timeout). */
+	ep_q_push(&sent, msg, sizeof(msg));
+	next = 5;
+	base = 4;
+	assert_int_equal(ep_go_back(&q, &sent, base, &next, 4), 1);
+	assert_int_equal(sent.n, 0);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(next, 4);
+	ep_q_free(&q);
+	ep_q_free(&sent);
+}
+
 static void test_credit(void **state)
 {
 	struct ep_credit c;
@@ -358,6 +409,7 @@ int main(void)
 		cmocka_unit_test(test_pack_spans),
 		cmocka_unit_test(test_pack_bound_and_growth),
 		cmocka_unit_test(test_sent_append_and_rewind),
+		cmocka_unit_test(test_go_back),
 		cmocka_unit_test(test_credit),
 		cmocka_unit_test(test_gap_nak),
 		cmocka_unit_test(test_window_overflow_and_free),
