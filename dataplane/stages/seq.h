@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <rte_hash.h>
 #include <rte_mbuf.h>
 
@@ -137,7 +138,9 @@ static inline struct il_seq_fifo *il_seq_fifo_get(struct il_seq *s, unsigned gi,
 		if (!f->used) {
 			if (!create || g->n_fifo >= IL_SEQ_FIFO_MAX)
 				return NULL;
-			*f = (struct il_seq_fifo){ .id = id, .used = true };
+			memset(f, 0, sizeof(*f)); /* no compound literal: C++ includes this */
+			f->id = id;
+			f->used = true;
 			g->n_fifo++;
 			return f;
 		}

@@ -90,6 +90,8 @@ int main(int argc, char **argv)
 	printf("stats: data_rx %lu dup %lu naks %lu acks %lu epochs %lu views %lu credits %lu "
 	       "packed %lu of %lu\n", st.data_rx, st.data_dup, st.nak_tx, st.ack_tx, st.epochs,
 	       st.view_rx, st.credit_rx, st.msgs_packed, st.msgs_tx);
+	printf("resend: resume_rx %lu resent_resume %lu resend_timeouts %lu resent_timeout %lu\n",
+	       st.resume_rx, st.resent_resume, st.resend_timeouts, st.resent_timeout);
 	il_ep_close(ep); /* sends LEAVE */
 	return a.uto_seen >= count * members ? 0 : 1;
 }

@@ -65,9 +65,12 @@ struct il_hdr {
 	uint16_t msg_count;  /*  6: DATA: packed messages; other types: 0 */
 	uint32_t sender_id;  /*  8: sending host (raw mode: IPv4 source) */
 	uint32_t epoch;      /* 12: sequencer incarnation */
-	uint64_t sender_seq; /* 16: per-sender FIFO seq of the first message */
+	uint64_t sender_seq; /* 16: per-sender FIFO seq of the first message;
+			      * CREDIT: != 0, resume point (re-send from it) */
 	uint64_t global_seq; /* 24: per-group global seq of the first message */
-	uint64_t stable_seq; /* 32: stability watermark when IL_F_STABLE_VALID */
+	uint64_t stable_seq; /* 32: stability watermark when IL_F_STABLE_VALID;
+			      * DATA from a sender: its oldest sender_seq not
+			      * known stable (0: not given) */
 } __attribute__((packed));
 
 #define IL_HDR_LEN 40u
@@ -178,9 +181,11 @@ struct il_view_sender {
 #define IL_VIEW_SENDER_LEN 16u
 IL_STATIC_ASSERT(sizeof(struct il_view_sender) == IL_VIEW_SENDER_LEN, "il_view_sender size");
 
-/* CREDIT body. Header: group_id; sender_id = the sender it is for. */
+/* CREDIT body. Header: group_id; sender_id = the sender it is for;
+ * sender_seq != 0: a resume notice, the sender_seq the sequencer expects
+ * next from it (frames from there on were not stamped: send them again). */
 struct il_credit {
-	uint64_t limit_seq; /* the sender may send sender_seq below this */
+	uint64_t limit_seq; /* the sender may send sender_seq below this; 0: no grant */
 	uint32_t window;    /* the window behind it, in messages */
 	uint32_t rate_kbps; /* TCP-friendly rate for WAN groups; 0: no limit */
 } __attribute__((packed));

@@ -1,6 +1,7 @@
 """libinterlink on real Linux hosts (issue 5 item 5): the short example of docs/libinterlink.md
 (examples/hello) on two hosts in namespaces, each sending and receiving, through the appliance
 with uniform total order and interlink-control (the rig of test_kvstore.py)."""
+import json
 import re
 import subprocess
 
@@ -26,12 +27,23 @@ def deliveries(text):
     return po, uto
 
 
-@pytest.mark.parametrize("app_sets", [(), ["stages.loss={type: impair, loss: bernoulli, "
-                                           "p: 0.05, seed: 3}",
-                                           "pipeline=[{lcore: 1, chains: [{rx: in, stages: "
-                                           "[classify, seq, ctrl, nak, loss], tx: out}, "
-                                           "{rx: out, stages: [classify, nak], tx: in}]}]"]],
-                         ids=["clean", "loss5pct"])
+def loss_at(where):
+    """5% of the frames on the "in" chain lost: after the sequencer (stamped, NAKed and
+    repaired from the history) or before it (never stamped: the sequencer's FIFO refuses
+    the sender's next frames and tells it where to resume; docs/control.md, Sender FIFO)."""
+    stages = ["classify", "seq", "ctrl", "nak"]
+    stages.insert(1 if where == "before" else 4, "loss")
+    return ["stages.loss={type: impair, loss: bernoulli, p: 0.05, seed: 3}",
+            f"pipeline=[{{lcore: 1, chains: [{{rx: in, stages: [{', '.join(stages)}], tx: out}}, "
+            "{rx: out, stages: [classify, nak], tx: in}]}]"]
+
+
+RESEND = re.compile(r"^resend: resume_rx (\d+) resent_resume (\d+) resend_timeouts (\d+) "
+                    r"resent_timeout (\d+)$", re.M)
+
+
+@pytest.mark.parametrize("app_sets", [(), loss_at("after"), loss_at("before")],
+                         ids=["clean", "loss5pct", "loss5pct_before_seq"])
 def test_two_hosts_agree_on_order_and_deliver_uniformly(tmp_path, app_sets):
     count = 2000
     with HostsRig(tmp_path, 2, CTL, app_sets) as rig:
@@ -67,7 +79,21 @@ def test_two_hosts_agree_on_order_and_deliver_uniformly(tmp_path, app_sets):
     common = set(a) & set(b)
     assert len(common) >= count
     assert all(a[g] == b[g] for g in common)
-    # Everything each host sent was delivered by both (both joined before sending).
+    # Everything each host sent was delivered by both (both joined before sending), exactly
+    # once and in its sender's order.
     for po, _ in runs:
         for s in ids:
-            assert {d[2] for d in po if d[1] == s} >= set(range(1, count + 1))
+            assert [d[2] for d in po if d[1] == s] == list(range(1, count + 1))
+    if app_sets and "classify, loss, seq" in app_sets[1]:
+        # Lost before the sequencer: refused, told, sent again; nothing stamped twice.
+        seq = json.loads((tmp_path / "app1.json").read_text())["stages"]["seq"]
+        ctrl = json.loads((tmp_path / "app1.json").read_text())["stages"]["ctrl"]
+        assert seq["drop_fifo_gap"] > 0 and ctrl["tx_resume"] > 0, (seq, ctrl)
+        resends = [tuple(map(int, RESEND.search(o).groups())) for o in outs]
+        assert sum(r[0] + r[2] for r in resends) > 0, resends
+        assert all(r[1] + r[3] > 0 for r in resends), resends
+        for po, _ in runs:
+            assert len(po) == 2 * count  # no message P-delivered twice (none stamped twice)
+        print(f"\nloss before the sequencer: drop_fifo_gap {seq['drop_fifo_gap']} "
+              f"drop_fifo_dup {seq['drop_fifo_dup']} tx_resume {ctrl['tx_resume']}; hosts "
+              f"(resume_rx, resent_resume, resend_timeouts, resent_timeout): {resends}")

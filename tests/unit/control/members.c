@@ -527,10 +527,20 @@ static void on_frame(const uint8_t *f, unsigned len, uint64_t now)
 		break;
 	case IL_T_CREDIT:
 		c.credit_rx++;
-		for (unsigned s = 0; s < o.ns; s++)
-			if (S[s].id == il_get32(h + IL_OFF_SENDER_ID) &&
-			    il_get64(h + IL_HDR_LEN) > S[s].limit)
+		for (unsigned s = 0; s < o.ns; s++) {
+			uint64_t rs = il_get64(h + IL_OFF_SENDER_SEQ);
+
+			if (S[s].id != il_get32(h + IL_OFF_SENDER_ID))
+				continue;
+			if (il_get64(h + IL_HDR_LEN) > S[s].limit)
 				S[s].limit = il_get64(h + IL_HDR_LEN);
+			/* A resume notice: frames from rs on were refused (one
+			 * before them never reached the sequencer): go back. */
+			if (rs && rs >= S[s].stable_next && rs < S[s].next) {
+				S[s].rewound += S[s].next - rs;
+				S[s].next = rs;
+			}
+		}
 		break;
 	case IL_T_UNAVAIL:
 		c.unavail_rx++;
@@ -618,6 +628,8 @@ static unsigned data_frame(uint8_t *f, struct snd *s, uint64_t now)
 	il_put16(f + H + IL_OFF_MSG_COUNT, 1);
 	il_put32(f + H + IL_OFF_EPOCH, 0);
 	il_put64(f + H + IL_OFF_SENDER_SEQ, s->next);
+	/* Our oldest not known stable: the appliance's FIFO check learns from it. */
+	il_put64(f + H + IL_OFF_STABLE_SEQ, s->stable_next);
 	il_put16(f + H + IL_HDR_LEN, (uint16_t)payload);
 	il_put64(f + H + IL_HDR_LEN + 4, now);
 	il_put32(f + H + IL_HDR_LEN + 12, s->id);
