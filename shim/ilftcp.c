@@ -45,8 +45,13 @@ struct pfd {
 	struct ftc_key key;
 	uint32_t reads_sent, reads_acked;
 	uint32_t lens[UNACKED]; /* by read index % UNACKED */
-	/* replay */
+	/* replay: the connection's log file, read at the replay file's extents */
 	int rfd;
+	struct ftc_replay_ext *ext;
+	uint32_t n_ext, ei, epos; /* extent being served, bytes of it served */
+	uint8_t *rb;              /* read-ahead of the log: [rb_off, rb_off + rb_len) */
+	uint64_t rb_off;
+	uint32_t rb_len;
 	uint32_t n_reads, next_read;
 	uint32_t *rlens;
 	uint32_t part;       /* bytes of rlens[next_read] already served */
@@ -326,6 +331,51 @@ static void replay_end(struct pfd *p)
 	p->rfd = -1;
 	free(p->rlens);
 	p->rlens = NULL;
+	free(p->ext);
+	p->ext = NULL;
+	free(p->rb);
+	p->rb = NULL;
+	p->rb_len = 0;
+}
+
+#define RB_SIZE (1u << 20)
+
+/* n logged bytes from the log file, across as many extents as it takes. */
+static void ext_read(struct pfd *p, uint8_t *buf, size_t n)
+{
+	while (n) {
+		if (p->ei >= p->n_ext)
+			die("replay extents end before the logged bytes");
+		const struct ftc_replay_ext *e = &p->ext[p->ei];
+		uint64_t at = e->log_off + p->epos;
+		size_t k = e->len - p->epos;
+		if (k > n)
+			k = n;
+		/* Extents are small (a segment each) and mostly in file order:
+		 * read the log a megabyte at a time. */
+		if (!p->rb)
+			p->rb = malloc(RB_SIZE);
+		if (!p->rb)
+			die("malloc");
+		if (at < p->rb_off || at >= p->rb_off + p->rb_len) {
+			ssize_t r = pread(p->rfd, p->rb, RB_SIZE, (off_t)at);
+			if (r <= 0)
+				die("replay: reading the log");
+			p->rb_off = at;
+			p->rb_len = (uint32_t)r;
+		}
+		ssize_t got = (ssize_t)(p->rb_off + p->rb_len - at);
+		if ((size_t)got > k)
+			got = (ssize_t)k;
+		memcpy(buf, p->rb + (at - p->rb_off), (size_t)got);
+		buf += got;
+		n -= (size_t)got;
+		p->epos += (uint32_t)got;
+		if (p->epos == e->len) {
+			p->ei++;
+			p->epos = 0;
+		}
+	}
 }
 
 /* Serve up to n bytes from the replay file; -1 when replay is over. */
@@ -351,9 +401,8 @@ static ssize_t replay_read(struct pfd *p, void *buf, size_t n)
 		want = n;
 	if (want > p->log_left)
 		want = p->log_left;
-	ssize_t got = r_read(p->rfd, buf, want);
-	if (got <= 0)
-		die("replay file");
+	ssize_t got = (ssize_t)want;
+	ext_read(p, buf, want);
 	p->log_left -= (uint64_t)got;
 	if (logged) {
 		p->part += (uint32_t)got;
@@ -574,15 +623,38 @@ static void on_accept(int fd)
 			if (h.a >= sizeof(path) || !lg_get(path, h.a, true))
 				die("replay path");
 			path[h.a] = 0;
-			p->rfd = open(path, O_RDONLY | O_CLOEXEC);
-			if (p->rfd < 0 || r_read(p->rfd, &rh, sizeof(rh)) != sizeof(rh) ||
-			    memcmp(rh.magic, "ILFTRPL1", 8))
+			int rf = open(path, O_RDONLY | O_CLOEXEC);
+			if (rf < 0 || r_read(rf, &rh, sizeof(rh)) != sizeof(rh) ||
+			    memcmp(rh.magic, FTC_REPLAY_MAGIC, 8))
 				die("replay file");
 			p->n_reads = rh.n_reads;
 			p->rlens = malloc(sizeof(uint32_t) * (rh.n_reads + 1));
-			if (!p->rlens || r_read(p->rfd, p->rlens, sizeof(uint32_t) * rh.n_reads) !=
+			if (!p->rlens || r_read(rf, p->rlens, sizeof(uint32_t) * rh.n_reads) !=
 						 (ssize_t)(sizeof(uint32_t) * rh.n_reads))
 				die("replay lengths");
+			p->n_ext = rh.n_ext;
+			p->ei = p->epos = 0;
+			p->ext = malloc(sizeof(*p->ext) * (rh.n_ext + 1));
+			size_t eb = sizeof(*p->ext) * rh.n_ext;
+			for (size_t o = 0; p->ext && o < eb;) {
+				ssize_t g = r_read(rf, (uint8_t *)p->ext + o, eb - o);
+				if (g <= 0)
+					die("replay extents");
+				o += (size_t)g;
+			}
+			if (!p->ext)
+				die("malloc");
+			r_close(rf);
+			/* The bytes are in the connection's log: same name, ".log". */
+			size_t pl = strlen(path);
+			if (pl < 7 || strcmp(path + pl - 7, ".replay") || pl + 1 > sizeof(path))
+				die("replay path");
+			char logp[sizeof(path)];
+			memcpy(logp, path, pl - 7);
+			strcpy(logp + pl - 7, ".log");
+			p->rfd = open(logp, O_RDONLY | O_CLOEXEC);
+			if (p->rfd < 0)
+				die("the connection's log");
 			p->log_left = rh.data_len;
 			p->out_skip = rh.out_skip;
 			/* Logged reads are already acknowledged. */

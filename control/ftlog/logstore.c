@@ -355,15 +355,34 @@ void ftl_replay_prepare(const struct ftl *l, const struct ftl_conn *c, struct ft
 	j->out_skip = sseq - (c->server_isn + 1);
 }
 
-/* Thread-safe: touches nothing but the job and its two files. */
+/* One DATA record's part of [base, base + L): where it lies in the stream
+ * and in the file. */
+struct cand {
+	uint32_t s_off, len;
+	uint64_t f_off;
+};
+
+static int cand_cmp(const void *x, const void *y)
+{
+	const struct cand *a = x, *b = y;
+
+	if (a->s_off != b->s_off)
+		return a->s_off < b->s_off ? -1 : 1;
+	return a->f_off < b->f_off ? -1 : a->f_off > b->f_off;
+}
+
+/* Thread-safe: touches nothing but the job and its two files. The log is
+ * mapped and only its record headers are read; the replay file lists
+ * extents of the log instead of a copy of the stream. */
 int ftl_replay_build(struct ftl_replay *j)
 {
 	uint64_t t0 = ftl_now_ns();
-	uint32_t base = j->base, L = j->data_len, nr = 0, nmax = j->nmax;
+	uint32_t base = j->base, L = j->data_len, nr = 0, nmax = j->nmax, nc = 0, ne = 0;
 	const uint8_t *buf = NULL;
-	uint8_t *stream;
+	struct cand *cs = NULL;
+	struct ftc_replay_ext *ext = NULL;
 	uint32_t *lens;
-	uint64_t sum = 0;
+	uint64_t sum = 0, ncap;
 	const struct ftc_rec *r;
 	size_t len = j->log_len;
 	int fd, rc = 0;
@@ -373,7 +392,7 @@ int ftl_replay_build(struct ftl_replay *j)
 	if (fd < 0)
 		return -1;
 	if (len) {
-		void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+		void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (m == MAP_FAILED) {
 			close(fd);
 			return -1;
@@ -382,19 +401,19 @@ int ftl_replay_build(struct ftl_replay *j)
 		madvise(m, len, MADV_SEQUENTIAL);
 	}
 	close(fd);
-	stream = malloc(L ? L : 1);
+	/* At most one candidate per record: a record is at least a header. */
+	ncap = len / sizeof(struct ftc_rec) + 1;
 	lens = malloc(sizeof(*lens) * nmax);
-	if (!stream || !lens) {
-		if (len)
-			munmap((void *)buf, len);
-		free(stream);
-		free(lens);
-		return -1;
+	cs = malloc(sizeof(*cs) * ncap);
+	ext = malloc(sizeof(*ext) * ncap);
+	if (!lens || !cs || !ext) {
+		rc = -1;
+		goto out;
 	}
 	if (len) {
 		FOR_EACH_REC(buf, len, r) {
 			if (r->type == FR_DATA && r->plen) {
-				/* Copy what of [seq, seq+plen) falls in [base, base+L). */
+				/* What of [seq, seq+plen) falls in [base, base+L). */
 				uint32_t off = r->seq - base, s = 0, n = r->plen;
 				if ((int32_t)off < 0) {
 					if ((uint32_t)-(int32_t)off >= n)
@@ -407,7 +426,8 @@ int ftl_replay_build(struct ftl_replay *j)
 					continue;
 				if (n > L - off)
 					n = L - off;
-				memcpy(stream + off, (const uint8_t *)(r + 1) + s, n);
+				cs[nc++] = (struct cand){.s_off = off, .len = n,
+							 .f_off = _o + sizeof(*r) + s};
 			} else if (r->type == FR_READ) {
 				if (r->flags == FTL_READ_TRUNC) {
 					nr = r->aux < nr ? r->aux : nr;
@@ -420,7 +440,27 @@ int ftl_replay_build(struct ftl_replay *j)
 				}
 			}
 		}
-		munmap((void *)buf, len);
+	}
+	/* Cover [0, L) in stream order without overlap; where records overlap
+	 * (client retransmissions: the same bytes) the one that starts first
+	 * supplies them, the earlier in the log on a tie. */
+	qsort(cs, nc, sizeof(*cs), cand_cmp);
+	uint32_t covered = 0;
+	for (uint32_t i = 0; i < nc && covered < L; i++) {
+		uint32_t end = cs[i].s_off + cs[i].len;
+		if (end <= covered)
+			continue;
+		if (cs[i].s_off > covered)
+			break; /* a hole: cannot be, the bytes were logged */
+		uint32_t skip = covered - cs[i].s_off;
+		ext[ne++] = (struct ftc_replay_ext){.log_off = cs[i].f_off + skip,
+						    .len = end - covered};
+		covered = end;
+	}
+	if (covered != L) {
+		fprintf(stderr, "ftlog: %s: logged bytes cover %u of %u\n", j->log_path, covered, L);
+		rc = -1;
+		goto out;
 	}
 	/* A read whose bytes were never all logged was never acknowledged,
 	 * so no output depended on it: replay stops before it (G3). */
@@ -429,8 +469,9 @@ int ftl_replay_build(struct ftl_replay *j)
 	j->n_reads = nr;
 	j->read_total = sum;
 
-	struct ftc_replay_hdr h = {.n_reads = nr, .data_len = L, .out_skip = j->out_skip};
-	memcpy(h.magic, "ILFTRPL1", 8);
+	struct ftc_replay_hdr h = {.n_reads = nr, .n_ext = ne, .data_len = L,
+				   .out_skip = j->out_skip};
+	memcpy(h.magic, FTC_REPLAY_MAGIC, 8);
 	/* Written under a temporary name and renamed: the shim never sees a
 	 * half-built file. */
 	char tmp[sizeof(j->replay_path) + 8];
@@ -438,23 +479,21 @@ int ftl_replay_build(struct ftl_replay *j)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	rc = fd < 0 ? -1 : 0;
 	if (!rc && (write(fd, &h, sizeof(h)) != (ssize_t)sizeof(h) ||
-		    write(fd, lens, sizeof(*lens) * nr) != (ssize_t)(sizeof(*lens) * nr)))
+		    write(fd, lens, sizeof(*lens) * nr) != (ssize_t)(sizeof(*lens) * nr) ||
+		    write(fd, ext, sizeof(*ext) * ne) != (ssize_t)(sizeof(*ext) * ne)))
 		rc = -1;
-	for (size_t o = 0; !rc && o < L;) {
-		ssize_t w = write(fd, stream + o, L - o);
-		if (w <= 0)
-			rc = -1;
-		else
-			o += (size_t)w;
-	}
 	if (fd >= 0)
 		close(fd);
 	if (!rc && rename(tmp, j->replay_path))
 		rc = -1;
 	if (rc)
 		unlink(tmp);
-	free(stream);
+out:
+	if (len)
+		munmap((void *)buf, len);
 	free(lens);
+	free(cs);
+	free(ext);
 	j->build_us = (ftl_now_ns() - t0) / 1000;
 	j->rc = rc;
 	return rc;

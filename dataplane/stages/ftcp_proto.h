@@ -248,14 +248,25 @@ struct ftc_shim_msg {
 
 _Static_assert(sizeof(struct ftc_shim_msg) == 32, "shim message is 32 bytes");
 
-/* Replay file header (written by the logger, read once by the shim). */
+/* Replay file (written by the logger, read once by the shim): this header,
+ * n_reads logged read lengths (u32 each), then n_ext extents that say where
+ * in the connection's log file (same path, ".log" for ".replay") the
+ * logged instream bytes are, in stream order, covering data_len bytes
+ * without overlap. The bytes are not copied: the shim reads the log. */
 struct ftc_replay_hdr {
-	char magic[8];      /* "ILFTRPL1" */
-	uint32_t n_reads;   /* logged read lengths that follow (u32 each) */
-	uint32_t pad;
-	uint64_t data_len;  /* logged instream bytes that follow the lengths */
+	char magic[8];      /* "ILFTRPL2" */
+	uint32_t n_reads;
+	uint32_t n_ext;
+	uint64_t data_len;  /* logged instream bytes to replay */
 	uint64_t out_skip;  /* outstream bytes the client already acknowledged */
 };
+
+struct ftc_replay_ext {
+	uint64_t log_off;   /* byte offset in the log file */
+	uint32_t len;
+	uint32_t pad;
+};
+#define FTC_REPLAY_MAGIC "ILFTRPL2"
 
 #define FTC_LOGGER_SOCK_DEF "/run/interlink/ftlog.sock"
 #define FTC_RING_PATH_DEF "/dev/shm/interlink-ftcp"
