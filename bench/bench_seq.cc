@@ -21,12 +21,14 @@ extern "C" {
 #include <interlink/app.h>
 #include <interlink/parse.h>
 #include <interlink/wire.h>
+
+#include "seq.h"
 }
 
 namespace {
 
 il_app g_app;
-il_stage *g_cl, *g_sq, *g_sq32, *g_nk;
+il_stage *g_cl, *g_sq, *g_sq32, *g_squto, *g_nk;
 
 const char *kConfig =
 	"name: benchseq\n"
@@ -36,9 +38,10 @@ const char *kConfig =
 	"  classify: { type: classify }\n"
 	"  seq: { type: sequencer, history: 16384 }\n"
 	"  seq32: { type: sequencer, history: 32 }\n"
+	"  sequto: { type: sequencer, history: 16384 }\n"
 	"  nak: { type: nak, sequencer: seq, tx: out }\n"
 	"pipeline: [ { lcore: 1, chains: [ { rx: in, stages: [classify, seq, nak], tx: out },\n"
-	"                                  { rx: out, stages: [classify, seq32], tx: in } ] } ]\n"
+	"                                  { rx: out, stages: [classify, seq32, sequto], tx: in } ] } ]\n"
 	"pool_size: 80000\n";
 // history 16384 x 2 groups: 32768 frames held, the rest of the pool cycles.
 
@@ -170,12 +173,68 @@ void BM_ParseStampHistory(benchmark::State &state)
 		rte_pktmbuf_free(m);
 }
 
+// The sequencer of a group with a control stage (uto: stable_seq stamped,
+// history refuses unstable frames, here all are stable), 8 senders whose
+// frames come in FIFO order: range(0) 1 checks each sender's FIFO (the
+// sequencer's table, docs/control.md "Sender FIFO"), 0 sends sender_seq 0
+// (not checked: the uto path without the FIFO). UDP checksum present.
+void BM_StampUtoFifo(benchmark::State &state)
+{
+	const bool fifo = state.range(0) != 0;
+	std::vector<rte_mbuf *> tmpl;
+	// The sequencer remembers each sender across runs of this function.
+	static uint64_t next[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+	for (unsigned i = 0; i < 64; i++)
+		tmpl.push_back(make_frame(i, 1, 64));
+	rte_mbuf *burst[IL_BURST_CAP];
+	uint64_t n = 0, cyc = 0, c_sq = 0, fed = 0;
+	unsigned pos = 0;
+	const double hz = double(rte_get_tsc_hz());
+	const uint64_t drops0 = g_squto->ctr[SEQ_C_DROP_FIFO_GAP] + g_squto->ctr[SEQ_C_DROP_FIFO_DUP];
+	for (auto _ : state) {
+		if (rte_pktmbuf_alloc_bulk(g_app.pool, burst, 32) != 0) {
+			state.SkipWithError("pool empty");
+			break;
+		}
+		for (unsigned i = 0; i < 32; i++) {
+			rte_mbuf *t = tmpl[(pos + i) & 63];
+			auto *f = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(burst[i], t->data_len));
+			std::memcpy(f, rte_pktmbuf_mtod(t, void *), t->data_len);
+			// A new sender_seq would break the UDP checksum: none.
+			reinterpret_cast<rte_udp_hdr *>(f + 34)->dgram_cksum = 0;
+			uint32_t snd = il_get32(f + 42 + IL_OFF_SENDER_ID) & 7;
+			il_put64(f + 42 + IL_OFF_SENDER_SEQ, fifo ? next[snd]++ : 0);
+		}
+		pos += 32;
+		fed += 32;
+		uint64_t t0 = rte_rdtsc();
+		uint16_t k = g_cl->type->process(g_cl, burst, 32);
+		uint64_t t1 = rte_rdtsc();
+		k = g_squto->type->process(g_squto, burst, k);
+		uint64_t t2 = rte_rdtsc();
+		k = g_nk->type->process(g_nk, burst, k);
+		uint64_t dt = rte_rdtsc() - t0;
+		c_sq += t2 - t1;
+		cyc += dt;
+		state.SetIterationTime(double(dt) / hz);
+		rte_pktmbuf_free_bulk(burst, k);
+		n += k;
+	}
+	if (n != fed || g_squto->ctr[SEQ_C_DROP_FIFO_GAP] + g_squto->ctr[SEQ_C_DROP_FIFO_DUP] != drops0)
+		state.SkipWithError("frames refused: the bench must feed every sender in order");
+	report(state, n, cyc);
+	state.counters["seq_cyc"] = n ? double(c_sq) / double(n) : 0;
+	for (auto *m : tmpl)
+		rte_pktmbuf_free(m);
+}
+
 BENCHMARK(BM_Parse);
 // (messages per frame, UDP checksum present, history frames per group)
 BENCHMARK(BM_ParseStampHistory)
 	->Args({1, 1, 16384})->Args({1, 0, 16384})->Args({8, 1, 16384})
 	->Args({1, 1, 32})->Args({1, 0, 32})
 	->UseManualTime();
+BENCHMARK(BM_StampUtoFifo)->Arg(0)->Arg(1)->UseManualTime();
 
 } // namespace
 
@@ -198,6 +257,14 @@ int main(int argc, char **argv)
 	g_cl = il_app_stage(&g_app, "classify");
 	g_sq = il_app_stage(&g_app, "seq");
 	g_sq32 = il_app_stage(&g_app, "seq32");
+	g_squto = il_app_stage(&g_app, "sequto");
+	{
+		// What a control stage's bind does, and every frame stable at once.
+		auto *s = static_cast<il_seq *>(g_squto->ctx);
+		s->uto = true;
+		for (unsigned g = 0; g < g_app.n_groups; g++)
+			s->groups[g].stable = UINT64_MAX / 2;
+	}
 	g_nk = il_app_stage(&g_app, "nak");
 	benchmark::AddCustomContext("tsc_hz", std::to_string(rte_get_tsc_hz()));
 	benchmark::Initialize(&argc, argv);
