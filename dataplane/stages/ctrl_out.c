@@ -104,14 +104,15 @@ static struct csender *sender_get(struct il_stage *st, struct cgroup *g, uint32_
 }
 
 /* resume != 0: the header's sender_seq tells the sender to go on from
- * there (frames from it on were not stamped). Without a window the grant
- * is empty (limit_seq 0): the frame is only that notice. */
+ * there (frames from it on were not stamped). Such a notice repeats the
+ * last grant (limit_seq 0 if there was none, or without a window): a new
+ * grant goes only after the STABLE behind it (ctrl_credits_advance). */
 static void send_credit_resume(struct il_stage *st, struct ctrl *c, unsigned gi,
 			       struct csender *s, uint64_t resume)
 {
 	struct cgroup *g = &c->g[gi];
 	struct rte_mbuf *m;
-	uint64_t limit = g->window ? s->stable_next + g->window : 0;
+	uint64_t limit = resume ? (g->window ? s->limit_sent : 0) : s->stable_next + g->window;
 	uint8_t *h = frame_new(st, c, gi, IL_T_CREDIT, IL_CREDIT_LEN, &m);
 
 	if (h == NULL)
@@ -122,7 +123,7 @@ static void send_credit_resume(struct il_stage *st, struct ctrl *c, unsigned gi,
 	il_put32(h + IL_HDR_LEN + 8, g->window);
 	il_put32(h + IL_HDR_LEN + 12, g->rate_kbps);
 	frame_send(st, c, m);
-	if (g->window)
+	if (!resume)
 		s->limit_sent = limit;
 	st->ctr[CT_C_TX_CREDIT]++;
 }

@@ -22,6 +22,7 @@
 #include <rte_udp.h>
 
 #include <interlink/app.h>
+#include <interlink/chan.h>
 #include <interlink/wire.h>
 
 #include "seq.h"
@@ -274,6 +275,50 @@ static void test_resume_repeated_after_the_interval(void **state)
 	assert_int_equal(ctr(ct, "tx_resume") >= 2, 1);
 }
 
+/* With a window (the control process's CREDIT over the channel), a
+ * resume notice repeats the sender's last grant: it never grants more
+ * than the STABLEs behind it allow. */
+static void test_resume_repeats_the_last_grant(void **state)
+{
+	(void)state;
+	struct rte_mbuf *p[2];
+	uint64_t out[2];
+	struct notice nt[8];
+	struct il_chan *ch;
+	char err[256];
+	struct il_cmsg m;
+
+	/* Before any grant: the notice grants nothing. */
+	p[0] = data(601, 1, 1);
+	p[1] = data(601, 3, 1);
+	assert_int_equal(run(p, 2, out), 1);
+	assert_int_equal(take_notices(nt, 8), 1);
+	assert_int_equal(nt[0].limit, 0);
+	/* The control process hands out a window of 64: every sender the
+	 * stage knows gets its grant, 601's is 1 + 64 (nothing stable). */
+	uint64_t credits = ctr(ct, "tx_credit");
+	assert_int_equal(il_chan_open(chan_path, IL_CHAN_CONTROL, NULL, &ch, err, sizeof(err)), 0);
+	memset(&m, 0, sizeof(m));
+	m.type = IL_CM_CREDIT;
+	m.group = 1;
+	m.len = sizeof(m.u.credit);
+	m.u.credit.epoch = 78;
+	m.u.credit.window = 64;
+	assert_int_equal(il_chan_send_burst(ch, &m, 1), 1);
+	usleep(1000); /* the stage drains the channel every 20 us */
+	assert_int_equal(run(p, 0, out), 0);
+	assert_true(ctr(ct, "tx_credit") > credits);
+	take_notices(nt, 8);
+	/* Still refused, the interval is over: told again, with that grant. */
+	p[0] = data(601, 4, 1);
+	assert_int_equal(run(p, 1, out), 0);
+	assert_int_equal(take_notices(nt, 8), 1);
+	assert_int_equal(nt[0].sender, 601);
+	assert_int_equal(nt[0].resume, 2);
+	assert_int_equal(nt[0].limit, 65);
+	il_chan_close(ch);
+}
+
 int main(int argc, char **argv)
 {
 	char err[512], cfg_text[2048];
@@ -328,6 +373,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_first_frame_lost_is_noticed_by_its_base),
 		cmocka_unit_test(test_new_incarnation_learns_afresh),
 		cmocka_unit_test(test_resume_repeated_after_the_interval),
+		cmocka_unit_test(test_resume_repeats_the_last_grant),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	il_app_stop(&app);
