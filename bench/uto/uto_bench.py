@@ -146,8 +146,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "docs"))
     ap.add_argument("--quick", action="store_true", help="fewer messages, one repetition")
-    ap.add_argument("--from-json", metavar="PATH",
-                    help="only print the tables and draw the plot of an earlier run's JSON")
+    ap.add_argument("--from-json", metavar="PATH", nargs="+",
+                    help="only print the tables and draw the plot of earlier runs' JSON; "
+                         "several: their throughput runs pooled, the last one's latencies")
     ap.add_argument("--quiet-wait", type=float, default=60, metavar="S",
                     help="before each run, wait up to S s (300 s in all) for CPUs 0-1 to be "
                          "idle (0: do not)")
@@ -156,7 +157,12 @@ def main():
     QUIET_WAIT_S = a.quiet_wait
     if a.from_json:
         Path(a.out).mkdir(parents=True, exist_ok=True)
-        render(json.loads(Path(a.from_json).read_text()), Path(a.out))
+        reports = [json.loads(Path(f).read_text()) for f in a.from_json]
+        merged = dict(reports[-1], throughput={})
+        for rep in reports:
+            for r, v in rep["throughput"].items():
+                merged["throughput"].setdefault(str(r), {"per_run": []})["per_run"] += v["per_run"]
+        render(merged, Path(a.out))
         return
     out = Path(a.out)
     count = 30000 if a.quick else 150000
