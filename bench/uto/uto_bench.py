@@ -14,8 +14,9 @@ and il-uto-members (CPU 0).
 
 Usage (root): IL_BUILD=build-scale /usr/bin/python3 bench/uto/uto_bench.py [--out DIR] [--quick]
 Writes DIR/uto_bench.json and DIR/uto_bench.png; prints Markdown tables. The figures in
-docs/control.md (section 14) came from `--out /tmp/utob`, copied to docs/uto-bench.png and
-bench/uto/results-2026-11-22.json."""
+docs/control.md (section 14) came from two runs with `--out /tmp/utob`, kept as
+bench/uto/results-2026-11-22-1140.json and bench/uto/results-2026-11-22.json, pooled with
+`--from-json` (which also drew docs/uto-bench.png)."""
 import argparse
 import json
 import os
