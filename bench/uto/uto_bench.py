@@ -20,6 +20,7 @@ bench/uto/results-2026-11-22-1140.json and bench/uto/results-2026-11-22.json, po
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -150,6 +151,8 @@ def main():
     ap.add_argument("--from-json", metavar="PATH", nargs="+",
                     help="only print the tables and draw the plot of earlier runs' JSON; "
                          "several: their throughput runs pooled, the last one's latencies")
+    ap.add_argument("--seed", type=int, default=int(time.time()),
+                    help="of the order of receiver counts in each round")
     ap.add_argument("--quiet-wait", type=float, default=60, metavar="S",
                     help="before each run, wait up to S s (300 s in all) for CPUs 0-1 to be "
                          "idle (0: do not)")
@@ -174,10 +177,16 @@ def main():
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
         # Round-robin over the receiver counts, so that whatever else the shared machine
-        # runs meanwhile weighs on each count alike.
+        # runs meanwhile weighs on each count alike; in a new random order each round, so
+        # that no count always follows the same one (a rig's teardown may weigh on the next).
         runs = {r: [] for r in (1, 2, 4, 8)}
+        rng = random.Random(a.seed)
+        report["seed"], report["order"] = a.seed, []
         for i in range(reps):
-            for r in runs:
+            order = list(runs)
+            rng.shuffle(order)
+            report["order"].append(order)
+            for r in order:
                 res = run(tmp, r, count)
                 runs[r].append(res)
                 print(f"receivers {r} run {i}: {res['throughput_msgs_s']:.0f} msg/s, ctl/data "
