@@ -92,7 +92,25 @@ struct il_chan {
 	int wake_fd;
 	uint64_t incarnation;
 	uint64_t peer_seen;
+	/* Wake-up rate limit (il_chan_set_wake_interval): a sleeping consumer
+	 * is woken at most once per wake_ival_ns; a message sent sooner after
+	 * the last wake-up waits for the interval's end (il_chan_wake_flush),
+	 * or until WAKE_BATCH messages wait. */
+	uint64_t wake_ival_ns;
+	uint64_t wake_last_ns;
+	uint64_t wake_due_ns;
+	bool wake_pending;
 };
+
+#define WAKE_BATCH 64u
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -379,6 +397,31 @@ int il_chan_unlink(const char *path)
 	return unlink(path);
 }
 
+/* The consumer sleeps (or is about to): wake it. True if it was woken. */
+static bool wake_if_sleeping(struct il_chan *ch)
+{
+	struct shm_ring *r = ch->tx.r;
+
+	/* Store(head) then load(sleeping), against the consumer's
+	 * store(sleeping) then load(head): only a full fence on both
+	 * sides stops both loads from missing the other's store (the
+	 * lost wake-up). One fence per burst, not per message. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&r->cons.sleeping, memory_order_relaxed) &&
+	    atomic_exchange_explicit(&r->cons.sleeping, 0, memory_order_acq_rel)) {
+		uint64_t one = 1;
+
+		/* eventfd writes do not block short of 2^64-2 pending. */
+		if (write(ch->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+			atomic_store_explicit(
+				&r->prod.wakeups,
+				atomic_load_explicit(&r->prod.wakeups, memory_order_relaxed) + 1,
+				memory_order_relaxed);
+		return true;
+	}
+	return false;
+}
+
 unsigned il_chan_send_burst(struct il_chan *ch, const struct il_cmsg *msgs, unsigned n)
 {
 	struct ring_view *v = &ch->tx;
@@ -410,25 +453,49 @@ unsigned il_chan_send_burst(struct il_chan *ch, const struct il_cmsg *msgs, unsi
 				      memory_order_relaxed);
 	}
 	if (k > 0 && ch->wake_fd >= 0) {
-		/* Store(head) then load(sleeping), against the consumer's
-		 * store(sleeping) then load(head): only a full fence on both
-		 * sides stops both loads from missing the other's store (the
-		 * lost wake-up). One fence per burst, not per message. */
-		atomic_thread_fence(memory_order_seq_cst);
-		if (atomic_load_explicit(&r->cons.sleeping, memory_order_relaxed) &&
-		    atomic_exchange_explicit(&r->cons.sleeping, 0, memory_order_acq_rel)) {
-			uint64_t one = 1;
+		if (ch->wake_ival_ns == 0) {
+			wake_if_sleeping(ch);
+		} else if (!ch->wake_pending) {
+			uint64_t now = mono_ns();
 
-			/* eventfd writes do not block short of 2^64-2 pending. */
-			if (write(ch->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
-				atomic_store_explicit(
-					&r->prod.wakeups,
-					atomic_load_explicit(&r->prod.wakeups,
-							     memory_order_relaxed) + 1,
-					memory_order_relaxed);
+			if (now - ch->wake_last_ns >= ch->wake_ival_ns) {
+				if (wake_if_sleeping(ch))
+					ch->wake_last_ns = now;
+			} else {
+				ch->wake_pending = true;
+				ch->wake_due_ns = ch->wake_last_ns + ch->wake_ival_ns;
+			}
+		} else if (v->idx - atomic_load_explicit(&r->cons.tail, memory_order_relaxed) >=
+			   WAKE_BATCH) {
+			ch->wake_pending = false;
+			if (wake_if_sleeping(ch))
+				ch->wake_last_ns = mono_ns();
 		}
 	}
 	return k;
+}
+
+void il_chan_set_wake_interval(struct il_chan *ch, uint64_t ns)
+{
+	ch->wake_ival_ns = ns;
+	if (ns == 0 && ch->wake_pending) {
+		ch->wake_pending = false;
+		if (ch->wake_fd >= 0)
+			wake_if_sleeping(ch);
+	}
+}
+
+bool il_chan_wake_flush(struct il_chan *ch)
+{
+	if (!ch->wake_pending)
+		return false;
+	uint64_t now = mono_ns();
+	if (now < ch->wake_due_ns)
+		return false;
+	ch->wake_pending = false;
+	if (ch->wake_fd >= 0 && wake_if_sleeping(ch))
+		ch->wake_last_ns = now;
+	return true;
 }
 
 unsigned il_chan_recv_burst(struct il_chan *ch, struct il_cmsg *msgs, unsigned n)

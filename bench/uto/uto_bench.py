@@ -84,6 +84,9 @@ QUIET_WAIT_S = 0      # per run
 QUIET_BUDGET_S = 300  # in all, so that a busy machine does not stretch the benchmark
 
 
+APP_SETS = []
+
+
 def run(tmp, receivers, count, rate=0, window=256):
     """One run of 2 senders x count messages. Besides il-uto-members' report: CPU per
     message of interlink-control and of the emulator (both on CPU 0), the appliance's
@@ -94,7 +97,7 @@ def run(tmp, receivers, count, rate=0, window=256):
     if QUIET_WAIT_S and QUIET_BUDGET_S > 0:
         waited = wait_quiet(min(QUIET_WAIT_S, QUIET_BUDGET_S))
         QUIET_BUDGET_S -= waited
-    with UtoRig(tmp, CTL) as rig:
+    with UtoRig(tmp, CTL, app_sets=APP_SETS) as rig:
         args = ["--senders", "2", "--receivers", str(receivers), "--count", str(count),
                 "--window", str(window), "--need-credit", "--size", "64", "--max-s", "60",
                 "--no-check"]
@@ -153,11 +156,14 @@ def main():
                          "several: their throughput runs pooled, the last one's latencies")
     ap.add_argument("--seed", type=int, default=int(time.time()),
                     help="of the order of receiver counts in each round")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="appliance config override, e.g. stages.ctrl.wake_interval_us=0")
     ap.add_argument("--quiet-wait", type=float, default=60, metavar="S",
                     help="before each run, wait up to S s (300 s in all) for CPUs 0-1 to be "
                          "idle (0: do not)")
     a = ap.parse_args()
-    global QUIET_WAIT_S
+    global QUIET_WAIT_S, APP_SETS
+    APP_SETS = list(a.set)
     QUIET_WAIT_S = a.quiet_wait
     if a.from_json:
         Path(a.out).mkdir(parents=True, exist_ok=True)
@@ -181,7 +187,7 @@ def main():
         # that no count always follows the same one (a rig's teardown may weigh on the next).
         runs = {r: [] for r in (1, 2, 4, 8)}
         rng = random.Random(a.seed)
-        report["seed"], report["order"] = a.seed, []
+        report["seed"], report["order"], report["sets"] = a.seed, [], APP_SETS
         for i in range(reps):
             order = list(runs)
             rng.shuffle(order)

@@ -428,6 +428,7 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 		unsigned k = il_chan_send_burst(c->ch, up, n_up);
 		st->ctr[CT_C_DROP_CHAN_FULL] += n_up - k;
 	}
+	il_chan_wake_flush(c->ch);
 
 	uint64_t now = rte_rdtsc();
 	if (unlikely(c->seq->resume_due))
@@ -460,9 +461,9 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 {
 	static const char *const keys[] = {"type", "sequencer", "tx", "chan", "wake_sock",
 					   "stable_interval_us", "up_slots", "down_slots",
-					   "resume_interval_us", NULL};
+					   "resume_interval_us", "wake_interval_us", NULL};
 	const char *seq, *tx, *chan, *sock;
-	uint64_t ival, up, down, rival;
+	uint64_t ival, up, down, rival, wdelay;
 	char cerr[512];
 
 	if (il_cfg_check_keys(p, keys, err, errlen))
@@ -503,6 +504,7 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	}
 	if (il_cfg_u64(p, "stable_interval_us", 1000, 50, 1000000, &ival, err, errlen) ||
 	    il_cfg_u64(p, "resume_interval_us", 2000, 100, 1000000, &rival, err, errlen) ||
+	    il_cfg_u64(p, "wake_interval_us", 200, 0, 10000, &wdelay, err, errlen) ||
 	    il_cfg_u64(p, "up_slots", IL_CHAN_UP_SLOTS_DEFAULT, IL_CHAN_MIN_SLOTS,
 		       IL_CHAN_MAX_SLOTS, &up, err, errlen) ||
 	    il_cfg_u64(p, "down_slots", IL_CHAN_DOWN_SLOTS_DEFAULT, IL_CHAN_MIN_SLOTS,
@@ -531,6 +533,10 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	struct il_chan_params cp = { .up_slots = (uint32_t)up, .down_slots = (uint32_t)down };
 	if (il_chan_open(c->chan_path, IL_CHAN_DATAPLANE, &cp, &c->ch, cerr, sizeof(cerr)))
 		return ERR("config: key '%s.chan': %s", il_cfg_path(p), cerr);
+	/* One wake-up of a sleeping control process per wake_interval_us at
+	 * most (0: no limit): fewer context switches under load, at most that
+	 * much more latency for the watermark, none when wake-ups are rare. */
+	il_chan_set_wake_interval(c->ch, wdelay * 1000);
 	uint64_t hz = rte_get_tsc_hz();
 	c->stable_tsc = hz / 1000000 * ival;
 	c->resume_tsc = hz / 1000000 * rival;

@@ -242,6 +242,17 @@ unsigned il_chan_recv_burst(struct il_chan *ch, struct il_cmsg *msgs, unsigned n
 unsigned il_chan_rx_pending(const struct il_chan *ch);
 unsigned il_chan_tx_free(const struct il_chan *ch);
 
+/* Wake-up rate limit, for a producer that polls (the data plane): with an
+ * interval of ns > 0, a sleeping consumer is woken at most once per ns. A
+ * burst sent sooner after the last wake-up does not wake it; the wake-up
+ * waits for the interval's end and is done by il_chan_wake_flush(), which
+ * the producer calls on every poll (or at once when 64 messages wait). A
+ * consumer woken rarely is still woken at once. 0: every burst to a
+ * sleeping consumer wakes it. il_chan_wake_flush() returns true when a
+ * pending wake-up was due (done, or the consumer was found awake). */
+void il_chan_set_wake_interval(struct il_chan *ch, uint64_t ns);
+bool il_chan_wake_flush(struct il_chan *ch);
+
 /* Sleeping consumer (the control process; a data-plane service thread
  * could use the same on the down ring).
  * il_chan_sleep_prepare(): announce the intention to sleep, then look at

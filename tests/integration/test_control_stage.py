@@ -102,6 +102,7 @@ def test_control_frames_are_consumed_and_counted(run_pcap, chan):
 
 @pytest.mark.parametrize("key,value,needle", [
     ("stages.ctrl.stable_interval_us", "10", "stages.ctrl.stable_interval_us"),
+    ("stages.ctrl.wake_interval_us", "20000", "stages.ctrl.wake_interval_us"),
     ("stages.ctrl.up_slots", "1000", "stages.ctrl.up_slots"),
     ("stages.ctrl.tx", "nowhere", "stages.ctrl.tx"),
     ("stages.ctrl.colour", "blue", "colour"),

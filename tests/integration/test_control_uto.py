@@ -281,12 +281,16 @@ def test_wrongly_excluded_receiver_rejoins(tmp_path):
         assert res["receivers"][k]["uto_n"] == 60000
 
 
-@pytest.mark.parametrize("window,buffer", [(128, 1 << 20), (256, 300)])
-def test_flow_control_at_maximum_load(tmp_path, window, buffer):
+@pytest.mark.parametrize("window,buffer,wake_us", [(128, 1 << 20, 0), (256, 300, 200),
+                                                   (256, 1 << 20, 2000)])
+def test_flow_control_at_maximum_load(tmp_path, window, buffer, wake_us):
     """Senders as fast as credits allow. With a small receiver buffer the window shrinks
-    (buffer_free in ACKs) so that no receiver drops for lack of buffer."""
+    (buffer_free in ACKs) so that no receiver drops for lack of buffer. The control
+    process is woken at most every wake_us (0: no limit; 200: the default): the same
+    holds."""
     with UtoRig(tmp_path, ["--suspect-ms", "200", "--exclude-ms", "2000",
-                           "--window", str(window)]) as rig:
+                           "--window", str(window)],
+                app_sets=[f"stages.ctrl.wake_interval_us={wake_us}"]) as rig:
         # Credits keep the appliance's input from overflowing, so nothing is lost before
         # it; a sender re-sending a message that is merely late (the appliance's lcore was
         # seen descheduled for 3 s here) would add a copy outside the window.

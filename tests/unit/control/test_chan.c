@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include <fcntl.h>
 #include <sys/eventfd.h>
+#include <unistd.h>
 #include <sys/socket.h>
 
 #include <interlink/chan.h>
@@ -214,6 +215,69 @@ static void test_wakeup_protocol(void **state)
 	assert_int_equal(st.wakeups, 1);
 }
 
+/* The wake-up rate limit: a consumer woken rarely is woken at once; one
+ * woken less than the interval ago is woken at the interval's end (by the
+ * producer's flush), at once when 64 messages wait or the limit is lifted.
+ * The interval is long (400 ms) so that a descheduled test cannot pass it
+ * by accident. */
+static void test_wakeup_interval(void **state)
+{
+	struct fx *f = *state;
+	struct il_cmsg m[64];
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	assert_true(efd >= 0);
+	open_pair(f, 128, 64);
+	il_chan_set_wake_fd(f->dp, efd);
+	il_chan_set_wake_interval(f->dp, 400000000ull);
+	for (int i = 0; i < 64; i++)
+		mk(&m[i], (uint32_t)i);
+
+	/* Nothing pending: a flush decides nothing. */
+	assert_false(il_chan_wake_flush(f->dp));
+	/* No wake-up for a while: at once. */
+	assert_true(il_chan_sleep_prepare(f->ctl));
+	assert_int_equal(il_chan_send_burst(f->dp, m, 2), 2);
+	assert_int_equal(efd_pending(efd), 1);
+	il_chan_sleep_end(f->ctl);
+	assert_int_equal(il_chan_recv_burst(f->ctl, m, 64), 2);
+	/* Asleep again within the interval: the next two bursts wait. */
+	assert_true(il_chan_sleep_prepare(f->ctl));
+	assert_int_equal(il_chan_send_burst(f->dp, m, 2), 2);
+	assert_int_equal(il_chan_send_burst(f->dp, m, 1), 1);
+	assert_false(il_chan_wake_flush(f->dp)); /* not due yet */
+	assert_int_equal(efd_pending(efd), 0);
+	usleep(450000);
+	assert_true(il_chan_wake_flush(f->dp));
+	assert_int_equal(efd_pending(efd), 1); /* one wake-up for both bursts */
+	assert_false(il_chan_wake_flush(f->dp));
+	il_chan_sleep_end(f->ctl);
+	assert_int_equal(il_chan_recv_burst(f->ctl, m, 64), 3);
+
+	/* 64 waiting: woken at once, interval or not. */
+	assert_true(il_chan_sleep_prepare(f->ctl));
+	assert_int_equal(il_chan_send_burst(f->dp, m, 10), 10);
+	assert_int_equal(efd_pending(efd), 0);
+	assert_int_equal(il_chan_send_burst(f->dp, m, 54), 54);
+	assert_int_equal(efd_pending(efd), 1);
+	il_chan_sleep_end(f->ctl);
+	assert_int_equal(il_chan_recv_burst(f->ctl, m, 64), 64);
+
+	/* Lifting the limit delivers a pending wake-up at once... */
+	assert_true(il_chan_sleep_prepare(f->ctl));
+	assert_int_equal(il_chan_send_burst(f->dp, m, 1), 1);
+	assert_int_equal(efd_pending(efd), 0);
+	il_chan_set_wake_interval(f->dp, 0);
+	assert_int_equal(efd_pending(efd), 1);
+	/* ...and without one every burst to a sleeper wakes it at once. */
+	il_chan_sleep_end(f->ctl);
+	assert_int_equal(il_chan_recv_burst(f->ctl, m, 64), 1);
+	assert_true(il_chan_sleep_prepare(f->ctl));
+	assert_int_equal(il_chan_send_burst(f->dp, m, 1), 1);
+	assert_int_equal(efd_pending(efd), 1);
+	il_chan_set_wake_fd(f->dp, -1);
+}
+
 static void test_incarnations_and_flush(void **state)
 {
 	struct fx *f = *state;
@@ -342,6 +406,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wraparound, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_full_ring, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_wakeup_protocol, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_wakeup_interval, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_incarnations_and_flush, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_open_errors, fx_setup, fx_teardown),
