@@ -184,6 +184,19 @@ static void summary(FILE *out, const char *json, double send_s, double total_s, 
 			       " injected losses; %" PRIu64 " reorder overruns\n",
 			       t.gaps, t.repaired, S.naks_tx, S.naks_tx_fail, t.dups, t.injected, t.overrun);
 		}
+		if (S.c.uto) {
+			const struct pg_uto *u = &S.uto;
+			fprintf(out, "uto                %" PRIu64 " ACKs, %" PRIu64 " heartbeats, %" PRIu64
+				" JOINs sent; %" PRIu64 " views, %" PRIu64 " credits (window %u, rate %u "
+				"kbit/s), %" PRIu64 " STABLEs received\n", u->acks_tx, u->hb_tx,
+				u->joins_tx, u->views_rx, u->credits_rx, u->credit_window, u->rate_kbps,
+				u->stable_rx);
+			fprintf(out, "uto senders        %.3f s blocked on credit (%" PRIu64 " stalls); max "
+				"unstable %" PRIu64 "; %" PRIu64 " resumes (%" PRIu64 " messages re-sent); %"
+				PRIu64 " exclusions; all stable: %s\n", (double)u->blocked_tsc / (double)S.hz,
+				u->blocked_stalls, pg_uto_max_unstable(&S), u->resumes_rx, u->resumed_msgs,
+				u->exclusions, S.uto_stable ? "yes" : "no");
+		}
 		fprintf(out, "latency (us)       p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  (%" PRIu64
 		       " samples)\n",
 		       (double)pg_hist_quantile(&lat, 0.5) * us, (double)pg_hist_quantile(&lat, 0.9) * us,
@@ -230,6 +243,27 @@ static void summary(FILE *out, const char *json, double send_s, double total_s, 
 		   PRIu64 ", \"overruns\": %" PRIu64 ",\n",
 		t.gaps, t.repaired, S.naks_tx, S.naks_tx_fail, t.dups, t.injected, t.overrun);
 	fprintf(j, "  \"captured\": %u,\n", S.cap.n);
+	if (S.c.uto) {
+		const struct pg_uto *u = &S.uto;
+		fprintf(j, "  \"uto\": {\"acks\": %" PRIu64 ", \"heartbeats\": %" PRIu64 ", \"joins\": %"
+			   PRIu64 ", \"leaves\": %" PRIu64 ", \"views\": %" PRIu64 ", \"credits\": %" PRIu64
+			   ", \"stables\": %" PRIu64 ", \"credit_window\": %u, \"rate_kbps\": %u, "
+			   "\"blocked_s\": %.6f, \"blocked_stalls\": %" PRIu64 ", \"max_unstable\": %"
+			   PRIu64 ", \"resumes\": %" PRIu64 ", \"resumed_msgs\": %" PRIu64
+			   ", \"exclusions\": %" PRIu64 ", \"ctl_tx_fail\": %" PRIu64 ", \"epoch\": %u, "
+			   "\"all_stable\": %s, \"watermark\": [",
+			u->acks_tx, u->hb_tx, u->joins_tx, u->leaves_tx, u->views_rx, u->credits_rx,
+			u->stable_rx, u->credit_window, u->rate_kbps,
+			(double)u->blocked_tsc / (double)S.hz, u->blocked_stalls,
+			pg_uto_max_unstable(&S), u->resumes_rx, u->resumed_msgs, u->exclusions,
+			u->ctl_tx_fail, u->epoch, S.uto_stable ? "true" : "false");
+		for (unsigned g = 0; g < S.c.groups; g++)
+			fprintf(j, "%s%" PRIu64, g ? ", " : "", u->wm[g]);
+		fprintf(j, "], \"group_sent\": [");
+		for (unsigned g = 0; g < S.c.groups; g++)
+			fprintf(j, "%s%" PRIu64, g ? ", " : "", S.group_sent[g]);
+		fprintf(j, "]},\n");
+	}
 	fprintf(j, "  \"latency_us\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, "
 		   "\"max\": %.3f, \"mean\": %.3f, \"samples\": %" PRIu64 "}\n}\n",
 		(double)pg_hist_quantile(&lat, 0.5) * us, (double)pg_hist_quantile(&lat, 0.9) * us,
@@ -379,6 +413,8 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 				S.c.count = S.tx_msgs;
 			}
 		}
+		if (!sending && S.c.uto && S.c.count && S.tx_msgs < S.c.count)
+			sending = true; /* a resume notice took messages back */
 		uint16_t k = S.rx_lcore_on ? 0 : rte_eth_rx_burst(S.rx_port, 0, rx, PG_BURST);
 		if (k) {
 			S.rx_last_tsc = now;
@@ -387,6 +423,8 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 			else
 				pg_receive_burst(&S, rx, k);
 		}
+		if (S.c.uto)
+			pg_uto_poll(&S, now);
 		if (now - last_tick >= tick) {
 			last_tick = now;
 			if (count) {
@@ -567,7 +605,7 @@ int main(int argc, char **argv)
 	struct rte_ether_addr mac;
 	rte_eth_macaddr_get(S.tx_port, &mac);
 	memcpy(S.tx_mac, mac.addr_bytes, 6);
-	if (pg_senders_init(&S) || pg_receivers_init(&S))
+	if (pg_senders_init(&S) || pg_receivers_init(&S) || (S.c.uto && pg_uto_init(&S)))
 		return 2;
 	S.rx_lcore = RTE_MAX_LCORE;
 	if (S.c.rx_lcore) {
@@ -589,12 +627,21 @@ int main(int argc, char **argv)
 	usleep(100000);
 	if (S.c.serve)
 		return serve();
+	if (S.c.uto && pg_uto_join(&S)) {
+		rte_eth_dev_stop(S.tx_port);
+		if (S.rx_port != S.tx_port)
+			rte_eth_dev_stop(S.rx_port);
+		rte_eal_cleanup();
+		return 2;
+	}
 
 	struct timespec wall0;
 	clock_gettime(CLOCK_REALTIME, &wall0);
 	uint64_t send_tsc, end_tsc;
 	bool complete = run(&send_tsc, &end_tsc);
 	const bool count = S.c.check == PG_CHECK_COUNT;
+	if (S.c.uto)
+		S.uto_stable = pg_uto_finish(&S, 2.0);
 	summary(stdout, S.c.json, (double)send_tsc / (double)S.hz, (double)end_tsc / (double)S.hz,
 		complete);
 	if (S.c.capture && pg_capture_write(&S.cap, S.c.capture,

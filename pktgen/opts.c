@@ -66,6 +66,16 @@ static void usage(FILE *f)
 "                        a JSON summary and a line END on stdout for each\n"
 "  --listen              send nothing: count what arrives for --duration seconds\n"
 "                        (another generator drives the appliance; count check)\n"
+"  --uto                 speak the appliance's UTO control protocol (configs/uto.yaml\n"
+"                        with interlink-control): members JOIN and wait for a VIEW\n"
+"                        naming them, receivers ACK, all send HEARTBEATs, senders\n"
+"                        obey CREDIT (its rate_kbps too) instead of --window and go\n"
+"                        back on a resume notice (full check only)\n"
+"  --ack-every K         --uto: ACK after K new messages (default 32)\n"
+"  --ack-us T            --uto: or after T us with anything new (default 500)\n"
+"  --heartbeat-ms MS     --uto: HEARTBEAT of every member each MS (default 20)\n"
+"  --view-wait SEC       --uto: wait at most SEC for the VIEWs (default 10)\n"
+"  --credit-wait SEC     --uto: then for a first CREDIT per sender (default 1)\n"
 "  --json FILE           write the final summary as JSON\n"
 "  --quiet               no status line\n",
 		PG_MAX_SENDERS, PG_MAX_RECEIVERS, PG_MAX_GROUPS);
@@ -123,6 +133,7 @@ enum {
 	O_NAK_TMO, O_DRAIN, O_REORDER, O_JSON, O_QUIET, O_WINDOW, O_MODE, O_RAW_DST,
 	O_RAW_GROUP, O_PCAP, O_SPEED, O_PCAP_LOOPS, O_RATE_BPS, O_FRAME, O_PACK_BYTES,
 	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT, O_LISTEN, O_CATCH_UP, O_SERVE, O_RX_LCORE,
+	O_UTO, O_ACK_EVERY, O_ACK_US, O_HB_MS, O_VIEW_WAIT, O_CREDIT_WAIT,
 };
 
 int pg_parse_args(int argc, char **argv, struct pg_conf *c)
@@ -148,6 +159,9 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		{"capture-count", 1, NULL, O_CAPTURE_COUNT}, {"link-wait", 1, NULL, O_LINK_WAIT},
 		{"listen", 0, NULL, O_LISTEN}, {"serve", 0, NULL, O_SERVE},
 		{"rx-lcore", 0, NULL, O_RX_LCORE}, {"catch-up-us", 1, NULL, O_CATCH_UP},
+		{"uto", 0, NULL, O_UTO}, {"ack-every", 1, NULL, O_ACK_EVERY},
+		{"ack-us", 1, NULL, O_ACK_US}, {"heartbeat-ms", 1, NULL, O_HB_MS},
+		{"view-wait", 1, NULL, O_VIEW_WAIT}, {"credit-wait", 1, NULL, O_CREDIT_WAIT},
 		{"help", 0, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -177,6 +191,12 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 	c->pcap_loops = 1;
 	c->capture_count = 1000;
 	c->link_wait_s = 10;
+	c->ack_every = 32;
+	c->ack_us = 500;
+	c->hb_ms = 20;
+	c->view_wait_s = 10;
+	c->credit_wait_s = 1;
+	bool window_set = false;
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case O_TX: c->tx_dev = optarg; break;
@@ -236,7 +256,20 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		case O_JSON: c->json = optarg; break;
 		case O_QUIET: c->quiet = true; break;
 		case O_WINDOW: if (num("window", optarg, 0, 1 << 24, &v)) return -1;
-			c->window = (unsigned)v; break;
+			c->window = (unsigned)v; window_set = true; break;
+		case O_UTO: c->uto = true; break;
+		case O_ACK_EVERY: if (num("ack-every", optarg, 1, 1 << 20, &v)) return -1;
+			c->ack_every = (unsigned)v; break;
+		case O_ACK_US: if (num("ack-us", optarg, 1, 1e7, &c->ack_us)) return -1;
+			break;
+		case O_HB_MS: if (num("heartbeat-ms", optarg, 1, 60000, &c->hb_ms)) return -1;
+			break;
+		case O_VIEW_WAIT: if (num("view-wait", optarg, 0.1, 3600, &c->view_wait_s))
+				return -1;
+			break;
+		case O_CREDIT_WAIT: if (num("credit-wait", optarg, 0, 3600, &c->credit_wait_s))
+				return -1;
+			break;
 		case O_MODE:
 			if (!strcmp(optarg, "native")) {
 				c->mode = PG_NATIVE;
@@ -344,6 +377,20 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 	}
 	if (c->check == PG_CHECK_COUNT)
 		c->window = 0; /* count mode settles no windows */
+	if (c->uto) {
+		if (c->mode != PG_NATIVE || c->check != PG_CHECK_FULL || c->serve || c->listen) {
+			fprintf(stderr, "interlink-pktgen: --uto emulates native members with the "
+					"full check: no --mode raw, --pcap, --check count, --serve, "
+					"--listen\n");
+			return -1;
+		}
+		if (window_set && c->window) {
+			fprintf(stderr, "interlink-pktgen: --uto: senders obey the appliance's "
+					"CREDIT (interlink-control --window), not --window\n");
+			return -1;
+		}
+		c->window = 0;
+	}
 	if (c->rx_lcore && c->check != PG_CHECK_COUNT) {
 		/* The full check's receivers NAK on the tx queue and settle the
 		 * senders' windows: they stay on the sending lcore. */

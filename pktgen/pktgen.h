@@ -61,6 +61,59 @@ struct pg_conf {
 	double link_wait_s;         /* how long to wait for the links to come up */
 	const char *json;
 	bool quiet;
+	/* --uto: speak the appliance's UTO control protocol (uto.c) */
+	bool uto;
+	unsigned ack_every;         /* ACK after this many new messages */
+	double ack_us;              /* or after this long with something new */
+	double hb_ms;               /* HEARTBEAT interval of every member */
+	double view_wait_s;         /* how long to wait for the VIEWs at start */
+	double credit_wait_s;       /* then for a first CREDIT per sender */
+};
+
+/* ---- --uto: membership and credit state (uto.c) ----------------------- */
+struct pg_uto_rec {                 /* a message of a sender, as receiver 0 delivered it */
+	uint64_t sseq, gseq;
+};
+
+struct pg_uto_snd {                 /* one sender in one group */
+	bool member;                /* named in the group's latest VIEW */
+	bool credited;              /* a CREDIT came for it */
+	uint32_t inc;               /* incarnation: +1 at every rejoin */
+	uint64_t limit;             /* may send sender_seq below this */
+	uint32_t rate_kbps;         /* 0: no rate limit */
+	uint64_t next_tx_tsc;       /* rate_kbps: earliest next frame */
+	uint64_t blk_since;         /* waiting for credit since (0: not) */
+	uint64_t stable_next;       /* oldest sender_seq not known stable */
+	uint64_t max_unstable;      /* the most sent and not known stable */
+	struct pg_uto_rec *ring;    /* by sender_seq, PG_UTO_RING slots */
+};
+#define PG_UTO_RING 16384u
+
+struct pg_uto_rcv {                 /* one receiver in one group */
+	bool member;                /* named in the group's latest VIEW */
+	bool joined;                /* was named once (its start is set) */
+	uint32_t inc;               /* incarnation: +1 at every rejoin */
+	uint32_t view_id;
+	uint64_t acked;             /* last cumulative ACK sent (exclusive) */
+	uint64_t last_ack, last_hb, last_join;
+};
+
+struct pg_uto {
+	uint32_t epoch, incarnation;
+	bool have_epoch, credited, started;
+	uint64_t wm[PG_MAX_GROUPS];     /* watermark known from STABLE / DATA */
+	uint64_t snd_last_hb[PG_MAX_SENDERS][PG_MAX_GROUPS];
+	uint64_t snd_last_join[PG_MAX_SENDERS][PG_MAX_GROUPS];
+	struct pg_uto_rcv r[PG_MAX_RECEIVERS][PG_MAX_GROUPS];
+	struct pg_uto_snd s[PG_MAX_SENDERS][PG_MAX_GROUPS];
+	uint64_t acks_tx, hb_tx, joins_tx, leaves_tx, ctl_tx_fail;
+	uint64_t credits_rx, views_rx, stable_rx, resumes_rx, resumed_msgs, exclusions;
+	uint64_t blocked_tsc;           /* senders' time waiting for credit, summed */
+	uint64_t blocked_stalls;        /* bursts cut short by credit */
+	uint32_t credit_window;         /* largest window a CREDIT named */
+	uint32_t rate_kbps;             /* last non-zero rate a CREDIT named */
+	struct rte_mbuf *q[64];
+	unsigned nq;
 };
 
 /* ---- per-receiver state ------------------------------------------------ */
@@ -135,6 +188,8 @@ struct pg_state {
 	unsigned rx_lcore;          /* RTE_MAX_LCORE: receive on the main lcore */
 	volatile bool rx_stop;
 	bool rx_lcore_on;
+	struct pg_uto uto;
+	bool uto_stable;            /* --uto: every message known stable at the end */
 };
 
 /* opts.c: optind, or -1 after printing why */
@@ -154,5 +209,30 @@ void pg_receive_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n);
 /* Re-NAK stalled gaps and, once sending is over, missing tails. */
 void pg_receivers_tick(struct pg_state *s, bool sending_done);
 bool pg_receivers_complete(const struct pg_state *s);
+
+/* uto.c: the --uto protocol. */
+int pg_uto_init(struct pg_state *s);
+/* JOIN every member; 0 once every VIEW named them all, else -1 after
+ * printing what was missing. */
+int pg_uto_join(struct pg_state *s);
+/* ACK, HEARTBEAT and re-JOIN timers; sends what is queued. */
+void pg_uto_poll(struct pg_state *s, uint64_t now);
+/* A VIEW, CREDIT or STABLE frame of group gi (true: it was one). */
+bool pg_uto_on_control(struct pg_state *s, unsigned gi, const uint8_t *h, unsigned type,
+		       unsigned hdr_len, unsigned body_len, uint64_t now);
+/* A stamped DATA frame of group gi arrived (its watermark). */
+void pg_uto_on_data(struct pg_state *s, unsigned gi, const uint8_t *h);
+/* Receiver 0 delivered message sseq of sender id at gseq. */
+void pg_uto_delivered(struct pg_state *s, unsigned gi, uint32_t id, uint64_t sseq,
+		      uint64_t gseq);
+/* How many of msgs the sender may send now in group gi (0: it waits). */
+unsigned pg_uto_allow(struct pg_state *s, struct pg_sender *snd, unsigned gi, unsigned msgs,
+		      uint64_t now);
+void pg_uto_sent(struct pg_state *s, struct pg_sender *snd, unsigned gi, unsigned len,
+		 uint64_t now);
+/* After the run: final ACKs, wait up to secs for every group's watermark
+ * to pass its last message; then LEAVE. Returns whether all is stable. */
+bool pg_uto_finish(struct pg_state *s, double secs);
+uint64_t pg_uto_max_unstable(const struct pg_state *s);
 
 #endif

@@ -132,6 +132,8 @@ static void deliver(struct pg_state *s, struct pg_receiver *rx, struct pg_rgroup
 		if (len >= 16)
 			memcpy(&x, r + 12, 8);
 		g->hash = mix(mix(mix(mix(g->hash, gseq + i), sender), sseq + i), x ^ len);
+		if (s->c.uto && rx->id == 0 && sender >= 1 && sender <= s->c.senders)
+			pg_uto_delivered(s, (unsigned)(g - rx->g), sender, sseq + i, gseq + i);
 		if (sender <= s->c.senders) {
 			rx->from_sender[sender]++;
 			/* 0: resynchronise (after messages were declared lost). */
@@ -265,6 +267,8 @@ void pg_receive_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n)
 			if (!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || il_get64(h + IL_OFF_GLOBAL_SEQ) == 0) {
 				s->rx_bad++;
 			} else {
+				if (s->c.uto)
+					pg_uto_on_data(s, gi, h);
 				for (unsigned r = 0; r < s->c.receivers; r++) {
 					if (il_loss_drop(&s->rx[r].loss)) {
 						s->rx[r].injected_drops++;
@@ -273,6 +277,10 @@ void pg_receive_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n)
 					on_data(s, &s->rx[r], gi, m, now);
 				}
 			}
+		} else if (v == IL_V_CONTROL && s->c.uto &&
+			   pg_uto_on_control(s, gi, rte_pktmbuf_mtod(m, const uint8_t *) + 42, p.type,
+					     p.hdr_len, p.payload_len - p.hdr_len, now)) {
+			/* VIEW, CREDIT, STABLE: membership and flow control */
 		} else if (v == IL_V_CONTROL && p.type == IL_T_UNAVAIL) {
 			const uint8_t *h = rte_pktmbuf_mtod(m, const uint8_t *) + 42;
 			uint32_t who = il_get32(h + IL_OFF_SENDER_ID);

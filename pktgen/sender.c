@@ -237,7 +237,23 @@ uint16_t pg_build_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n, 
 		size = peek_size(s);
 		msgs = msgs_in_frame(s, size, left);
 		struct pg_sender *snd = &s->senders[s->next_sender];
-		if (c->window && !s->window_off && outstanding(s, snd) + msgs > c->window) {
+		if (c->uto) {
+			/* The appliance's CREDIT, not our own window, per group. */
+			unsigned ok = pg_uto_allow(s, snd, s->next_group, msgs, now);
+			if (!ok) {
+				if (++blocked == c->senders * c->groups) {
+					s->uto.blocked_stalls++;
+					break;
+				}
+				if (++s->next_sender == c->senders) {
+					s->next_sender = 0;
+					if (++s->next_group == c->groups)
+						s->next_group = 0;
+				}
+				continue;
+			}
+			msgs = ok;
+		} else if (c->window && !s->window_off && outstanding(s, snd) + msgs > c->window) {
 			/* This sender waits; try the next one, give up when all wait. */
 			if (++blocked == c->senders) {
 				s->window_stalls++;
@@ -249,6 +265,8 @@ uint16_t pg_build_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n, 
 		}
 		blocked = 0;
 		fill_frame(s, pkts[k], snd, s->next_group, msgs, size, now);
+		if (c->uto)
+			pg_uto_sent(s, snd, s->next_group, pkts[k]->data_len, now);
 		pg_pace_charge(&s->pace, pkts[k]->data_len);
 		s->next_size = 0;
 		k++;
