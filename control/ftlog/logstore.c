@@ -401,12 +401,10 @@ int ftl_replay_build(struct ftl_replay *j)
 		madvise(m, len, MADV_SEQUENTIAL);
 	}
 	close(fd);
-	/* At most one candidate per record: a record is at least a header. */
-	ncap = len / sizeof(struct ftc_rec) + 1;
+	ncap = 1024; /* candidates: grown as DATA records are met */
 	lens = malloc(sizeof(*lens) * nmax);
 	cs = malloc(sizeof(*cs) * ncap);
-	ext = malloc(sizeof(*ext) * ncap);
-	if (!lens || !cs || !ext) {
+	if (!lens || !cs) {
 		rc = -1;
 		goto out;
 	}
@@ -426,6 +424,15 @@ int ftl_replay_build(struct ftl_replay *j)
 					continue;
 				if (n > L - off)
 					n = L - off;
+				if (nc == ncap) {
+					struct cand *g = realloc(cs, sizeof(*cs) * ncap * 2);
+					if (!g) {
+						rc = -1;
+						goto out;
+					}
+					cs = g;
+					ncap *= 2;
+				}
 				cs[nc++] = (struct cand){.s_off = off, .len = n,
 							 .f_off = _o + sizeof(*r) + s};
 			} else if (r->type == FR_READ) {
@@ -445,6 +452,11 @@ int ftl_replay_build(struct ftl_replay *j)
 	 * (client retransmissions: the same bytes) the one that starts first
 	 * supplies them, the earlier in the log on a tie. */
 	qsort(cs, nc, sizeof(*cs), cand_cmp);
+	ext = malloc(sizeof(*ext) * (nc + 1)); /* at most one extent per candidate */
+	if (!ext) {
+		rc = -1;
+		goto out;
+	}
 	uint32_t covered = 0;
 	for (uint32_t i = 0; i < nc && covered < L; i++) {
 		uint32_t end = cs[i].s_off + cs[i].len;

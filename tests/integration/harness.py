@@ -3,12 +3,49 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
 from conftest import INTERLINK, PKTGEN
+
+
+def control_mgmt(chan, cmd, tmp: Path, timeout=2.0):
+    """One command to interlink-control's management socket (<chan>.mgmt); "" if none."""
+    path = tmp / f"m{uuid.uuid4().hex[:6]}.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.bind(str(path))
+        s.settimeout(timeout)
+        s.sendto(cmd.encode(), chan + ".mgmt")
+        return s.recv(8192).decode()
+    except OSError:
+        return ""
+    finally:
+        s.close()
+        path.unlink(missing_ok=True)
+
+
+def control_status(chan, tmp: Path):
+    """interlink-control's `status` as {key: int}."""
+    out = {}
+    for line in control_mgmt(chan, "status", tmp).splitlines():
+        k, _, v = line.partition(" ")
+        if v.isdigit():
+            out[k] = int(v)
+    return out
+
+
+def control_groups(chan, tmp: Path):
+    """interlink-control's `groups` as {group: {field: int}}."""
+    out = {}
+    for line in control_mgmt(chan, "groups", tmp).splitlines():
+        w = line.split()
+        if len(w) >= 2 and w[0] == "group":
+            out[int(w[1])] = {w[i]: int(w[i + 1]) for i in range(2, len(w) - 1, 2)}
+    return out
 
 
 class MemifRig:

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, INTERLINK, ROOT
+from harness import control_groups, control_mgmt, control_status
 
 CONTROL = BUILD / "control" / "interlink-control"
 MEMBERS = BUILD / "tests" / "unit" / "control" / "il-uto-members"
@@ -99,26 +99,10 @@ class UtoRig:
                 time.sleep(1)
 
     def mgmt(self, cmd, timeout=2.0):
-        path = self.tmp / f"m{uuid.uuid4().hex[:6]}.sock"
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        try:
-            s.bind(str(path))
-            s.settimeout(timeout)
-            s.sendto(cmd.encode(), self.chan + ".mgmt")
-            return s.recv(8192).decode()
-        except OSError:
-            return ""
-        finally:
-            s.close()
-            path.unlink(missing_ok=True)
+        return control_mgmt(self.chan, cmd, self.tmp, timeout)
 
     def status(self):
-        out = {}
-        for line in self.mgmt("status").splitlines():
-            k, _, v = line.partition(" ")
-            if v.isdigit():
-                out[k] = int(v)
-        return out
+        return control_status(self.chan, self.tmp)
 
     def wait_for(self, cond, timeout, what):
         end = time.time() + timeout
@@ -308,11 +292,7 @@ def test_flow_control_at_maximum_load(tmp_path, window, buffer, wake_us):
 
 def groups(rig):
     """{group: {field: int}} from the management socket; the rig's group is also key 1."""
-    out = {}
-    for line in rig.mgmt("groups").splitlines():
-        w = line.split()
-        if len(w) >= 2 and w[0] == "group":
-            out[int(w[1])] = {w[i]: int(w[i + 1]) for i in range(2, len(w) - 1, 2)}
+    out = control_groups(rig.chan, rig.tmp)
     if rig.group in out:
         out[1] = out[rig.group]
     return out

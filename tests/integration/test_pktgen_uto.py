@@ -8,16 +8,14 @@ control process's watermark of each group reached the last sequence (its managem
 and no sender ever had more than W messages not known stable (pktgen's count from the
 watermark and receiver 0's deliveries)."""
 import signal
-import socket
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from conftest import BUILD, INTERLINK, ROOT
-from harness import MemifRig
+from harness import MemifRig, control_groups, control_mgmt, control_status
 
 CONTROL = BUILD / "control" / "interlink-control"
 WINDOW = 256
@@ -60,34 +58,13 @@ class UtoMemifRig(MemifRig):
         raise RuntimeError("no HELLO from the data plane: " + self.app_log.read_text())
 
     def mgmt(self, cmd, timeout=2.0):
-        path = self.tmp / f"m{uuid.uuid4().hex[:6]}.sock"
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        try:
-            s.bind(str(path))
-            s.settimeout(timeout)
-            s.sendto(cmd.encode(), self.chan + ".mgmt")
-            return s.recv(8192).decode()
-        except OSError:
-            return ""
-        finally:
-            s.close()
-            path.unlink(missing_ok=True)
+        return control_mgmt(self.chan, cmd, self.tmp, timeout)
 
     def status(self):
-        out = {}
-        for line in self.mgmt("status").splitlines():
-            k, _, v = line.partition(" ")
-            if v.isdigit():
-                out[k] = int(v)
-        return out
+        return control_status(self.chan, self.tmp)
 
     def groups(self):
-        out = {}
-        for line in self.mgmt("groups").splitlines():
-            w = line.split()
-            if len(w) >= 2 and w[0] == "group":
-                out[int(w[1])] = {w[i]: int(w[i + 1]) for i in range(2, len(w) - 1, 2)}
-        return out
+        return control_groups(self.chan, self.tmp)
 
     def stop_appliance(self):
         try:

@@ -26,6 +26,7 @@
 #include <interlink/wire.h>
 
 #include "seq.h"
+#include "tu_frame.h"
 
 static struct il_app app;
 static struct il_stage *cl, *sq, *ct, *nk;
@@ -34,26 +35,12 @@ static char chan_path[64];
 static struct rte_mbuf *frame(uint8_t type, uint16_t group, uint32_t sender, uint64_t sseq,
 			      uint64_t base, unsigned n)
 {
-	struct rte_mbuf *m = rte_pktmbuf_alloc(app.pool);
-	assert_non_null(m);
 	unsigned body = type == IL_T_DATA ? n * (IL_MSG_HDR_LEN + 8) : IL_MEMBER_MSG_LEN;
 	unsigned plen = IL_HDR_LEN + body;
-	uint8_t *f = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(42 + plen));
-	memset(f, 0, 42 + plen);
-	f[12] = 0x08;
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
-	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(28 + plen));
-	ip->time_to_live = 9;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = rte_cpu_to_be_32(0x0a000000u + (sender & 0xffff));
-	ip->dst_addr = rte_cpu_to_be_32(0xef010100u + group);
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
-	udp->src_port = rte_cpu_to_be_16(5000);
-	udp->dst_port = rte_cpu_to_be_16(7400);
-	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(8 + plen));
-	uint8_t *h = f + 42;
+	uint8_t *h = NULL;
+	struct rte_mbuf *m = tu_udp_frame(app.pool, 0x0a000000u + (sender & 0xffff),
+					  0xef010100u + group, 7400, plen, &h);
+	assert_non_null(m);
 	h[0] = IL_VERSION;
 	h[1] = type;
 	h[2] = IL_HDR_LEN;

@@ -19,6 +19,7 @@
 #include <interlink/wire.h>
 
 #include "seq.h"
+#include "tu_frame.h"
 
 static struct il_app app;
 static struct il_stage *cl, *sq, *nk;
@@ -46,26 +47,12 @@ static const char *cfg_text =
 static struct rte_mbuf *frame(uint16_t dport, uint8_t type, uint16_t group, uint32_t sender,
 			      uint64_t sseq, unsigned n, unsigned len, bool csum)
 {
-	struct rte_mbuf *m = rte_pktmbuf_alloc(app.pool);
-	assert_non_null(m);
 	unsigned body = type == IL_T_NAK ? IL_RANGE_LEN : n * (IL_MSG_HDR_LEN + len);
 	unsigned plen = (dport == 7400 ? IL_HDR_LEN : 0) + body;
-	uint8_t *f = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(42 + plen));
-	memset(f, 0, 42 + plen);
-	f[12] = 0x08;
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
-	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(28 + plen));
-	ip->time_to_live = 9;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = rte_cpu_to_be_32(0x0a000000u + sender);
-	ip->dst_addr = rte_cpu_to_be_32(0xef010100u + group);
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
-	udp->src_port = rte_cpu_to_be_16(5000);
-	udp->dst_port = rte_cpu_to_be_16(dport);
-	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(8 + plen));
-	uint8_t *h = f + 42;
+	uint8_t *h = NULL;
+	struct rte_mbuf *m = tu_udp_frame(app.pool, 0x0a000000u + sender, 0xef010100u + group,
+					  dport, plen, &h);
+	assert_non_null(m);
 	if (dport == 7400) {
 		h[0] = IL_VERSION;
 		h[1] = type;
@@ -81,8 +68,12 @@ static struct rte_mbuf *frame(uint16_t dport, uint8_t type, uint16_t group, uint
 			il_put16(h, (uint16_t)len);
 			memset(h + 4, (int)(i + 1), len);
 		}
-	if (csum)
+	if (csum) {
+		uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
+		struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
 		udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+	}
 	return m;
 }
 
