@@ -19,7 +19,7 @@ struct opts {
 	const char *tx, *rx, *mcast, *status;
 	uint32_t id, keys;
 	uint16_t group;
-	uint64_t count, seed;
+	uint64_t count, seed, rate; /* rate: PUTs/s per writer, 0 = credits only */
 	struct sockaddr_in listen, peers[KV_MAX_PEERS];
 	unsigned n_peers;
 	bool has_listen, recover;

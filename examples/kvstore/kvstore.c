@@ -2,6 +2,7 @@
  * il-kvstore: a replicated key-value store on libinterlink (docs/libinterlink.md).
  *
  *   il-kvstore writer  --tx IF --rx IF --id N --count C [--keys K] [--seed S]
+ *                      [--rate PUTS_PER_S]
  *   il-kvstore replica --tx IF --rx IF --id N --listen IP:PORT [--peer IP:PORT]...
  *                      [--recover] [--keys K] [--status FILE]
  *
@@ -72,7 +73,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: il-kvstore writer|replica --tx IF --rx IF --id N [--group G] [--mcast ADDR]\n"
-		"       writer:  --count C [--keys K] [--seed S] [--status FILE]\n"
+		"       writer:  --count C [--keys K] [--seed S] [--rate PUTS_PER_S] [--status FILE]\n"
 		"       replica: --listen IP:PORT [--peer IP:PORT]... [--recover] [--keys K]\n"
 		"                [--status FILE]\n");
 	exit(2);
@@ -87,6 +88,7 @@ static void parse(int argc, char **argv)
 		{ "group", 1, 0, 'g' },	 { "mcast", 1, 0, 'm' },  { "count", 1, 0, 'c' },
 		{ "keys", 1, 0, 'k' },	 { "seed", 1, 0, 's' },	  { "status", 1, 0, 'S' },
 		{ "listen", 1, 0, 'l' }, { "peer", 1, 0, 'p' },	  { "recover", 0, 0, 'R' },
+		{ "rate", 1, 0, 'q' },
 		{ 0, 0, 0, 0 },
 	};
 	struct opts *o = &kv_opts;
@@ -114,6 +116,17 @@ static void parse(int argc, char **argv)
 			o->n_peers++;
 			break;
 		case 'R': o->recover = true; break;
+		case 'q': {
+			char *end;
+
+			o->rate = strtoull(optarg, &end, 0);
+			if (*optarg == '\0' || *end != '\0') {
+				fprintf(stderr, "il-kvstore: --rate wants PUTs per second, not '%s'\n",
+					optarg);
+				exit(2);
+			}
+			break;
+		}
 		default: usage();
 		}
 	}
@@ -155,6 +168,7 @@ static int writer(void)
 	const struct opts *o = &kv_opts;
 	struct il_ep *ep = open_ep();
 	uint64_t rng = o->seed * 1000003u + o->id, sent = 0, t0 = now_ms();
+	uint64_t burst = o->rate >= 10 ? o->rate / 10 : 1;
 	int rc = il_ep_join(ep, o->group, o->mcast, IL_EP_SENDER, NULL, NULL);
 
 	if (rc) {
@@ -163,6 +177,17 @@ static int writer(void)
 	}
 	while (!stop && sent < o->count) {
 		uint8_t put[KV_PUT_LEN];
+
+		if (o->rate && sent % burst == 0) {
+			/* Ten bursts a second: burst number sent/burst is due
+			 * sent/rate seconds after t0. */
+			uint64_t due = t0 + sent * 1000u / o->rate, now = now_ms();
+
+			if (now < due) {
+				il_ep_poll(ep, (unsigned)(due - now > 100 ? 100000 : (due - now) * 1000));
+				continue;
+			}
+		}
 		uint64_t r = rng_next(&rng);
 
 		kv_put_encode(put, (uint32_t)(r % o->keys), rng_next(&rng) | 1);

@@ -125,6 +125,10 @@ def status(path):
 
 
 N_REPLICAS, N_WRITERS, PUTS, KEYS = 3, 4, 100_000, 10_000
+# PUTs per second per writer: the run lasts at least PUTS / (N_WRITERS * WRITER_RATE) = 5 s, so
+# the fault lands mid-run on a fast machine too (unpaced, a CI machine once applied all 100,000
+# before the test saw a third of them, and the paused replica had nothing left to miss).
+WRITER_RATE = 5000
 # The slow detector is generous: on this shared 2-core machine (load average above 10 at
 # times) a live host or the appliance lcore has been seen descheduled for about a second.
 # The window bounds what is in flight towards the appliance: 4 writers x 256 messages stay
@@ -174,6 +178,7 @@ def test_replicated_store_survives_a_crashed_replica(tmp_path, app_sets, fault):
         per = PUTS // N_WRITERS
         writers = [rig.kv(f"writer{w}", N_REPLICAS + w, "writer", "--id", str(rig.id_base + w),
                           "--count", str(per), "--keys", str(KEYS), "--seed", "7",
+                          "--rate", str(WRITER_RATE),
                           "--status", str(tmp_path / f"writer{w}.json"))
                    for w in range(1, N_WRITERS + 1)]
 
@@ -182,6 +187,7 @@ def test_replicated_store_survives_a_crashed_replica(tmp_path, app_sets, fault):
         rig.wait_for(lambda: status(rst[victim]).get("applied", 0) >= PUTS // 3, 90,
                      "replica 2 to apply a third of the PUTs")
         crashed_at = status(rst[victim])["applied"]
+        assert crashed_at < PUTS, f"the fault must land mid-run, not after {crashed_at} PUTs"
         if fault == "crash":
             os.killpg(rig.kv_procs[f"replica{victim}"].pid, signal.SIGKILL)
             rig.kv_procs[f"replica{victim}"].wait()
@@ -207,7 +213,10 @@ def test_replicated_store_survives_a_crashed_replica(tmp_path, app_sets, fault):
 
         def converged():
             s = [status(rst[r]) for r in rst]
-            return all(x.get("ready") and x.get("applied") == PUTS for x in s) and \
+            # A faulted replica must also have fetched its state again (the paused one learns
+            # of its exclusion only once it runs again, perhaps after the last PUT).
+            moved = fault == "appliance" or s[victim - 1].get("transfers", 0) >= 1
+            return moved and all(x.get("ready") and x.get("applied") == PUTS for x in s) and \
                 len({x["pos"] for x in s}) == 1
         try:
             rig.wait_for(converged, 60, "every replica to apply every PUT")
