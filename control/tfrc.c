@@ -215,3 +215,66 @@ double il_tfrc_loss_rate(const struct il_tfrc_loss *l, double s_bits)
 {
 	return il_tfrc_rate(s_bits, (double)l->rtt_ns * 1e-9, il_tfrc_loss_p(l));
 }
+
+void il_tfrc_split(uint32_t rate, unsigned n, const uint32_t *demand, uint32_t *share)
+{
+	bool done[IL_TFRC_SPLIT_MAX];
+	uint64_t left = rate;
+	unsigned open = n;
+
+	if (n > IL_TFRC_SPLIT_MAX)
+		n = open = IL_TFRC_SPLIT_MAX;
+	for (unsigned i = 0; i < n; i++) {
+		share[i] = 0;
+		done[i] = rate == 0;
+	}
+	if (rate == 0 || n == 0)
+		return;
+	/* Water-filling: at each level (what is left over the senders still
+	 * open), those asking for no more than the level get what they ask;
+	 * when none does, the open ones share what is left evenly. */
+	while (open > 0) {
+		uint64_t level = left / open;
+		bool any = false;
+
+		for (unsigned i = 0; i < n; i++)
+			if (!done[i] && demand[i] <= level) {
+				share[i] = demand[i];
+				left -= demand[i];
+				done[i] = true;
+				open--;
+				any = true;
+			}
+		if (any)
+			continue;
+		for (unsigned i = 0, k = 0; i < n; i++)
+			if (!done[i]) {
+				/* the remainder to the first ones, one each */
+				share[i] = (uint32_t)(level + (k++ < left % open ? 1 : 0));
+				done[i] = true;
+			}
+		left = 0;
+		open = 0;
+	}
+	/* Every demand met: spread the rest evenly. */
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t x = share[i] + left / n + (i < left % n ? 1 : 0);
+
+		share[i] = x == 0 ? 1 : (uint32_t)x;
+	}
+}
+
+uint32_t il_tfrc_demand(uint32_t share, uint32_t used, uint32_t floor)
+{
+	uint64_t d;
+
+	if (share == 0)
+		return IL_TFRC_DEMAND_ANY;
+	if ((uint64_t)used * 8 >= (uint64_t)share * 7)
+		d = 2ull * share;
+	else
+		d = (uint64_t)used + used / 4;
+	if (d < floor)
+		d = floor;
+	return d >= IL_TFRC_DEMAND_ANY ? IL_TFRC_DEMAND_ANY - 1 : (uint32_t)d;
+}

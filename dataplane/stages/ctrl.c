@@ -53,6 +53,8 @@ static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_RTT_SAMPLES] = "rtt_samples",
 	[CT_C_RTT_NO_SAMPLE] = "rtt_no_sample",
 	[CT_C_TX_RESUME] = "tx_resume",
+	[CT_C_TX_RATE] = "tx_rate",
+	[CT_C_RATE_SPLITS] = "rate_splits",
 };
 
 static void *helper_main(void *arg)
@@ -150,7 +152,12 @@ static void apply_down(struct il_stage *st, struct ctrl *c, const struct il_cmsg
 		if (m->u.credit.window == g->window && m->u.credit.rate_kbps == g->rate_kbps)
 			return;
 		g->window = m->u.credit.window;
-		g->rate_kbps = m->u.credit.rate_kbps;
+		if (m->u.credit.rate_kbps != g->rate_kbps) {
+			uint32_t old = g->rate_kbps;
+
+			g->rate_kbps = m->u.credit.rate_kbps;
+			ctrl_rate_rescale(g, old);
+		}
 		ctrl_credits_all(st, c, gi, false);
 		break;
 	default:
@@ -452,6 +459,9 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 	if (now >= c->next_house) {
 		c->next_house = now + c->house_tsc;
 		housekeeping(st, c);
+		for (unsigned gi = 0; gi < c->app->n_groups; gi++)
+			if (c->g[gi].rate_kbps && now - c->g[gi].split_at >= c->split_tsc)
+				ctrl_rate_split(st, c, gi, now);
 	}
 	return out;
 }
@@ -461,9 +471,10 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 {
 	static const char *const keys[] = {"type", "sequencer", "tx", "chan", "wake_sock",
 					   "stable_interval_us", "up_slots", "down_slots",
-					   "resume_interval_us", "wake_interval_us", NULL};
+					   "resume_interval_us", "wake_interval_us", "rate_split_ms",
+					   NULL};
 	const char *seq, *tx, *chan, *sock;
-	uint64_t ival, up, down, rival, wdelay;
+	uint64_t ival, up, down, rival, wdelay, split_ms;
 	char cerr[512];
 
 	if (il_cfg_check_keys(p, keys, err, errlen))
@@ -505,6 +516,7 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	if (il_cfg_u64(p, "stable_interval_us", 1000, 50, 1000000, &ival, err, errlen) ||
 	    il_cfg_u64(p, "resume_interval_us", 2000, 100, 1000000, &rival, err, errlen) ||
 	    il_cfg_u64(p, "wake_interval_us", 200, 0, 10000, &wdelay, err, errlen) ||
+	    il_cfg_u64(p, "rate_split_ms", 100, 10, 10000, &split_ms, err, errlen) ||
 	    il_cfg_u64(p, "up_slots", IL_CHAN_UP_SLOTS_DEFAULT, IL_CHAN_MIN_SLOTS,
 		       IL_CHAN_MAX_SLOTS, &up, err, errlen) ||
 	    il_cfg_u64(p, "down_slots", IL_CHAN_DOWN_SLOTS_DEFAULT, IL_CHAN_MIN_SLOTS,
@@ -540,6 +552,7 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	uint64_t hz = rte_get_tsc_hz();
 	c->stable_tsc = hz / 1000000 * ival;
 	c->resume_tsc = hz / 1000000 * rival;
+	c->split_tsc = hz / 1000 * split_ms;
 	c->drain_tsc = hz / 50000; /* 20 us: the down ring is looked at often enough */
 	c->house_tsc = hz / 100;   /* 10 ms */
 	c->hello_due = true;

@@ -48,6 +48,8 @@ enum {
 	CT_C_RTT_SAMPLES,
 	CT_C_RTT_NO_SAMPLE,
 	CT_C_TX_RESUME,
+	CT_C_TX_RATE,
+	CT_C_RATE_SPLITS,
 	CT_C_COUNT
 };
 
@@ -60,6 +62,10 @@ struct csender {
 	uint32_t id;
 	uint64_t stable_next; /* its sender_seq after its last stable message */
 	uint64_t limit_sent;  /* limit of the last CREDIT frame */
+	/* WAN groups (max-min split of the rate, docs/control.md 12): */
+	uint64_t bytes;       /* UDP payload bytes that became stable since the last split */
+	uint32_t share_kbps;  /* its part of the group's rate; 0: none yet */
+	uint32_t share_sent;  /* the share in its last CREDIT frame */
 };
 
 struct cgroup {
@@ -68,6 +74,8 @@ struct cgroup {
 	uint64_t view_start;
 	uint32_t window;    /* 0: no flow control */
 	uint32_t rate_kbps; /* WAN groups: the TCP-friendly rate; 0: none */
+	uint64_t split_at;  /* tsc of the last split of the rate among senders */
+	uint16_t n_split;   /* senders in it */
 	/* WAN groups: when each stamped frame left (RTT samples, Fig. 4.3). */
 	struct il_tfrc_sendlog log;
 	struct il_tfrc_sendlog_slot *log_slots; /* NULL: not a WAN group */
@@ -100,6 +108,7 @@ struct ctrl {
 	struct cgroup *g;
 	uint64_t stable_tsc, drain_tsc, house_tsc;
 	uint64_t resume_tsc; /* the same resume point is told at most this often */
+	uint64_t split_tsc;  /* WAN groups: the rate is split among senders this often */
 	uint64_t next_stable, next_drain, next_house;
 	uint64_t last_call, max_gap; /* longest pause between two calls (tsc) */
 	bool hello_due, snapshot_due;
@@ -117,5 +126,7 @@ void ctrl_credits_advance(struct il_stage *st, struct ctrl *c, unsigned gi);
 void ctrl_credits_all(struct il_stage *st, struct ctrl *c, unsigned gi, bool only_grown);
 void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi);
 void ctrl_send_resumes(struct il_stage *st, struct ctrl *c, uint64_t now_tsc);
+void ctrl_rate_split(struct il_stage *st, struct ctrl *c, unsigned gi, uint64_t now_tsc);
+void ctrl_rate_rescale(struct cgroup *g, uint32_t old_kbps);
 
 #endif

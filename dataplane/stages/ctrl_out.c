@@ -10,6 +10,7 @@
 #include <rte_udp.h>
 
 #include <interlink/app.h>
+#include <interlink/tfrc.h>
 #include <interlink/wire.h>
 
 #include "ctrl.h"
@@ -103,6 +104,38 @@ static struct csender *sender_get(struct il_stage *st, struct cgroup *g, uint32_
 	return s;
 }
 
+/* The rate a sender is told: in a WAN group its share of the group's rate
+ * (docs/control.md 12, "max-min split"), an equal part until a split has
+ * counted it; elsewhere 0 (no limit). */
+static uint32_t sender_rate(const struct cgroup *g, const struct csender *s)
+{
+	if (g->rate_kbps == 0)
+		return 0;
+	if (s->share_kbps)
+		return s->share_kbps;
+	uint32_t part = g->rate_kbps / (g->n_split + 1u);
+	return part ? part : 1;
+}
+
+static void credit_frame(struct il_stage *st, struct ctrl *c, unsigned gi, struct csender *s,
+			 uint64_t limit, uint64_t resume)
+{
+	struct cgroup *g = &c->g[gi];
+	struct rte_mbuf *m;
+	uint8_t *h = frame_new(st, c, gi, IL_T_CREDIT, IL_CREDIT_LEN, &m);
+
+	if (h == NULL)
+		return;
+	s->share_sent = sender_rate(g, s);
+	il_put32(h + IL_OFF_SENDER_ID, s->id);
+	il_put64(h + IL_OFF_SENDER_SEQ, resume);
+	il_put64(h + IL_HDR_LEN, limit);
+	il_put32(h + IL_HDR_LEN + 8, g->window);
+	il_put32(h + IL_HDR_LEN + 12, s->share_sent);
+	frame_send(st, c, m);
+	st->ctr[CT_C_TX_CREDIT]++;
+}
+
 /* resume != 0: the header's sender_seq tells the sender to go on from
  * there (frames from it on were not stamped). Such a notice repeats the
  * last grant (limit_seq 0 if there was none, or without a window): a new
@@ -111,21 +144,11 @@ static void send_credit_resume(struct il_stage *st, struct ctrl *c, unsigned gi,
 			       struct csender *s, uint64_t resume)
 {
 	struct cgroup *g = &c->g[gi];
-	struct rte_mbuf *m;
 	uint64_t limit = resume ? (g->window ? s->limit_sent : 0) : s->stable_next + g->window;
-	uint8_t *h = frame_new(st, c, gi, IL_T_CREDIT, IL_CREDIT_LEN, &m);
 
-	if (h == NULL)
-		return;
-	il_put32(h + IL_OFF_SENDER_ID, s->id);
-	il_put64(h + IL_OFF_SENDER_SEQ, resume);
-	il_put64(h + IL_HDR_LEN, limit);
-	il_put32(h + IL_HDR_LEN + 8, g->window);
-	il_put32(h + IL_HDR_LEN + 12, g->rate_kbps);
-	frame_send(st, c, m);
+	credit_frame(st, c, gi, s, limit, resume);
 	if (!resume)
 		s->limit_sent = limit;
-	st->ctr[CT_C_TX_CREDIT]++;
 }
 
 static void send_credit(struct il_stage *st, struct ctrl *c, unsigned gi, struct csender *s)
@@ -181,6 +204,9 @@ void ctrl_credits_advance(struct il_stage *st, struct ctrl *c, unsigned gi)
 		struct csender *cs = sender_get(st, g, e->sender);
 		if (cs != NULL && e->sender_seq + e->count > cs->stable_next)
 			cs->stable_next = e->sender_seq + e->count;
+		/* WAN groups: what each sender got through, for the split. */
+		if (cs != NULL && g->rate_kbps && e->m != NULL && rte_pktmbuf_pkt_len(e->m) > 42)
+			cs->bytes += rte_pktmbuf_pkt_len(e->m) - 42;
 	}
 	if (g->window == 0)
 		return;
@@ -302,4 +328,82 @@ void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi)
 	frame_send(st, c, mb);
 	st->ctr[CT_C_TX_VIEW]++;
 	ctrl_credits_all(st, c, gi, false);
+}
+
+/* A share moved enough to be worth a CREDIT (1/16, as the control process
+ * does for the group's rate), or into or out of 0. */
+static bool share_moved(uint32_t sent, uint32_t now)
+{
+	if (sent == 0 || now == 0)
+		return sent != now;
+	return (uint64_t)(sent > now ? sent - now : now - sent) * 16 > sent;
+}
+
+/* Thesis 4.3.3: the group's senders together get the group's rate, not
+ * each of them all of it. Every split interval, each sender of the view
+ * asks for a rate (il_tfrc_demand: twice its share if it used nearly all
+ * of it, else what it used and a quarter, at least 1/8 of an equal part),
+ * measured here from the bytes of its frames that became stable, and gets
+ * its max-min fair part (il_tfrc_split). A share that moved goes out in a
+ * CREDIT that repeats the sender's last grant. */
+void ctrl_rate_split(struct il_stage *st, struct ctrl *c, unsigned gi, uint64_t now)
+{
+	struct cgroup *g = &c->g[gi];
+	struct csender *who[CTL_MAX_SENDERS];
+	uint32_t demand[CTL_MAX_SENDERS], share[CTL_MAX_SENDERS];
+	double dt_s = (double)(now - g->split_at) / (double)rte_get_tsc_hz();
+	unsigned n = 0;
+
+	g->split_at = now;
+	for (unsigned i = 0; i < g->n_senders; i++) {
+		struct csender *s = &g->s[i];
+		bool in = false;
+
+		for (unsigned k = 0; k < g->n_members && !in; k++)
+			in = g->m[k].id == s->id && (g->m[k].roles & IL_ROLE_SENDER);
+		if (in) {
+			who[n++] = s;
+		} else {
+			s->share_kbps = 0; /* gone: an equal part if it comes back */
+			s->bytes = 0;
+		}
+	}
+	g->n_split = (uint16_t)n;
+	if (n == 0 || g->rate_kbps == 0)
+		return;
+	uint32_t floor = g->rate_kbps / (8 * n);
+
+	for (unsigned k = 0; k < n; k++) {
+		double used = dt_s > 0 ? (double)who[k]->bytes * 8 / 1000 / dt_s : 0;
+
+		demand[k] = il_tfrc_demand(who[k]->share_kbps,
+					   used >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)used,
+					   floor ? floor : 1);
+		who[k]->bytes = 0;
+	}
+	il_tfrc_split(g->rate_kbps, n, demand, share);
+	st->ctr[CT_C_RATE_SPLITS]++;
+	for (unsigned k = 0; k < n; k++) {
+		who[k]->share_kbps = share[k];
+		if (g->window && share_moved(who[k]->share_sent, share[k])) {
+			credit_frame(st, c, gi, who[k], who[k]->limit_sent, 0);
+			st->ctr[CT_C_TX_RATE]++;
+		}
+	}
+}
+
+/* The group's rate changed: the shares keep their proportions (the next
+ * split adjusts them); from or to no rate, they start again. */
+void ctrl_rate_rescale(struct cgroup *g, uint32_t old_kbps)
+{
+	for (unsigned i = 0; i < g->n_senders; i++) {
+		struct csender *s = &g->s[i];
+
+		if (old_kbps == 0 || g->rate_kbps == 0 || s->share_kbps == 0) {
+			s->share_kbps = 0;
+			continue;
+		}
+		uint64_t x = (uint64_t)s->share_kbps * g->rate_kbps / old_kbps;
+		s->share_kbps = x == 0 ? 1 : x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
+	}
 }

@@ -134,4 +134,26 @@ double il_tfrc_loss_p(const struct il_tfrc_loss *l);
 /* The acceptable receiving rate this RD reports (bits/s, +inf if p = 0). */
 double il_tfrc_loss_rate(const struct il_tfrc_loss *l, double s_bits);
 
+/* Max-min fair split of a group's rate among its senders (section 4.3.3).
+ *
+ * The sender delegate (here the appliance) must not let a group's senders
+ * together exceed the TCP-friendly rate: it divides it max-min fairly
+ * (water-filling). No sender gets more than it asks for while another that
+ * asks for more gets less than it; what no sender asks for is spread evenly
+ * over all of them, so that each can show that it wants more. Rates in
+ * kbit/s. n <= IL_TFRC_SPLIT_MAX; demand IL_TFRC_DEMAND_ANY: as much as it
+ * can get. Every share is at least 1 (0 would mean "no limit" on the wire),
+ * so with a rate below n kbit/s the shares may sum to up to rate + n.
+ * rate 0 (no limit): all 0. */
+#define IL_TFRC_SPLIT_MAX 256
+#define IL_TFRC_DEMAND_ANY UINT32_MAX
+void il_tfrc_split(uint32_t rate_kbps, unsigned n, const uint32_t *demand_kbps,
+		   uint32_t *share_kbps);
+/* What a sender asks for next, from the share it had and the rate it used
+ * meanwhile (measured at the delegate): a sender that used at least 7/8 of
+ * its share was held back by it and asks for twice as much (the thesis'
+ * doubling); one that used less asks for what it used plus a quarter. At
+ * least floor_kbps. No share yet (a new sender): IL_TFRC_DEMAND_ANY. */
+uint32_t il_tfrc_demand(uint32_t share_kbps, uint32_t used_kbps, uint32_t floor_kbps);
+
 #endif

@@ -187,7 +187,8 @@ IL_STATIC_ASSERT(sizeof(struct il_view_sender) == IL_VIEW_SENDER_LEN, "il_view_s
 struct il_credit {
 	uint64_t limit_seq; /* the sender may send sender_seq below this; 0: no grant */
 	uint32_t window;    /* the window behind it, in messages */
-	uint32_t rate_kbps; /* TCP-friendly rate for WAN groups; 0: no limit */
+	uint32_t rate_kbps; /* WAN groups: this sender's share of the TCP-friendly
+			     * rate (max-min split); 0: no limit */
 } __attribute__((packed));
 #define IL_CREDIT_LEN 16u
 IL_STATIC_ASSERT(sizeof(struct il_credit) == IL_CREDIT_LEN, "il_credit size");

@@ -61,22 +61,32 @@ def parse_wan(text):
     return groups, members
 
 
+def start_host(rig, tmp_path, i, group, mcast, role, seconds, *extra):
+    """il-tfrc-host in host namespace i (member id rig.id_base + i); JSON to host<i>.json."""
+    js = tmp_path / f"host{i}.json"
+    log = open(tmp_path / f"host{i}.log", "w")
+    p = subprocess.Popen(
+        ["ip", "netns", "exec", rig.ns(i), str(HOST), "--tx", "tx0", "--rx", "rx0",
+         "--id", str(rig.id_base + i), "--group", str(group), "--mcast", mcast, "--role", role,
+         "--seconds", str(seconds), "--size", str(MSG), "--rtt-ms", str(D_MS),
+         "--json", str(js), *extra],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    rig.kv_procs[f"host{i}"] = p
+    return p
+
+
+def achieved_kbps(smp):
+    """A sender's rate over its samples (tx_bytes), in kbit/s."""
+    dt = smp[-1]["t"] - smp[0]["t"]
+    return (smp[-1]["tx_bytes"] - smp[0]["tx_bytes"]) * 8 / dt / 1000
+
+
 def test_wan_rate_follows_eq41_and_senders_obey_it(tmp_path):
     with HostsRig(tmp_path, 4, CTL, APP) as rig:
         ids = {i: rig.id_base + i for i in range(1, 5)}
 
         def host(i, group, mcast, role, seconds, *extra):
-            js = tmp_path / f"host{i}.json"
-            log = open(tmp_path / f"host{i}.log", "w")
-            p = subprocess.Popen(
-                ["ip", "netns", "exec", rig.ns(i), str(HOST), "--tx", "tx0", "--rx", "rx0",
-                 "--id", str(ids[i]), "--group", str(group), "--mcast", mcast, "--role", role,
-                 "--seconds", str(seconds), "--size", str(MSG), "--rtt-ms", str(D_MS),
-                 "--json", str(js), *extra],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            rig.kv_procs[f"host{i}"] = p
-            p.json = js
-            return p
+            return start_host(rig, tmp_path, i, group, mcast, role, seconds, *extra)
 
         # Receivers first, so that they are in the view before anything is sent.
         r1 = host(2, 1, "239.1.1.1", "recv", SEND_S + 6)
@@ -165,3 +175,57 @@ def test_wan_rate_follows_eq41_and_senders_obey_it(tmp_path):
     assert all(x["rate_kbps"] == 0 for x in res[3]["samples"])
     assert res[3]["samples"][-1]["paced"] == 0
     assert res[4]["delivered"] > 0
+
+
+def test_wan_rate_is_split_among_senders(tmp_path):
+    """Thesis 4.3.3: two senders of one WAN group together get the group's rate, max-min
+    fairly. A is greedy, B sends at most 50 frames/s (400 kbit/s, about a fifth of the rate):
+    B keeps what it uses and A gets the rest, so the two together stay at the TCP-friendly
+    rate (each would have been granted all of it before the split: twice the rate)."""
+    b_pps = 50
+    with HostsRig(tmp_path, 3, CTL, APP) as rig:
+        rcv = start_host(rig, tmp_path, 2, 1, "239.1.1.1", "recv", SEND_S + 6)
+        rig.wait_for(lambda: rig.status().get("joins", 0) >= 1, 30, "the receiver's JOIN")
+        time.sleep(1.0)
+        a = start_host(rig, tmp_path, 1, 1, "239.1.1.1", "send", SEND_S)
+        b = start_host(rig, tmp_path, 3, 1, "239.1.1.1", "send", SEND_S, "--pps", str(b_pps))
+        t0, snaps = time.time(), []
+        while time.time() - t0 < SEND_S + 4 and (a.poll() is None or b.poll() is None):
+            g, _ = parse_wan(rig.mgmt("wan"))
+            if 1 in g and t0 + 4 < time.time():
+                snaps.append(g[1]["rate_kbps"])
+            time.sleep(0.5)
+        for p in (a, b, rcv):
+            p.wait(timeout=60)
+        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}"
+                         for p in sorted(tmp_path.glob("host*.log")))
+        for p in (a, b, rcv):
+            assert p.returncode == 0, logs
+        res = {i: json.loads((tmp_path / f"host{i}.json").read_text()) for i in (1, 2, 3)}
+        rig.kill_appliance()
+        app = rig.summary()
+
+    assert len(snaps) >= 5 and all(r > 0 for r in snaps), snaps
+    rate = statistics.median(snaps)
+    sa = [x for x in res[1]["samples"] if x["t"] >= 4]
+    sb = [x for x in res[3]["samples"] if x["t"] >= 4]
+    assert len(sa) >= 20 and len(sb) >= 20, (res[1], res[3])
+    share_a = statistics.median(x["rate_kbps"] for x in sa)
+    share_b = statistics.median(x["rate_kbps"] for x in sb)
+    got_a, got_b = achieved_kbps(sa), achieved_kbps(sb)
+    b_wants = b_pps * S_BYTES * 8 / 1000
+    print(f"\nWAN split: group rate median {rate} kbit/s; A greedy: share {share_a}, achieved "
+          f"{got_a:.0f}; B (wants {b_wants:.0f}): share {share_b}, achieved {got_b:.0f}; "
+          f"both {got_a + got_b:.0f} kbit/s")
+    # Together at the group's rate, not twice it (the group's rate moves with the RTT and
+    # loss estimates: medians, 15% slack).
+    assert share_a + share_b <= 1.15 * rate, (share_a, share_b, rate)
+    assert got_a + got_b <= 1.15 * rate + 2 * 1500 * 8 / 1000 / (sa[-1]["t"] - sa[0]["t"])
+    # B is not held back: its share covers what it sends, and it sends what it wants.
+    assert share_b >= b_wants and got_b >= 0.85 * b_wants, (share_b, got_b)
+    # A gets what B leaves, not an equal half.
+    assert share_a >= 0.6 * rate and got_a >= 0.5 * rate, (share_a, got_a, rate)
+    assert share_a > share_b
+    assert app, "no appliance summary"
+    ctr = app["stages"]["ctrl"]
+    assert ctr["rate_splits"] > 0 and ctr["tx_rate"] > 0, ctr

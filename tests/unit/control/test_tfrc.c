@@ -402,6 +402,116 @@ static int load(void **state)
 	return 0;
 }
 
+static uint64_t sum(const uint32_t *x, unsigned n)
+{
+	uint64_t t = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		t += x[i];
+	return t;
+}
+
+/* Max-min split (4.3.3): water-filling, the rest spread evenly. */
+static void test_split_maxmin(void **state)
+{
+	uint32_t sh[5];
+	(void)state;
+
+	/* Everyone wants all: even parts, the remainder one each to the first. */
+	const uint32_t any3[3] = { IL_TFRC_DEMAND_ANY, IL_TFRC_DEMAND_ANY, IL_TFRC_DEMAND_ANY };
+	il_tfrc_split(1000, 3, any3, sh);
+	assert_int_equal(sh[0], 334);
+	assert_int_equal(sh[1], 333);
+	assert_int_equal(sh[2], 333);
+	/* Small demands are met; the big ones share the rest evenly. */
+	const uint32_t d1[4] = { 100, 5000, 250, 5000 };
+	il_tfrc_split(1000, 4, d1, sh);
+	assert_int_equal(sh[0], 100);
+	assert_int_equal(sh[2], 250);
+	assert_int_equal(sh[1], 325);
+	assert_int_equal(sh[3], 325);
+	assert_int_equal(sum(sh, 4), 1000);
+	/* A demand between the first level and the last: 1000/3 = 333 first,
+	 * then (1000 - 100) / 2 = 450 >= 400. */
+	const uint32_t d2[3] = { 100, 400, 900 };
+	il_tfrc_split(1000, 3, d2, sh);
+	assert_int_equal(sh[0], 100);
+	assert_int_equal(sh[1], 400);
+	assert_int_equal(sh[2], 500);
+	/* All demands met: what is left goes to everyone evenly. */
+	const uint32_t d3[2] = { 100, 300 };
+	il_tfrc_split(1000, 2, d3, sh);
+	assert_int_equal(sh[0], 400);
+	assert_int_equal(sh[1], 600);
+	/* Never 0 (that would read "no limit"), even for a tiny rate. */
+	const uint32_t d4[5] = { IL_TFRC_DEMAND_ANY, 0, 0, IL_TFRC_DEMAND_ANY, 0 };
+	il_tfrc_split(3, 5, d4, sh);
+	for (unsigned i = 0; i < 5; i++)
+		assert_true(sh[i] >= 1);
+	assert_true(sum(sh, 5) <= 3 + 5);
+	/* No rate: no limit for anyone. */
+	il_tfrc_split(0, 2, d3, sh);
+	assert_int_equal(sh[0], 0);
+	assert_int_equal(sh[1], 0);
+	il_tfrc_split(1000, 0, d3, sh); /* nothing to do, nothing touched */
+}
+
+static void test_split_demand(void **state)
+{
+	(void)state;
+	assert_int_equal(il_tfrc_demand(0, 0, 10), IL_TFRC_DEMAND_ANY); /* new */
+	assert_int_equal(il_tfrc_demand(800, 800, 10), 1600);  /* held back: double */
+	assert_int_equal(il_tfrc_demand(800, 700, 10), 1600);  /* 7/8 used */
+	assert_int_equal(il_tfrc_demand(800, 699, 10), 873);   /* less: used + 1/4 */
+	assert_int_equal(il_tfrc_demand(800, 0, 10), 10);      /* idle: the floor */
+	assert_int_equal(il_tfrc_demand(0xF0000000u, 0xF0000000u, 1), IL_TFRC_DEMAND_ANY - 1);
+}
+
+/* Rounds of demand and split as the appliance runs them: two greedy
+ * senders converge to halves; one that uses only 400 keeps what it uses
+ * and the greedy one gets the rest; a sender that stops using its share
+ * gives it back within a few rounds, and takes it back by doubling. */
+static void test_split_rounds(void **state)
+{
+	uint32_t sh[2] = { 0, 0 }, d[2], used[2];
+	const uint32_t R = 2000, floor = R / 16;
+	(void)state;
+
+	for (int round = 0; round < 20; round++) {
+		used[0] = sh[0];
+		used[1] = sh[1] < 400 ? sh[1] : 400; /* sender 1 wants 400 at most */
+		for (int i = 0; i < 2; i++)
+			d[i] = il_tfrc_demand(sh[i], used[i], floor);
+		il_tfrc_split(R, 2, d, sh);
+		assert_true(sum(sh, 2) <= R);
+	}
+	assert_true(sh[1] >= 400 && sh[1] <= 500);
+	assert_int_equal(sh[0] + sh[1], R);
+	/* Sender 1 goes idle: its share falls to the floor, 0 gives it all. */
+	for (int round = 0; round < 20; round++) {
+		used[0] = sh[0];
+		used[1] = 0;
+		for (int i = 0; i < 2; i++)
+			d[i] = il_tfrc_demand(sh[i], used[i], floor);
+		il_tfrc_split(R, 2, d, sh);
+	}
+	assert_int_equal(sh[1], floor);
+	assert_int_equal(sh[0], R - floor);
+	/* Both greedy: halves within a few rounds of doubling. */
+	int rounds = 0;
+	while (sh[1] < R / 2 && rounds < 20) {
+		used[0] = sh[0];
+		used[1] = sh[1];
+		for (int i = 0; i < 2; i++)
+			d[i] = il_tfrc_demand(sh[i], used[i], floor);
+		il_tfrc_split(R, 2, d, sh);
+		rounds++;
+	}
+	assert_int_equal(sh[0], R / 2);
+	assert_int_equal(sh[1], R / 2);
+	assert_true(rounds <= 5);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -414,6 +524,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_loss_long_outage),
 		cmocka_unit_test(test_loss_meta_flow),
 		cmocka_unit_test(test_loss_at_start),
+		cmocka_unit_test(test_split_maxmin),
+		cmocka_unit_test(test_split_demand),
+		cmocka_unit_test(test_split_rounds),
 	};
 
 	if (argc < 2) {
