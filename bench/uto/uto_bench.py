@@ -13,6 +13,8 @@ and il-uto-members (CPU 0).
      data message (ACK, HEARTBEAT, JOIN, NAK sent; STABLE, VIEW, CREDIT, UNAVAIL received).
 
 Usage (root): IL_BUILD=build-scale /usr/bin/python3 bench/uto/uto_bench.py [--out DIR] [--quick]
+       [--receivers 1,2,4,8] [--reps N] [--no-latency] [--members "--ack-every 128"]
+       [--set KEY=VALUE]...
 Writes DIR/uto_bench.json and DIR/uto_bench.png; prints Markdown tables. The figures in
 docs/control.md (section 14) came from two runs with `--out /tmp/utob`, kept as
 bench/uto/results-2026-11-22-1140.json and bench/uto/results-2026-11-22.json, pooled with
@@ -85,6 +87,7 @@ QUIET_BUDGET_S = 300  # in all, so that a busy machine does not stretch the benc
 
 
 APP_SETS = []
+MEMBER_ARGS = []
 
 
 def run(tmp, receivers, count, rate=0, window=256):
@@ -100,7 +103,7 @@ def run(tmp, receivers, count, rate=0, window=256):
     with UtoRig(tmp, CTL, app_sets=APP_SETS) as rig:
         args = ["--senders", "2", "--receivers", str(receivers), "--count", str(count),
                 "--window", str(window), "--need-credit", "--size", "64", "--max-s", "60",
-                "--no-check"]
+                "--no-check", *MEMBER_ARGS]
         if rate:
             args += ["--rate", str(rate)]
         c0, w0, a0 = cpu_s(rig.ctl.pid), wakeups(rig.ctl.pid), cpu_s(rig.app.pid)
@@ -161,9 +164,17 @@ def main():
     ap.add_argument("--quiet-wait", type=float, default=60, metavar="S",
                     help="before each run, wait up to S s (300 s in all) for CPUs 0-1 to be "
                          "idle (0: do not)")
+    ap.add_argument("--members", default="", metavar="ARGS",
+                    help="more il-uto-members options for every run, e.g. '--ack-every 128' "
+                         "(later ones win)")
+    ap.add_argument("--receivers", default="1,2,4,8", metavar="LIST",
+                    help="receiver counts of the throughput runs")
+    ap.add_argument("--reps", type=int, default=0, help="throughput rounds (default 9, 1 quick)")
+    ap.add_argument("--no-latency", action="store_true", help="throughput runs only")
     a = ap.parse_args()
-    global QUIET_WAIT_S, APP_SETS
+    global QUIET_WAIT_S, APP_SETS, MEMBER_ARGS
     APP_SETS = list(a.set)
+    MEMBER_ARGS = a.members.split()
     QUIET_WAIT_S = a.quiet_wait
     if a.from_json:
         Path(a.out).mkdir(parents=True, exist_ok=True)
@@ -176,7 +187,8 @@ def main():
         return
     out = Path(a.out)
     count = 30000 if a.quick else 150000
-    reps = 1 if a.quick else 9
+    reps = a.reps or (1 if a.quick else 9)
+    counts = [int(x) for x in a.receivers.split(",")]
     report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "host": os.uname().nodename, "load_avg": os.getloadavg(), "throughput": {},
               "latency": {}}
@@ -185,9 +197,10 @@ def main():
         # Round-robin over the receiver counts, so that whatever else the shared machine
         # runs meanwhile weighs on each count alike; in a new random order each round, so
         # that no count always follows the same one (a rig's teardown may weigh on the next).
-        runs = {r: [] for r in (1, 2, 4, 8)}
+        runs = {r: [] for r in counts}
         rng = random.Random(a.seed)
         report["seed"], report["order"], report["sets"] = a.seed, [], APP_SETS
+        report["members"] = MEMBER_ARGS
         for i in range(reps):
             order = list(runs)
             rng.shuffle(order)
@@ -215,8 +228,8 @@ def main():
                 "foreign_cpu_share": [x["foreign_cpu_share"] for x in rs],
                 "appliance": {k: med(lambda x: x["appliance"][k]) for k in rs[0]["appliance"]},
                 "per_run": [{k: x[k] for k in RUN_KEYS} for x in rs]}
-        peak = report["throughput"][2]["median_msgs_s"]
-        for frac in (0.1, 0.5, 0.9):
+        peak = report["throughput"][counts[min(1, len(counts) - 1)]]["median_msgs_s"]
+        for frac in () if a.no_latency else (0.1, 0.5, 0.9):
             rate = int(peak * frac)
             res = run(tmp, 3, max(2000, int(rate * 4 / 2)), rate=rate)
             lat = res["latency_us"]
@@ -324,14 +337,18 @@ def render(report, out):
     ax3.set_title("The saturated CPU 0, per message (median%s)" %
                   (", quiet runs" if src is quiet else ""), fontsize=10)
     ax3.legend(loc="lower left", fontsize=8)
-    for i, p in enumerate((10, 50, 90, 99)):
-        ax2.plot([f"{f:.0%}" for f in lat], [v["uto_minus_po_us"][i] for v in lat.values()],
-                 marker="o", label=f"p{p}")
-    ax2.set_yscale("log")
+    if lat:
+        for i, p in enumerate((10, 50, 90, 99)):
+            ax2.plot([f"{f:.0%}" for f in lat], [v["uto_minus_po_us"][i] for v in lat.values()],
+                     marker="o", label=f"p{p}")
+        ax2.set_yscale("log")
+        ax2.legend(fontsize=8)
+    else:
+        ax2.text(0.5, 0.5, "not measured (--no-latency)", ha="center", va="center",
+                 transform=ax2.transAxes)
     ax2.set_xlabel("offered load")
     ax2.set_ylabel("UTO - PO latency (us)")
     ax2.set_title("Cost of stability, 3 receivers", fontsize=10)
-    ax2.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "uto_bench.png", dpi=90)
 
