@@ -259,7 +259,8 @@ static void publish(struct ctl *c)
 	do {
 		unsigned room = il_chan_tx_free(c->ch);
 
-		n = il_mship_collect_views(&c->ms, out, room < RX_BURST ? room : RX_BURST);
+		n = il_mship_collect_views(&c->ms, out, room < RX_BURST ? room : RX_BURST,
+					   mono_ns());
 		k = il_chan_send_burst(c->ch, out, n);
 	} while (n > 0 && k == n);
 	do {
@@ -349,8 +350,9 @@ static size_t reply_wan(struct ctl *c, char *r, size_t len)
 
 		if (g->s_bytes == 0)
 			continue;
-		o += (size_t)snprintf(r + o, len - o, "group %u s_bytes %u rate_kbps %u\n", g->id,
-				      g->s_bytes, g->rate_kbps);
+		o += (size_t)snprintf(r + o, len - o,
+				      "group %u s_bytes %u rate_kbps %u slow_start %u\n", g->id,
+				      g->s_bytes, g->rate_kbps, g->slow_start ? 1u : 0u);
 		for (unsigned k = 0; k < g->n && o < len; k++) {
 			const struct il_member *mb = &g->m[k];
 

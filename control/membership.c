@@ -442,6 +442,7 @@ void il_mship_new_epoch(struct il_mship *m, uint32_t epoch, uint64_t now)
 		g->view_start = 0;
 		g->window_sent = UINT32_MAX;
 		g->rate_sent = 0; /* the new data plane has no rate yet */
+		g->slow_start = false;
 		view_change(m, g, IL_VR_EPOCH, 1);
 	}
 }
@@ -469,6 +470,53 @@ uint32_t il_mship_wan_rate(const struct il_mgroup *g)
 	if (best < 1)
 		return 1;
 	return best >= (double)(UINT32_MAX - 1) ? UINT32_MAX - 1 : (uint32_t)best;
+}
+
+static uint32_t clamp_kbps(double x)
+{
+	if (!(x >= 1))
+		return 1;
+	return x >= (double)(UINT32_MAX - 1) ? UINT32_MAX - 1 : (uint32_t)x;
+}
+
+uint32_t il_mship_wan_update(struct il_mgroup *g, uint64_t now)
+{
+	uint32_t eq = il_mship_wan_rate(g);
+	double rtt_ns = 0;
+
+	if (eq != 0 || g->s_bytes == 0) {
+		g->slow_start = false;
+		return eq;
+	}
+	for (unsigned i = 0; i < g->n; i++)
+		if ((g->m[i].roles & IL_ROLE_RECEIVER) && g->m[i].rtt.samples > 0 &&
+		    g->m[i].rtt.srtt_ns > rtt_ns)
+			rtt_ns = g->m[i].rtt.srtt_ns;
+	if (!(rtt_ns >= 1000)) { /* no sample yet (or a meaningless one) */
+		g->slow_start = false;
+		return 0;
+	}
+	double pkt_kbit = 8.0 * g->s_bytes / 1000, rtt_s = rtt_ns / 1e9;
+
+	il_stab_update(&g->stab); /* monotone: il_mship_collect publishes it */
+	uint64_t wm = g->stab.watermark;
+
+	if (!g->slow_start) {
+		g->slow_start = true;
+		g->ss_kbps = clamp_kbps(fmax(4 * pkt_kbit / rtt_s, (double)g->rate_kbps));
+		g->ss_at_ns = now;
+		g->ss_wm = wm;
+	} else if (wm < g->ss_wm) { /* a new epoch: the sequence space restarted */
+		g->ss_at_ns = now;
+		g->ss_wm = wm;
+	} else if ((double)(now - g->ss_at_ns) >= rtt_ns) {
+		double got = (double)(wm - g->ss_wm) * pkt_kbit / ((double)(now - g->ss_at_ns) / 1e9);
+
+		g->ss_kbps = clamp_kbps(fmax(fmin(2.0 * g->ss_kbps, 2 * got), pkt_kbit / rtt_s));
+		g->ss_at_ns = now;
+		g->ss_wm = wm;
+	}
+	return g->ss_kbps;
 }
 
 bool il_mship_rate_moved(uint32_t sent, uint32_t now)
@@ -511,7 +559,8 @@ static unsigned view_msgs(struct il_mship *m, struct il_mgroup *g, struct il_cms
 	return n;
 }
 
-unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigned max)
+unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigned max,
+				uint64_t now)
 {
 	unsigned n = 0;
 	bool left = false;
@@ -526,7 +575,7 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 		if (w != g->window) {
 			g->window = w;
 		}
-		g->rate_kbps = il_mship_wan_rate(g);
+		g->rate_kbps = il_mship_wan_update(g, now);
 		bool rate_due = il_mship_rate_moved(g->rate_sent, g->rate_kbps);
 		need += g->final_due;
 		need += g->view_due ? 1 + (g->n + IL_CM_VIEW_CHUNK - 1) / IL_CM_VIEW_CHUNK : 0;

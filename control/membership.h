@@ -61,6 +61,11 @@ struct il_mgroup {
 	uint32_t s_bytes;        /* packet size s; 0: not a WAN group (yet) */
 	uint32_t rate_kbps;      /* current rate; 0: no limit */
 	uint32_t rate_sent;      /* last one handed out */
+	/* TFRC slow start (4.3.4) while no receiver reports a loss event. */
+	bool slow_start;
+	uint32_t ss_kbps;        /* its current rate */
+	uint64_t ss_at_ns;       /* when it last doubled (or started) */
+	uint64_t ss_wm;          /* the watermark then */
 	uint32_t final_epoch;    /* final watermark of a dead data plane ... */
 	uint64_t final_wm;
 	bool final_due;          /* ... still to hand out */
@@ -130,7 +135,8 @@ void il_mship_published(struct il_mship *m, const struct il_cmsg *msgs, unsigned
 /* VIEW (+ VIEW_MEMBERS), CREDIT and final-watermark messages that are
  * due, as many as fit in max (a view is never cut); they count as handed
  * out, so pass the free room of the down ring (the only producer). */
-unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigned max);
+unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigned max,
+				uint64_t now_ns);
 
 const struct il_mgroup *il_mship_group(const struct il_mship *m, uint16_t id);
 
@@ -144,6 +150,14 @@ uint32_t il_mship_wan_rate(const struct il_mgroup *g);
 /* Whether a new rate is worth a CREDIT: into or out of 0, or a change of
  * more than 1/16 (so that RTT noise does not cost a CREDIT per ACK). */
 bool il_mship_rate_moved(uint32_t sent, uint32_t now);
+/* The rate to hand out now (kbit/s, 0: no limit): il_mship_wan_rate when
+ * some receiver limits it; while none reports a loss event, TFRC's slow
+ * start (4.3.4): from max(4 s / RTT, the last rate), every RTT (the
+ * largest SRTT of the receivers) doubled but to no more than twice what
+ * the slowest receiver got in that RTT (from the watermark's progress, s
+ * bytes per message), and never below s / RTT. 0 while no receiver has an
+ * RTT sample (the window alone holds senders back) or not WAN. */
+uint32_t il_mship_wan_update(struct il_mgroup *g, uint64_t now_ns);
 /* The EWMA weight of RTT samples (TCP's SRTT weight). */
 #define IL_MSHIP_RTT_WEIGHT 0.125
 

@@ -59,7 +59,7 @@ static void setup(struct il_mship *ms, uint32_t window)
 static unsigned collect_view(struct il_mship *ms, struct il_cm_view *v, uint32_t *ids)
 {
 	struct il_cmsg out[64];
-	unsigned n = il_mship_collect_views(ms, out, 64), k = 0;
+	unsigned n = il_mship_collect_views(ms, out, 64, 1), k = 0;
 	bool seen = false;
 
 	for (unsigned i = 0; i < n; i++) {
@@ -100,7 +100,7 @@ static void test_two_detectors(void **state)
 	}
 	assert_int_equal(ms.st.suspicions, 1);
 	assert_true(il_mship_group(&ms, 1)->m[0].suspected);
-	assert_int_equal(il_mship_collect_views(&ms, (struct il_cmsg[8]){ 0 }, 8), 0);
+	assert_int_equal(il_mship_collect_views(&ms, (struct il_cmsg[8]){ 0 }, 8, 1), 0);
 	/* ...a heartbeat clears it (a false suspicion)... */
 	apply(&ms, member(IL_CM_HEARTBEAT, 1, 0, 1, 0, 150 * MS), 150 * MS);
 	il_mship_tick(&ms, 160 * MS);
@@ -184,7 +184,7 @@ static void test_joiners_start_point_and_rejoin(void **state)
 	assert_false(il_stab_get(&il_mship_group(&ms, 1)->stab, 7, &cum));
 	/* The same incarnation again: a retry, nothing changes. */
 	assert_int_equal(apply(&ms, member(IL_CM_JOIN, 2, IL_ROLE_RECEIVER, 1, 900, 0), 0), 1);
-	assert_int_equal(il_mship_collect_views(&ms, out, 8), 0);
+	assert_int_equal(il_mship_collect_views(&ms, out, 8, 1), 0);
 	/* A new incarnation: it restarted, it starts again at its join. */
 	apply(&ms, ack(2, 500, UINT32_MAX), 0);
 	assert_int_equal(apply(&ms, member(IL_CM_JOIN, 2, IL_ROLE_RECEIVER, 2, 950, 0), 0), 0);
@@ -199,7 +199,7 @@ static void test_joiners_start_point_and_rejoin(void **state)
 static uint32_t window_after(struct il_mship *ms)
 {
 	struct il_cmsg out[16];
-	unsigned n = il_mship_collect_views(ms, out, 16);
+	unsigned n = il_mship_collect_views(ms, out, 16, 1);
 	uint32_t w = UINT32_MAX;
 
 	for (unsigned i = 0; i < n; i++)
@@ -252,12 +252,12 @@ static void test_new_epoch_keeps_members(void **state)
 	setup(&ms, 0);
 	apply(&ms, member(IL_CM_JOIN, 1, IL_ROLE_RECEIVER, 1, 1, 0), 0);
 	apply(&ms, member(IL_CM_JOIN, 2, IL_ROLE_RECEIVER, 1, 1, 0), 0);
-	il_mship_collect_views(&ms, out, 16);
+	il_mship_collect_views(&ms, out, 16, 1);
 	apply(&ms, ack(1, 70, UINT32_MAX), 0);
 	apply(&ms, ack(2, 60, UINT32_MAX), 0);
 	/* 50 was published; the receivers hold 60 by now. */
 	il_mship_new_epoch(&ms, 10, 5000 * MS);
-	n = il_mship_collect_views(&ms, out, 16);
+	n = il_mship_collect_views(&ms, out, 16, 1);
 	assert_int_equal(n, 3);
 	assert_int_equal(out[0].type, IL_CM_WATERMARK);
 	assert_int_equal(out[0].u.wm.epoch, 9);
@@ -299,7 +299,7 @@ static void test_resync_after_control_restart(void **state)
 	assert_int_equal(il_mship_apply(&ms, &m, 0), 0);
 	apply(&ms, ack(1, 520, 100000), 0);
 	/* The view goes on as it was: no VIEW, same id, no CREDIT either. */
-	assert_int_equal(il_mship_collect_views(&ms, out, 16), 0);
+	assert_int_equal(il_mship_collect_views(&ms, out, 16, 1), 0);
 	assert_int_equal(il_mship_group(&ms, 1)->view_id, 41);
 	/* The watermark picks up where the old process left it. */
 	assert_int_equal(il_mship_collect(&ms, out, 16), 1);

@@ -67,11 +67,13 @@ static void setup(struct il_mship *ms, uint32_t window)
 	ms->cfg = (struct il_mship_cfg){ .window = window };
 }
 
+static uint64_t now_ns = 1; /* the control process's clock, as the tests move it */
+
 /* The CREDITs collected now: their count; *rate the last one's rate. */
 static unsigned credits(struct il_mship *ms, uint32_t *rate, uint32_t *window)
 {
 	struct il_cmsg out[64];
-	unsigned n = il_mship_collect_views(ms, out, 64), k = 0;
+	unsigned n = il_mship_collect_views(ms, out, 64, now_ns), k = 0;
 
 	for (unsigned i = 0; i < n; i++)
 		if (out[i].type == IL_CM_CREDIT) {
@@ -150,31 +152,89 @@ static void test_rtt_is_smoothed(void **state)
 	il_mship_free(&ms);
 }
 
-static void test_no_loss_no_limit(void **state)
+static void test_no_loss_slow_start(void **state)
 {
 	(void)state;
 	struct il_mship ms;
 	uint32_t rate = 77;
 
+	now_ns = 1;
 	setup(&ms, 0); /* no window: every CREDIT here is the rate's */
 	apply(&ms, join(1, IL_ROLE_RECEIVER));
 	apply(&ms, join(2, IL_ROLE_RECEIVER));
 	credits(&ms, &rate, NULL);
-	/* p = 0 (no loss event): eq. 4.1 is infinite, no limit. */
+	/* No RTT sample yet: nothing to compute a rate from, no limit. */
+	apply(&ms, ack(1, 1, S_BYTES, 0, 0));
+	assert_int_equal(credits(&ms, &rate, NULL), 0);
+	/* p = 0 (no loss event) at both: eq. 4.1 sets no limit, slow start
+	 * does (4.3.4): 4 packets per RTT of the farthest receiver. */
 	apply(&ms, ack(1, 1, S_BYTES, 30 * MS, 0));
-	assert_int_equal(il_mship_wan_rate(il_mship_group(&ms, 1)), 0);
+	apply(&ms, ack(2, 1, S_BYTES, 40 * MS, 0));
+	const struct il_mgroup *g = il_mship_group(&ms, 1);
+	assert_int_equal(il_mship_wan_rate(g), 0);
+	assert_int_equal(credits(&ms, &rate, NULL), 1);
+	assert_int_equal(rate, 800); /* 4 x 8 kbit / 40 ms */
+	assert_true(g->slow_start);
+	/* Within the RTT: unchanged. One RTT later, with the receivers
+	 * having got more than the rate: doubled. */
+	now_ns += 20 * MS;
+	apply(&ms, ack(1, 1001, S_BYTES, 30 * MS, 0));
+	apply(&ms, ack(2, 1001, S_BYTES, 40 * MS, 0));
+	assert_int_equal(credits(&ms, &rate, NULL), 0);
+	now_ns += 20 * MS; /* 1000 messages of 8 kbit in 40 ms: 200 Mbit/s got */
+	apply(&ms, ack(2, 1002, S_BYTES, 40 * MS, 0));
+	assert_int_equal(credits(&ms, &rate, NULL), 1);
+	assert_int_equal(rate, 1600);
+	now_ns += 40 * MS;
+	apply(&ms, ack(1, 2001, S_BYTES, 30 * MS, 0));
+	apply(&ms, ack(2, 2001, S_BYTES, 40 * MS, 0));
+	assert_int_equal(credits(&ms, &rate, NULL), 1);
+	assert_int_equal(rate, 3200);
+	/* The slowest receiver got only 10 messages (2 Mbit/s) in the next
+	 * RTT: no more than twice that, not 6400. */
+	now_ns += 40 * MS;
+	apply(&ms, ack(1, 4001, S_BYTES, 30 * MS, 0));
+	apply(&ms, ack(2, 2011, S_BYTES, 40 * MS, 0));
+	assert_int_equal(credits(&ms, &rate, NULL), 1);
+	assert_int_equal(rate, 4000);
+	/* Nothing got through (an idle sender): one packet per RTT. */
+	now_ns += 40 * MS;
+	apply(&ms, ack(1, 4001, S_BYTES, 30 * MS, 0));
+	assert_int_equal(credits(&ms, &rate, NULL), 1);
+	assert_int_equal(rate, 200);
+	/* A loss event ends it: eq. 4.1 of the receiver that saw it. */
+	apply(&ms, ack(1, 4002, S_BYTES, 30 * MS, 10000));
+	assert_int_equal(credits(&ms, &rate, NULL), 1);
+	assert_int_equal(rate, eq41_kbps(0.030, 0.01));
+	assert_false(g->slow_start);
+	il_mship_free(&ms);
+}
+
+static void test_no_loss_no_limit_without_rtt(void **state)
+{
+	(void)state;
+	struct il_mship ms;
+	uint32_t rate = 77;
+
+	now_ns = 1;
+	setup(&ms, 0);
+	apply(&ms, join(1, IL_ROLE_RECEIVER));
+	apply(&ms, join(2, IL_ROLE_RECEIVER));
+	credits(&ms, &rate, NULL);
 	/* p without any RTT sample yet: cannot be computed, no limit. */
 	apply(&ms, ack(2, 1, S_BYTES, 0, 50000));
 	assert_int_equal(il_mship_wan_rate(il_mship_group(&ms, 1)), 0);
 	assert_int_equal(credits(&ms, &rate, NULL), 0);
-	/* Its first sample: it limits the group. */
+	/* Its first sample: eq. 4.1 limits the group. */
 	apply(&ms, ack(2, 2, S_BYTES, 30 * MS, 50000));
 	assert_int_equal(credits(&ms, &rate, NULL), 1);
 	assert_int_equal(rate, eq41_kbps(0.030, 0.05));
-	/* Its loss events age out (p reported 0 again): no limit, said once. */
+	/* Its loss events age out (p reported 0 again): slow start again,
+	 * from the larger of 4 s / RTT and the last rate. */
 	apply(&ms, ack(2, 3, S_BYTES, 30 * MS, 0));
 	assert_int_equal(credits(&ms, &rate, NULL), 1);
-	assert_int_equal(rate, 0);
+	assert_int_equal(rate, 1066); /* 4 x 8 kbit / 30 ms > eq. 4.1's 695 */
+	assert_true(il_mship_group(&ms, 1)->slow_start);
 	il_mship_free(&ms);
 }
 
@@ -258,7 +318,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slowest_receiver_governs),
 		cmocka_unit_test(test_rtt_is_smoothed),
-		cmocka_unit_test(test_no_loss_no_limit),
+		cmocka_unit_test(test_no_loss_slow_start),
+		cmocka_unit_test(test_no_loss_no_limit_without_rtt),
 		cmocka_unit_test(test_not_wan_is_unchanged),
 		cmocka_unit_test(test_credit_hysteresis_and_epoch),
 		cmocka_unit_test(test_floor_and_ceiling),
