@@ -446,6 +446,9 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	}
 	st->ctr[C_SEGS_LOGGED]++;
 	st->ctr[C_BYTES_LOGGED] += s->plen;
+	/* To the host that serves the flow now (a backup after fail-over,
+	 * arp_learn), whatever the client's ARP cache says. */
+	memcpy(&s->eth->dst_addr, fl->smac, 6);
 	fl->last_cwin = rte_be_to_cpu_16(s->tcp->rx_win);
 	end = s->seq + s->plen + ((s->flags & TCP_F_FIN) ? 1 : 0);
 	if (ftc_seq_lt(fl->c2s_next, end) && fl->state != FT_SYN) {
@@ -620,6 +623,52 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	return true;
 }
 
+/* Fail-over to a backup host (docs/ft-tcp.md): the backup claims a
+ * protected server's address with a (gratuitous) ARP from the server side.
+ * Its MAC address becomes the one every flow of that server is sent to:
+ * the stage's own segments (the fabricated SYN, acks) and the client's
+ * segments, whose destination MAC is rewritten (the client's ARP cache may
+ * still name the dead host). ARP from the client side is not believed. */
+static void arp_learn(struct il_stage *st, struct rte_mbuf *m)
+{
+	struct ftcp *f = st->ctx;
+	const uint8_t *a;
+	uint32_t spa;
+
+	if (m->port != f->app->ports[f->sport].port_id || rte_pktmbuf_data_len(m) < 14 + 28)
+		return;
+	a = rte_pktmbuf_mtod(m, const uint8_t *);
+	if (a[12] != 0x08 || a[13] != 0x06)
+		return;
+	a += 14;
+	/* Ethernet/IPv4 ARP only: htype 1, ptype 0x0800, hlen 6, plen 4. */
+	if (a[0] != 0 || a[1] != 1 || a[2] != 0x08 || a[3] != 0 || a[4] != 6 || a[5] != 4)
+		return;
+	memcpy(&spa, a + 14, 4);
+	bool prot = false;
+	for (unsigned p = 0; p < f->n_protect && !prot; p++)
+		prot = f->prot_ip[p] == spa;
+	if (!prot)
+		return;
+	const void *key;
+	void *data;
+	uint32_t it = 0, moved = 0;
+	int32_t pos;
+
+	while ((pos = rte_hash_iterate(f->h, &key, &data, &it)) >= 0) {
+		struct ftcp_flow *fl = &f->flows[pos];
+
+		if (fl->key.sip == spa && memcmp(fl->smac, a + 8, 6) != 0) {
+			memcpy(fl->smac, a + 8, 6);
+			moved++;
+		}
+	}
+	if (moved) {
+		st->ctr[C_SERVER_MAC_MOVES]++;
+		st->ctr[C_FLOWS_MOVED] += moved;
+	}
+}
+
 static void scan_flows(struct il_stage *st, uint64_t now)
 {
 	struct ftcp *f = st->ctx;
@@ -677,6 +726,8 @@ uint16_t ftcp_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 					break;
 				}
 			}
+		} else {
+			arp_learn(st, m); /* and it goes on: the client learns too */
 		}
 		if (keep)
 			pkts[out++] = m;

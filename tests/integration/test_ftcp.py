@@ -52,20 +52,25 @@ def ftcp_counters(summary):
 
 
 def crash_run(tmp, mode, strategy, nbytes=4 << 20, rate=4e6, durability="none",
-              logger_args=(), clients=1, seed=None):
+              logger_args=(), clients=1, seed=None, failover=False, pin_arp=False):
     seed = random.randrange(1 << 30) if seed is None else seed
     rnd = random.Random(seed)
     kill_at = rnd.uniform(0.1, 0.6)
     print(f"seed {seed}: kill at {kill_at:.3f} s")
     with Rig(tmp, strategy=strategy, durability=durability, logger_args=logger_args,
-             server_mode=mode) as r:
+             server_mode=mode, backup=failover) as r:
+        if pin_arp:
+            r.pin_client_arp()
         r.start_capture()
         cl = [r.client("--mode", mode, "--bytes", str(nbytes), "--rate", str(rate),
                        "--seed", str(seed + i)) for i in range(clients)]
         r.wait_established(clients)
         time.sleep(kill_at)
-        r.kill_server()
-        r.start_server()
+        if failover:
+            r.fail_over()
+        else:
+            r.kill_server()
+            r.start_server()
         outs = []
         for c in cl:
             try:
@@ -112,6 +117,21 @@ def test_request_response_survives_server_kill(tmp_path):
 
 def test_concurrent_connections_all_recover(tmp_path):
     crash_run(tmp_path, "sink", "lazy", nbytes=2 << 20, rate=1.5e6, clients=4)
+
+
+@pytest.mark.parametrize("mode,pin_arp", [("sink", True), ("echo", False)],
+                         ids=["sink-client-arp-pinned", "echo"])
+def test_failover_to_backup_host(tmp_path, mode, pin_arp):
+    """The primary server host dies (link gone, process killed) and a backup host on the
+    same switch takes the server's address: its gratuitous ARP tells the appliance where the
+    flows' server is now; the fabricated SYN and the client's segments go there, and the
+    server started on the backup replays the log (shared with it through the filesystem,
+    as a remote logger would be). In the first case the client never believes the ARP (a
+    permanent entry for the primary's MAC): only the appliance's rewrite of its segments'
+    destination MAC gets them to the backup."""
+    ctr, _ = crash_run(tmp_path, mode, "lazy", nbytes=2 << 20, rate=2e6, clients=2,
+                       failover=True, pin_arp=pin_arp)
+    assert ctr["server_mac_moves"] >= 1 and ctr["flows_moved"] == 2, ctr
 
 
 def test_slow_logger_restarted_mid_connection(tmp_path):

@@ -3,7 +3,10 @@
 Topology: two network namespaces (client, server), each joined by a veth
 pair to the root namespace, whose ends are the appliance's two
 net_af_packet ports. The appliance bridges them (ARP passes through), so
-client 10.77.0.1 and server 10.77.0.2 share one subnet. interlink-control
+client 10.77.0.1 and server 10.77.0.2 share one subnet. With backup=True
+the server side is a Linux bridge (switch B) with two server hosts on it:
+the primary, and a backup that holds the server's address on a link that
+is down until fail_over() brings it up (its gratuitous ARP, arp_notify). interlink-control
 runs in the root namespace with its FT-TCP logger thread (--ftcp-dir); the server runs under LD_PRELOAD=libilftcp.so and
 reaches the logger's unix socket through the shared filesystem.
 
@@ -48,11 +51,15 @@ class Rig:
     """Namespaces, appliance, logger, server; everything torn down in stop()."""
 
     def __init__(self, tmp: Path, strategy="lazy", durability="none", logger_args=(),
-                 server_mode="sink", app_sets=(), server_env=None):
+                 server_mode="sink", app_sets=(), server_env=None, backup=False):
         self.tmp = tmp
         self.tag = uuid.uuid4().hex[:6]
         self.ns_c, self.ns_s = f"ftc{self.tag}", f"fts{self.tag}"
         self.if_c, self.if_s = f"fc{self.tag}", f"fs{self.tag}"
+        # backup=True: bridge, its port towards the appliance, primary's and backup's links
+        self.backup, self.ns_b, self.br = backup, f"ftb{self.tag}", f"fbr{self.tag}"
+        self.if_sb, self.if_p, self.if_q = f"fx{self.tag}", f"fp{self.tag}", f"fq{self.tag}"
+        self.server_ns = self.ns_s
         self.ring = f"/dev/shm/ilft-{self.tag}"
         self.sock = str(tmp / "ftlog.sock")
         self.logdir = tmp / "logs"
@@ -69,6 +76,9 @@ class Rig:
 
     # -- network --------------------------------------------------------
     def net_up(self):
+        if self.backup:
+            self.net_up_backup()
+            return
         for ns, ifr, ip in ((self.ns_c, self.if_c, CLIENT_IP), (self.ns_s, self.if_s, SERVER_IP)):
             sh("ip", "netns", "add", ns)
             sh("ip", "link", "add", ifr, "type", "veth", "peer", "name", "eth0", "netns", ns)
@@ -83,10 +93,72 @@ class Rig:
                "gso", "off", "gro", "off", check=False)
             sh("sysctl", "-qw", f"net.ipv6.conf.{ifr}.disable_ipv6=1", check=False)
 
+    @staticmethod
+    def no_offload(*cmd_prefix_and_if):
+        sh(*cmd_prefix_and_if[:-1], "ethtool", "-K", cmd_prefix_and_if[-1], "tx", "off", "tso",
+           "off", "gso", "off", "gro", "off", check=False)
+
+    def net_up_backup(self):
+        """Client as usual; on the server side a bridge with the appliance's port, the
+        primary (up) and the backup (same address, link down)."""
+        ns, ifr = self.ns_c, self.if_c
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", ifr, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "-n", ns, "addr", "add", f"{CLIENT_IP}/24", "dev", "eth0")
+        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "link", "set", ifr, "up")
+        self.no_offload(ifr)
+        self.no_offload("ip", "netns", "exec", ns, "eth0")
+        sh("ip", "link", "add", self.br, "type", "bridge")
+        sh("ip", "link", "set", self.br, "up")
+        sh("ip", "link", "add", self.if_s, "type", "veth", "peer", "name", self.if_sb)
+        for x in (self.if_s, self.if_sb, self.br):
+            sh("sysctl", "-qw", f"net.ipv6.conf.{x}.disable_ipv6=1", check=False)
+        sh("ip", "link", "set", self.if_sb, "master", self.br)
+        for x in (self.if_s, self.if_sb):
+            sh("ip", "link", "set", x, "up")
+            self.no_offload(x)
+        for ns, ifr in ((self.ns_s, self.if_p), (self.ns_b, self.if_q)):
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", ifr, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            sh("sysctl", "-qw", f"net.ipv6.conf.{ifr}.disable_ipv6=1", check=False)
+            sh("ip", "link", "set", ifr, "master", self.br)
+            sh("ip", "link", "set", ifr, "up")
+            self.no_offload(ifr)
+            sh("ip", "-n", ns, "addr", "add", f"{SERVER_IP}/24", "dev", "eth0")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+            self.no_offload("ip", "netns", "exec", ns, "eth0")
+        sh("ip", "-n", self.ns_s, "link", "set", "eth0", "up")
+        # The backup announces itself (a gratuitous ARP) when its link comes up.
+        for k in ("all", "default", "eth0"):
+            sh("ip", "netns", "exec", self.ns_b, "sysctl", "-qw",
+               f"net.ipv4.conf.{k}.arp_notify=1")
+
+    def pin_client_arp(self):
+        """The client keeps the primary's MAC for the server's address whatever ARP says (a
+        permanent neighbour entry: a client that ignores gratuitous ARP, or whose router
+        does): after a fail-over only the appliance can get its segments to the backup."""
+        mac = sh("ip", "netns", "exec", self.ns_s, "cat",
+                 "/sys/class/net/eth0/address").stdout.strip()
+        sh("ip", "-n", self.ns_c, "neigh", "replace", SERVER_IP, "lladdr", mac, "nud",
+           "permanent", "dev", "eth0")
+
+    def fail_over(self):
+        """The primary host dies (its link goes first, so nothing it sends as it dies gets
+        out), the backup comes up with the server's address and starts the server."""
+        sh("ip", "link", "del", self.if_p)
+        self.kill_server()
+        sh("ip", "-n", self.ns_b, "link", "set", "eth0", "up")
+        # Its own announcement may go before the link carries frames (veth): say it again.
+        sh("ip", "netns", "exec", self.ns_b, PY, __file__, "garp", "--host", SERVER_IP)
+        self.server_ns = self.ns_b
+        self.start_server()
+
     def net_down(self):
-        for ns in (self.ns_c, self.ns_s):
+        for ns in (self.ns_c, self.ns_s, self.ns_b):
             sh("ip", "netns", "del", ns, check=False)
-        for ifr in (self.if_c, self.if_s):
+        for ifr in (self.if_c, self.if_s, self.if_p, self.if_q, self.br):
             sh("ip", "link", "del", ifr, check=False)
 
     # -- processes ------------------------------------------------------
@@ -158,13 +230,15 @@ class Rig:
         self.server_starts += 1
         env = dict(os.environ, LD_PRELOAD=str(SHIM), ILFTCP_SOCK=self.sock, **self.server_env)
         self.server = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns_s, PY, __file__, "server", "--mode", self.server_mode,
+            ["ip", "netns", "exec", self.server_ns, PY, __file__, "server", "--mode",
+             self.server_mode,
              "--port", str(PORT)],
             env=env, stdout=open(self.tmp / f"server{self.server_starts}.log", "w"),
             stderr=subprocess.STDOUT)
         self.procs.append(self.server)
         for _ in range(200):
-            r = sh("ip", "netns", "exec", self.ns_s, "ss", "-Hltn", f"sport = :{PORT}", check=False)
+            r = sh("ip", "netns", "exec", self.server_ns, "ss", "-Hltn", f"sport = :{PORT}",
+                   check=False)
             if str(PORT) in r.stdout:
                 return
             if self.server.poll() is not None:
@@ -178,7 +252,7 @@ class Rig:
         Python processes: slow to start on a loaded machine)."""
         end = time.time() + timeout
         while time.time() < end:
-            r = sh("ip", "netns", "exec", self.ns_s, "ss", "-Htn", "state", "established",
+            r = sh("ip", "netns", "exec", self.server_ns, "ss", "-Htn", "state", "established",
                    f"sport = :{PORT}", check=False)
             if len([x for x in r.stdout.splitlines() if x.strip()]) >= n:
                 return
@@ -463,9 +537,26 @@ def client_main(a):
     return 0 if res["ok"] else 1
 
 
+def garp_main(a):
+    """Gratuitous ARP for a.host from interface a.iface (what `arping -U` sends; iputils'
+    arping is not installed here): three ARP requests naming our own address, 50 ms apart."""
+    mac = Path(f"/sys/class/net/{a.iface}/address").read_text().strip()
+    hw = bytes.fromhex(mac.replace(":", ""))
+    ip = socket.inet_aton(a.host)
+    frame = (b"\xff" * 6 + hw + b"\x08\x06" +
+             struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + hw + ip + b"\x00" * 6 + ip)
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((a.iface, 0))
+    for _ in range(3):
+        s.send(frame)
+        time.sleep(0.05)
+    return 0
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("role", choices=["server", "client"])
+    ap.add_argument("role", choices=["server", "client", "garp"])
+    ap.add_argument("--iface", default="eth0", help="garp: the interface")
     ap.add_argument("--mode", choices=["sink", "source", "echo"], default="sink")
     ap.add_argument("--host", default=SERVER_IP)
     ap.add_argument("--port", type=int, default=PORT)
@@ -475,4 +566,4 @@ if __name__ == "__main__":
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--hold", type=float, default=0, help="sink: seconds to wait before closing")
     a = ap.parse_args()
-    sys.exit(server_main(a) if a.role == "server" else client_main(a))
+    sys.exit({"server": server_main, "client": client_main, "garp": garp_main}[a.role](a))

@@ -1165,6 +1165,66 @@ static void test_unprotected_traffic_untouched(void **state)
 	}
 }
 
+/* ---- fail-over: the server's address announced from a new MAC ------------ */
+
+static struct rte_mbuf *garp(uint32_t ip, const uint8_t *mac, uint16_t app_port)
+{
+	uint8_t a[60] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0x08, 0x06,
+			 0, 1, 0x08, 0, 6, 4, 0, 1};
+	uint32_t be = rte_cpu_to_be_32(ip);
+
+	memcpy(a + 6, mac, 6);
+	memcpy(a + 22, mac, 6);  /* sender MAC */
+	memcpy(a + 28, &be, 4);  /* sender IP */
+	memcpy(a + 38, &be, 4);  /* target IP: the same (gratuitous) */
+	struct rte_mbuf *m = raw_frame(a, sizeof(a));
+	m->port = app.ports[app_port].port_id;
+	return m;
+}
+
+static void test_failover_arp_moves_server_mac(void **state)
+{
+	(void)state;
+	static const uint8_t NEW[6] = {0x02, 0, 0, 0, 0, 0x09}, EVIL[6] = {0x02, 0, 0, 0, 0, 0x66};
+	struct conn c = {LAZY, 40020, 0x51000000u, 0x52000000u};
+	uint8_t copy[1600];
+	struct out o;
+
+	open_conn(&c);
+	client_data(&c, c.c0 + 1, c.s0 + 1, 100);
+	/* The client's side cannot move it (it could redirect every flow). */
+	assert_true(pass1(LAZY, garp(SIP, EVIL, P_CLIENT), NULL, NULL, 0));
+	/* Nor an address that is not protected. */
+	assert_true(pass1(LAZY, garp(SIP + 1, EVIL, P_SERVER), NULL, NULL, 0));
+	assert_int_equal(ctr(LAZY, "server_mac_moves"), 0);
+	/* The backup announces the server's address from the server side: the
+	 * ARP goes on (the client learns too) and the flow moves. */
+	assert_true(pass1(LAZY, garp(SIP, NEW, P_SERVER), NULL, NULL, 0));
+	assert_int_equal(ctr(LAZY, "server_mac_moves"), 1);
+	/* Every flow of that server in this stage (earlier tests left some). */
+	assert_true(ctr(LAZY, "flows_moved") >= 1);
+	assert_int_equal(ctr(LAZY, "flows_moved"), ctr(LAZY, "flows_active"));
+	/* Said again: nothing moves. */
+	assert_true(pass1(LAZY, garp(SIP, NEW, P_SERVER), NULL, NULL, 0));
+	assert_int_equal(ctr(LAZY, "server_mac_moves"), 1);
+	/* The client's next segment, still addressed to the old MAC, goes to
+	 * the new one; everything else about it is as before. */
+	uint8_t pay[200];
+	struct rec r;
+	fill(pay, sizeof(pay), 9);
+	assert_true(pass1(LAZY, c2s(&c, c.c0 + 101, c.s0 + 1, F_ACK | F_PSH, 502, NULL, 0, pay,
+				    sizeof(pay)),
+			  &o, copy, sizeof(copy)));
+	assert_memory_equal(o.dmac, NEW, 6);
+	assert_memory_equal(o.smac, CMAC, 6);
+	assert_true(o.ip_ok && o.tcp_ok);
+	assert_int_equal(o.plen, sizeof(pay));
+	expect_rec(&c, &r, FR_DATA, c.c0 + 101);
+	expect_ring_empty(c.t);
+	/* The other stages' flows are theirs: untouched. */
+	assert_int_equal(ctr(EAGER, "server_mac_moves"), 0);
+}
+
 /* Every mbuf the test made or the stages emitted is back in the pool, but
  * for the acks a Lazy flow still holds. */
 static void test_no_mbuf_leaked(void **state)
@@ -1266,6 +1326,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_conditional_acks_only_after_a_clamp, fresh),
 		cmocka_unit_test_setup(test_recovery_fabricated_syn_and_shift, fresh),
 		cmocka_unit_test_setup(test_unprotected_traffic_untouched, fresh),
+		cmocka_unit_test_setup(test_failover_arp_moves_server_mac, fresh),
 		cmocka_unit_test_setup(test_no_mbuf_leaked, fresh),
 	};
 	rc = cmocka_run_group_tests_name("ftcp_stage", tests, NULL, NULL);
