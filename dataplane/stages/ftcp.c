@@ -489,6 +489,12 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 
 	if (!fl)
 		return true;
+	if (unlikely(fl->moved) && memcmp(&s->eth->src_addr, fl->smac, 6) != 0) {
+		/* The host this flow failed over from: it must not speak for
+		 * the connection any more. */
+		il_drop(st, C_DROP_FENCED, m);
+		return false;
+	}
 	if ((s->flags & (TCP_F_SYN | TCP_F_ACK)) == (TCP_F_SYN | TCP_F_ACK)) {
 		uint8_t ws = 0;
 		bool has_ws = false;
@@ -624,11 +630,14 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 }
 
 /* Fail-over to a backup host (docs/ft-tcp.md): the backup claims a
- * protected server's address with a (gratuitous) ARP from the server side.
- * Its MAC address becomes the one every flow of that server is sent to:
- * the stage's own segments (the fabricated SYN, acks) and the client's
- * segments, whose destination MAC is rewritten (the client's ARP cache may
- * still name the dead host). ARP from the client side is not believed. */
+ * protected server's address with a gratuitous ARP (sender and target
+ * address the same) from the server side. Its MAC address becomes the one
+ * every flow of that server is sent to: the stage's own segments (the
+ * fabricated SYN, acks) and the client's segments, whose destination MAC
+ * is rewritten (the client's ARP cache may still name the dead host); and
+ * the only one a moved flow takes segments from (the old host, should it
+ * come back, is fenced off). ARP from the client side, and ordinary ARP
+ * (a host asking for or answering about another address), move nothing. */
 static void arp_learn(struct il_stage *st, struct rte_mbuf *m)
 {
 	struct ftcp *f = st->ctx;
@@ -645,6 +654,8 @@ static void arp_learn(struct il_stage *st, struct rte_mbuf *m)
 	if (a[0] != 0 || a[1] != 1 || a[2] != 0x08 || a[3] != 0 || a[4] != 6 || a[5] != 4)
 		return;
 	memcpy(&spa, a + 14, 4);
+	if (memcmp(a + 14, a + 24, 4) != 0)
+		return; /* not gratuitous */
 	bool prot = false;
 	for (unsigned p = 0; p < f->n_protect && !prot; p++)
 		prot = f->prot_ip[p] == spa;
@@ -660,6 +671,7 @@ static void arp_learn(struct il_stage *st, struct rte_mbuf *m)
 
 		if (fl->key.sip == spa && memcmp(fl->smac, a + 8, 6) != 0) {
 			memcpy(fl->smac, a + 8, 6);
+			fl->moved = true;
 			moved++;
 		}
 	}

@@ -41,6 +41,7 @@ struct ftcp_flow {
 	uint8_t sws_orig;   /* server window scale the client knows */
 	uint8_t sws_cur;    /* window scale of the current server TCP */
 	uint8_t cmac[6], smac[6];
+	bool moved; /* smac taken from a gratuitous ARP (fail-over): fence the old host */
 	uint16_t mss;
 	uint16_t syn_win;
 	uint16_t last_cwin; /* client's last raw window field */
@@ -71,7 +72,7 @@ enum {
 	C_RECOVERY_US_TOTAL, C_FAB_SYNS, C_RST_TO_SERVER, C_FLOWS_ACTIVE, C_LOGGER_MSGS,
 	C_DROP_RING_FULL, C_DROP_BAD_CSUM, C_DROP_UNANNOUNCED_FIN, C_DROP_UNANNOUNCED_RST,
 	C_DROP_IN_RECOVERY, C_DROP_FLOW_TABLE_FULL, C_DROP_SERVER_DEAD, C_DROP_NO_MBUF,
-	C_SERVER_MAC_MOVES, C_FLOWS_MOVED,
+	C_SERVER_MAC_MOVES, C_FLOWS_MOVED, C_DROP_FENCED,
 	C_COUNT
 };
 

@@ -29,7 +29,7 @@ const char *const ftcp_counter_names[C_COUNT] = {
 	"flows_active", "logger_msgs", "drop_ring_full", "drop_bad_csum",
 	"drop_unannounced_fin", "drop_unannounced_rst", "drop_in_recovery",
 	"drop_flow_table_full", "drop_server_dead", "drop_no_mbuf",
-	"server_mac_moves", "flows_moved",
+	"server_mac_moves", "flows_moved", "drop_fenced",
 };
 
 static const char *const strategy_names[] = {"basic", "lazy", "eager", "conditional", NULL};

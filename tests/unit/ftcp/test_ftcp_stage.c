@@ -1196,6 +1196,12 @@ static void test_failover_arp_moves_server_mac(void **state)
 	assert_true(pass1(LAZY, garp(SIP, EVIL, P_CLIENT), NULL, NULL, 0));
 	/* Nor an address that is not protected. */
 	assert_true(pass1(LAZY, garp(SIP + 1, EVIL, P_SERVER), NULL, NULL, 0));
+	/* Nor an ordinary ARP request (the server's host asking for the
+	 * client): only a gratuitous one claims the address. */
+	struct rte_mbuf *ask = garp(SIP, EVIL, P_SERVER);
+	uint32_t cip_be = rte_cpu_to_be_32(CIP);
+	memcpy(rte_pktmbuf_mtod(ask, uint8_t *) + 38, &cip_be, 4);
+	assert_true(pass1(LAZY, ask, NULL, NULL, 0));
 	assert_int_equal(ctr(LAZY, "server_mac_moves"), 0);
 	/* The backup announces the server's address from the server side: the
 	 * ARP goes on (the client learns too) and the flow moves. */
@@ -1221,6 +1227,15 @@ static void test_failover_arp_moves_server_mac(void **state)
 	assert_int_equal(o.plen, sizeof(pay));
 	expect_rec(&c, &r, FR_DATA, c.c0 + 101);
 	expect_ring_empty(c.t);
+	/* The old host is fenced off: what it still sends for the flow is
+	 * dropped and counted; the backup's segments pass. */
+	assert_false(pass1(LAZY, s2c(&c, c.s0 + 1, c.c0 + 301, F_ACK, 1024, NULL, 0, NULL, 0),
+			   NULL, NULL, 0));
+	assert_int_equal(ctr(LAZY, "drop_fenced"), 1);
+	assert_true(pass1(LAZY, tcp_frame(SIP, CIP, c.t->sport, c.cport, NEW, CMAC, c.s0 + 1,
+					  c.c0 + 1, F_ACK, 1024, NULL, 0, NULL, 0),
+			  NULL, NULL, 0));
+	assert_int_equal(ctr(LAZY, "drop_fenced"), 1);
 	/* The other stages' flows are theirs: untouched. */
 	assert_int_equal(ctr(EAGER, "server_mac_moves"), 0);
 }
