@@ -394,13 +394,18 @@ static void publish(struct ftlog *L)
 			struct ftc_down d = {.type = FD_STABLE, .key = c->key,
 					     .flags = c->isns_durable ? FD_F_ISNS : 0,
 					     .a = c->contig_durable};
+			/* The trace's time is taken before the data plane can
+			 * see the value: it may act on it microseconds after
+			 * the send, before a time taken after it (the capture
+			 * check compares the two). */
+			struct timespec ts = {0, 0};
+			if (L->trace)
+				clock_gettime(CLOCK_REALTIME, &ts);
 			if (ftc_down_send(L->rh, &d)) {
 				c->contig_sent = c->contig_durable;
 				c->isns_sent = c->isns_durable;
 				L->l.st.acks_down++;
 				if (L->trace) {
-					struct timespec ts;
-					clock_gettime(CLOCK_REALTIME, &ts);
 					fprintf(L->trace, "%u %u %lld.%09ld\n", ntohs(c->key.cport),
 						c->contig_durable, (long long)ts.tv_sec, ts.tv_nsec);
 					fflush(L->trace);
