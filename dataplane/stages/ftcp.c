@@ -410,6 +410,14 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			fl->c2s_next = s->seq + 1;
 			memcpy(fl->cmac, &s->eth->src_addr, 6);
 			memcpy(fl->smac, &s->eth->dst_addr, 6);
+			/* A server that failed over: its new host, whatever
+			 * the client's ARP cache says (arp_learn). */
+			for (unsigned p = 0; p < f->n_protect; p++)
+				if (f->prot_known[p] && f->prot_ip[p] == k.sip &&
+				    memcmp(fl->smac, f->prot_mac[p], 6) != 0) {
+					memcpy(fl->smac, f->prot_mac[p], 6);
+					fl->moved = true;
+				}
 			st->ctr[C_CONNS]++;
 		}
 		if (changed)
@@ -424,6 +432,7 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			il_drop(st, C_DROP_RING_FULL, m);
 			return false;
 		}
+		memcpy(&s->eth->dst_addr, fl->smac, 6); /* see below */
 		return true;
 	}
 	if (!fl)
@@ -636,8 +645,9 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
  * fabricated SYN, acks) and the client's segments, whose destination MAC
  * is rewritten (the client's ARP cache may still name the dead host); and
  * the only one a moved flow takes segments from (the old host, should it
- * come back, is fenced off). ARP from the client side, and ordinary ARP
- * (a host asking for or answering about another address), move nothing. */
+ * come back, is fenced off). New connections to that address go there too
+ * (from_client). ARP from the client side, and ordinary ARP (a host asking
+ * for or answering about another address), move nothing. */
 static void arp_learn(struct il_stage *st, struct rte_mbuf *m)
 {
 	struct ftcp *f = st->ctx;
@@ -657,8 +667,12 @@ static void arp_learn(struct il_stage *st, struct rte_mbuf *m)
 	if (memcmp(a + 14, a + 24, 4) != 0)
 		return; /* not gratuitous */
 	bool prot = false;
-	for (unsigned p = 0; p < f->n_protect && !prot; p++)
-		prot = f->prot_ip[p] == spa;
+	for (unsigned p = 0; p < f->n_protect; p++)
+		if (f->prot_ip[p] == spa) {
+			prot = true;
+			memcpy(f->prot_mac[p], a + 8, 6);
+			f->prot_known[p] = true;
+		}
 	if (!prot)
 		return;
 	const void *key;

@@ -85,6 +85,10 @@ struct ftcp {
 	unsigned n_protect;
 	uint32_t prot_ip[FTCP_MAX_PROTECT]; /* network order */
 	uint16_t prot_port[FTCP_MAX_PROTECT];
+	/* Fail-over: the MAC a protected address was last claimed from by a
+	 * gratuitous ARP on the server side (new connections go there too). */
+	uint8_t prot_mac[FTCP_MAX_PROTECT][6];
+	bool prot_known[FTCP_MAX_PROTECT];
 	struct rte_hash *h;
 	struct ftcp_flow *flows;
 	uint32_t max_flows;

@@ -1236,6 +1236,14 @@ static void test_failover_arp_moves_server_mac(void **state)
 					  c.c0 + 1, F_ACK, 1024, NULL, 0, NULL, 0),
 			  NULL, NULL, 0));
 	assert_int_equal(ctr(LAZY, "drop_fenced"), 1);
+	/* A new connection to the server, from a client that still has the
+	 * old MAC: its SYN (and the flow) go to the new host. */
+	struct conn c2 = {LAZY, 40021, 0x61000000u, 0x62000000u};
+	assert_true(pass1(LAZY, c2s(&c2, c2.c0, 0, F_SYN, 64240, SYN_OPT, 20, NULL, 0), &o, copy,
+			  sizeof(copy)));
+	assert_memory_equal(o.dmac, NEW, 6);
+	expect_rec(&c2, &r, FR_SYN, c2.c0);
+	assert_memory_equal(r.p + 6, NEW, 6); /* the MACs logged with the SYN */
 	/* The other stages' flows are theirs: untouched. */
 	assert_int_equal(ctr(EAGER, "server_mac_moves"), 0);
 }
