@@ -56,24 +56,18 @@ int pg_receivers_init(struct pg_state *s)
 	return 0;
 }
 
-static void send_nak(struct pg_state *s, unsigned r, unsigned gi, uint64_t first, uint64_t last)
+uint8_t *pg_ctl_frame(struct pg_state *s, struct rte_mbuf **mp, uint8_t type, unsigned gi,
+		      uint32_t sender_id, uint32_t src_ip, uint16_t src_port, unsigned body)
 {
 	const struct pg_conf *c = &s->c;
+	const uint16_t len = (uint16_t)(42 + IL_HDR_LEN + body);
+	const uint32_t gaddr = c->group_addr_base + gi;
 	struct rte_mbuf *m = rte_pktmbuf_alloc(s->pool);
-	const uint16_t len = 42 + IL_HDR_LEN + IL_RANGE_LEN;
+	uint8_t *f = m ? (uint8_t *)rte_pktmbuf_append(m, len) : NULL;
 
-	if (last - first >= IL_NAK_MAX_SPAN)
-		last = first + IL_NAK_MAX_SPAN - 1;
-	if (!m) {
-		s->naks_tx_fail++;
-		return;
-	}
-	uint8_t *f = (uint8_t *)rte_pktmbuf_append(m, len);
-	uint32_t gaddr = c->group_addr_base + gi;
 	if (!f) {
 		rte_pktmbuf_free(m);
-		s->naks_tx_fail++;
-		return;
+		return NULL;
 	}
 	memset(f, 0, len);
 	il_mcast_mac(f, gaddr);
@@ -81,22 +75,38 @@ static void send_nak(struct pg_state *s, unsigned r, unsigned gi, uint64_t first
 	f[12] = 0x08;
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
 	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16(len - 14);
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(len - 14));
 	ip->time_to_live = 16;
 	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = rte_cpu_to_be_32(0x0a010000u | (r + 1));
+	ip->src_addr = rte_cpu_to_be_32(src_ip);
 	ip->dst_addr = rte_cpu_to_be_32(gaddr);
 	ip->hdr_checksum = rte_ipv4_cksum(ip);
 	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
-	udp->src_port = rte_cpu_to_be_16((uint16_t)(6000 + r));
+	udp->src_port = rte_cpu_to_be_16(src_port);
 	udp->dst_port = rte_cpu_to_be_16(c->il_port);
-	udp->dgram_len = rte_cpu_to_be_16(len - 34);
+	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(len - 34));
 	uint8_t *h = f + 42;
 	h[IL_OFF_VERSION] = IL_VERSION;
-	h[IL_OFF_TYPE] = IL_T_NAK;
+	h[IL_OFF_TYPE] = type;
 	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
 	il_put16(h + IL_OFF_GROUP_ID, (uint16_t)(c->group_base + gi));
-	il_put32(h + IL_OFF_SENDER_ID, 0x10000u + r);
+	il_put32(h + IL_OFF_SENDER_ID, sender_id);
+	*mp = m;
+	return h;
+}
+
+static void send_nak(struct pg_state *s, unsigned r, unsigned gi, uint64_t first, uint64_t last)
+{
+	struct rte_mbuf *m;
+
+	if (last - first >= IL_NAK_MAX_SPAN)
+		last = first + IL_NAK_MAX_SPAN - 1;
+	uint8_t *h = pg_ctl_frame(s, &m, IL_T_NAK, gi, 0x10000u + r, 0x0a010000u | (r + 1),
+				  (uint16_t)(6000 + r), IL_RANGE_LEN);
+	if (!h) {
+		s->naks_tx_fail++;
+		return;
+	}
 	il_put64(h + IL_HDR_LEN, first);
 	il_put64(h + IL_HDR_LEN + 8, last);
 	for (int tries = 0; tries < 64; tries++)

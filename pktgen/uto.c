@@ -87,45 +87,15 @@ static uint8_t *ctl_frame(struct pg_state *s, uint8_t type, unsigned gi, uint32_
 			  uint32_t src_ip, unsigned body)
 {
 	struct pg_uto *u = &s->uto;
-	const struct pg_conf *c = &s->c;
-	const uint16_t len = (uint16_t)(42 + IL_HDR_LEN + body);
-	const uint32_t gaddr = c->group_addr_base + gi;
+	struct rte_mbuf *m;
 
 	if (u->nq == RTE_DIM(u->q))
 		flush(s);
-	struct rte_mbuf *m = rte_pktmbuf_alloc(s->pool);
-	if (!m) {
+	uint8_t *h = pg_ctl_frame(s, &m, type, gi, id, src_ip, 7000, body);
+	if (!h) {
 		u->ctl_tx_fail++;
 		return NULL;
 	}
-	uint8_t *f = (uint8_t *)rte_pktmbuf_append(m, len);
-	if (!f) {
-		rte_pktmbuf_free(m);
-		u->ctl_tx_fail++;
-		return NULL;
-	}
-	memset(f, 0, len);
-	il_mcast_mac(f, gaddr);
-	memcpy(f + 6, s->tx_mac, 6);
-	f[12] = 0x08;
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
-	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(len - 14));
-	ip->time_to_live = 16;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = rte_cpu_to_be_32(src_ip);
-	ip->dst_addr = rte_cpu_to_be_32(gaddr);
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
-	udp->src_port = rte_cpu_to_be_16(7000);
-	udp->dst_port = rte_cpu_to_be_16(c->il_port);
-	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(len - 34));
-	uint8_t *h = f + 42;
-	h[IL_OFF_VERSION] = IL_VERSION;
-	h[IL_OFF_TYPE] = type;
-	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
-	il_put16(h + IL_OFF_GROUP_ID, (uint16_t)(c->group_base + gi));
-	il_put32(h + IL_OFF_SENDER_ID, id);
 	il_put32(h + IL_OFF_EPOCH, u->epoch);
 	u->q[u->nq++] = m;
 	return h;

@@ -79,37 +79,35 @@ class Rig:
         if self.backup:
             self.net_up_backup()
             return
-        for ns, ifr, ip in ((self.ns_c, self.if_c, CLIENT_IP), (self.ns_s, self.if_s, SERVER_IP)):
-            sh("ip", "netns", "add", ns)
-            sh("ip", "link", "add", ifr, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
-            sh("ip", "-n", ns, "link", "set", "eth0", "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "link", "set", ifr, "up")
-            # TCP through an AF_PACKET port needs real checksums and MTU-sized frames.
-            sh("ethtool", "-K", ifr, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
-               check=False)
-            sh("ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off", "tso", "off",
-               "gso", "off", "gro", "off", check=False)
-            sh("sysctl", "-qw", f"net.ipv6.conf.{ifr}.disable_ipv6=1", check=False)
+        self.host(self.ns_c, self.if_c, CLIENT_IP)
+        self.host(self.ns_s, self.if_s, SERVER_IP)
 
     @staticmethod
     def no_offload(*cmd_prefix_and_if):
+        # TCP through an AF_PACKET port needs real checksums and MTU-sized frames.
         sh(*cmd_prefix_and_if[:-1], "ethtool", "-K", cmd_prefix_and_if[-1], "tx", "off", "tso",
            "off", "gso", "off", "gro", "off", check=False)
+
+    def host(self, ns, ifr, ip, bridge=None, up=True):
+        """Namespace ns with eth0 (address ip, up unless up=False), joined by a veth pair to
+        ifr in the root namespace (in `bridge` if given)."""
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", ifr, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("sysctl", "-qw", f"net.ipv6.conf.{ifr}.disable_ipv6=1", check=False)
+        if bridge:
+            sh("ip", "link", "set", ifr, "master", bridge)
+        sh("ip", "link", "set", ifr, "up")
+        self.no_offload(ifr)
+        sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        if up:
+            sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        self.no_offload("ip", "netns", "exec", ns, "eth0")
 
     def net_up_backup(self):
         """Client as usual; on the server side a bridge with the appliance's port, the
         primary (up) and the backup (same address, link down)."""
-        ns, ifr = self.ns_c, self.if_c
-        sh("ip", "netns", "add", ns)
-        sh("ip", "link", "add", ifr, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        sh("ip", "-n", ns, "addr", "add", f"{CLIENT_IP}/24", "dev", "eth0")
-        sh("ip", "-n", ns, "link", "set", "eth0", "up")
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "link", "set", ifr, "up")
-        self.no_offload(ifr)
-        self.no_offload("ip", "netns", "exec", ns, "eth0")
+        self.host(self.ns_c, self.if_c, CLIENT_IP)
         sh("ip", "link", "add", self.br, "type", "bridge")
         sh("ip", "link", "set", self.br, "up")
         sh("ip", "link", "add", self.if_s, "type", "veth", "peer", "name", self.if_sb)
@@ -119,17 +117,8 @@ class Rig:
         for x in (self.if_s, self.if_sb):
             sh("ip", "link", "set", x, "up")
             self.no_offload(x)
-        for ns, ifr in ((self.ns_s, self.if_p), (self.ns_b, self.if_q)):
-            sh("ip", "netns", "add", ns)
-            sh("ip", "link", "add", ifr, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            sh("sysctl", "-qw", f"net.ipv6.conf.{ifr}.disable_ipv6=1", check=False)
-            sh("ip", "link", "set", ifr, "master", self.br)
-            sh("ip", "link", "set", ifr, "up")
-            self.no_offload(ifr)
-            sh("ip", "-n", ns, "addr", "add", f"{SERVER_IP}/24", "dev", "eth0")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-            self.no_offload("ip", "netns", "exec", ns, "eth0")
-        sh("ip", "-n", self.ns_s, "link", "set", "eth0", "up")
+        self.host(self.ns_s, self.if_p, SERVER_IP, bridge=self.br)
+        self.host(self.ns_b, self.if_q, SERVER_IP, bridge=self.br, up=False)
         # The backup announces itself (a gratuitous ARP) when its link comes up.
         for k in ("all", "default", "eth0"):
             sh("ip", "netns", "exec", self.ns_b, "sysctl", "-qw",
