@@ -19,6 +19,20 @@ BANNER = re.compile(r"== interlink demo (\S+): .*file prefix (\S+)\),.*file pref
                     r"memif sockets in (\S+) ==")
 
 
+def readme_commands():
+    """The README's two set-up commands, as printed (without their comments)."""
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index("## Set-up: two commands"):].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("#")[0].split() for line in block.splitlines() if line.strip()]
+
+
+def test_readme_commands_run_as_printed_by_root():
+    """A fresh Debian machine run as root has no sudo: the commands must not need it, and must
+    be the scripts CI and the demo test run."""
+    assert readme_commands() == [["./scripts/demo.sh"], ["./scripts/test.sh"]]
+    assert (ROOT / ".ci" / "run").read_text().rstrip().endswith("exec ./scripts/test.sh")
+
+
 def readline(p, deadline):
     """One line of p's output, or None at the deadline."""
     while time.time() < deadline:
@@ -31,7 +45,8 @@ def readline(p, deadline):
 
 def test_two_demos_side_by_side():
     # The long one: about 15 s of traffic at 100,000 messages/s.
-    long = subprocess.Popen(["./scripts/demo.sh", "--count", "1500000", "--rate", "100000"],
+    demo = readme_commands()[0]
+    long = subprocess.Popen(demo + ["--count", "1500000", "--rate", "100000"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     out = []
@@ -51,7 +66,7 @@ def test_two_demos_side_by_side():
             assert line, "the first demo's pktgen did not start:\n" + "".join(out)
             out.append(line)
 
-        short = subprocess.run(["./scripts/demo.sh", "--count", "100000", "--rate", "200000"],
+        short = subprocess.run(demo + ["--count", "100000", "--rate", "200000"],
                                cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert short.returncode == 0, short.stdout + short.stderr
         assert "demo: PASS" in short.stdout
