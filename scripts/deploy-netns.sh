@@ -111,7 +111,7 @@ wait_for() {  # wait_for SECONDS WHAT COMMAND...: until COMMAND succeeds
   shift 2
   until "$@"; do
     if [ $SECONDS -ge $end ]; then
-      echo "deploy-netns: timed out waiting for $what; logs in $STATE" >&2
+      echo "deploy-netns: timed out waiting for $what" >&2
       return 1
     fi
     sleep 0.2
@@ -221,10 +221,13 @@ do_up() {
     --set "eal=[--no-huge, -m, \"512\", --lcores, \"0@$cpu,1@$cpu\", --log-level, \"lib.eal:error\"]"
   wait_for 30 "the appliance to attach to interlink-control" dp_attached
 
-  local peers=()
-  for i in $(seq 1 "$replicas"); do peers+=(--peer "$SUBNET.1.$i:7500"); done
   log "$name: $replicas il-kvstore replicas"
   for i in $(seq 1 "$replicas"); do
+    local peers=() q
+    # A replica that restarts fetches the state from one of the others (over TCP, switch A).
+    for q in $(seq 1 "$replicas"); do
+      [ "$q" -ne "$i" ] && peers+=(--peer "$SUBNET.1.$q:7500")
+    done
     start "replica$i" "$(ns_host "$i")" "$BUILD/examples/kvstore/il-kvstore" replica \
       --tx tx0 --rx rx0 --id $(( 100 + i )) --group "$GROUP" --mcast "$MCAST" \
       --listen "$SUBNET.1.$i:7500" "${peers[@]}" --status "$STATE/replica$i.json"
