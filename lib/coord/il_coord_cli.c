@@ -4,6 +4,9 @@
  * Every result is one JSON object per line on stdout; times are
  * CLOCK_MONOTONIC milliseconds, the clock the tests read too.
  *
+ * Options: --deadline-ms (one call, all endpoints), --attempt-ms (one
+ * request to one endpoint): il_coord_cfg's deadline_ms and attempt_ms.
+ *
  *   il-coord -e URLS get KEY
  *   il-coord -e URLS put KEY VALUE
  *   il-coord -e URLS cas KEY EXPECT_MOD VALUE
@@ -293,7 +296,7 @@ static int cmd_bench(struct il_coord *c, char **av)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: " PROG " -e URLS [--deadline-ms MS] COMMAND ARGS...\n"
+		"Usage: " PROG " -e URLS [--deadline-ms MS] [--attempt-ms MS] COMMAND ARGS...\n"
 		"  get KEY | put KEY VALUE | cas KEY EXPECT_MOD VALUE (EXPECT_MOD 0: create)\n"
 		"  campaign KEY VALUE [--ttl S] [--hold-ms MS] [--lapse-ms MS]\n"
 		"  watch KEY [--prefix] [--count N] [--timeout-ms MS]\n"
@@ -307,6 +310,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "endpoints", required_argument, NULL, 'e' },
 		{ "deadline-ms", required_argument, NULL, 'd' },
+		{ "attempt-ms", required_argument, NULL, 'a' },
 		{ "ttl", required_argument, NULL, 't' },
 		{ "hold-ms", required_argument, NULL, 'H' },
 		{ "lapse-ms", required_argument, NULL, 'l' },
@@ -328,6 +332,7 @@ int main(int argc, char **argv)
 		switch (o) {
 		case 'e': cfg.endpoints = optarg; break;
 		case 'd': cfg.deadline_ms = (unsigned)atoi(optarg); break;
+		case 'a': cfg.attempt_ms = (unsigned)atoi(optarg); break;
 		case 't': ttl = atoll(optarg); break;
 		case 'H': hold = (unsigned)atoi(optarg); break;
 		case 'l': lapse = (unsigned)atoi(optarg); break;
