@@ -13,6 +13,26 @@
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
+bool coord_buf_append(struct coord_buf *b, const char *data, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *p;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (p == NULL)
+			return false;
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, data, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+	return true;
+}
+
 size_t coord_b64_len(size_t n)
 {
 	return (n + 2) / 3 * 4;

@@ -40,25 +40,8 @@ void coord_set_err(struct il_coord *c, const char *fmt, ...)
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
-	struct coord_buf *b = arg;
-	size_t n = size * nmemb;
-
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		char *p;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (p == NULL)
-			return 0; /* curl then fails the transfer */
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, data, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-	return n;
+	/* Returning less than given makes curl fail the transfer. */
+	return coord_buf_append(arg, data, size * nmemb) ? size * nmemb : 0;
 }
 
 struct il_coord *il_coord_open(const struct il_coord_cfg *cfg, char *err, size_t errlen)

@@ -297,28 +297,41 @@ int il_coord_txn(struct il_coord *c, const struct il_coord_cmp *cmp, unsigned n_
 	return rc;
 }
 
+/* Put key = val (with lease) if cmp holds, else read key: what both the
+ * compare-and-swap and the campaign are. OK: put (*rev its revision, res
+ * freed); FAILED: not put, res holds the key as it is (free it). */
+static int put_or_get(struct il_coord *c, const struct il_coord_cmp *cmp, const char *key,
+		      const void *val, size_t len, int64_t lease, int64_t *rev,
+		      struct il_coord_txn_res *res)
+{
+	const struct il_coord_op put = { .type = IL_COORD_OP_PUT, .key = key, .value = val,
+					 .value_len = len, .lease = lease };
+	const struct il_coord_op get = { .type = IL_COORD_OP_GET, .key = key };
+	int rc = il_coord_txn(c, cmp, 1, &put, 1, &get, 1, res);
+
+	if (rc != IL_COORD_OK)
+		return rc;
+	if (!res->succeeded)
+		return IL_COORD_FAILED;
+	if (rev != NULL)
+		*rev = res->rev;
+	il_coord_txn_res_free(res);
+	return IL_COORD_OK;
+}
+
 int il_coord_cas(struct il_coord *c, const char *key, int64_t expect_mod, const void *val,
 		 size_t len, int64_t lease, int64_t *rev, struct il_coord_kv *cur)
 {
 	const struct il_coord_cmp cmp = { .key = key, .target = IL_COORD_MOD, .rel = IL_COORD_EQ,
 					  .num = expect_mod };
-	const struct il_coord_op put = { .type = IL_COORD_OP_PUT, .key = key, .value = val,
-					 .value_len = len, .lease = lease };
-	const struct il_coord_op get = { .type = IL_COORD_OP_GET, .key = key };
 	struct il_coord_txn_res res;
-	int rc = il_coord_txn(c, &cmp, 1, &put, 1, &get, 1, &res);
+	int rc;
 
 	if (cur != NULL)
 		memset(cur, 0, sizeof(*cur));
-	if (rc != IL_COORD_OK)
+	rc = put_or_get(c, &cmp, key, val, len, lease, rev, &res);
+	if (rc != IL_COORD_FAILED)
 		return rc;
-	if (res.succeeded) {
-		if (rev != NULL)
-			*rev = res.rev;
-		il_coord_txn_res_free(&res);
-		return IL_COORD_OK;
-	}
-	rc = IL_COORD_FAILED;
 	if (res.n_kvs == 1 && res.ambiguous && res.kvs[0].value_len == len &&
 	    memcmp(res.kvs[0].value, val, len) == 0 && res.kvs[0].mod_rev > expect_mod &&
 	    res.kvs[0].lease == lease) {
@@ -408,9 +421,6 @@ int il_coord_campaign(struct il_coord *c, const char *key, const void *val, size
 {
 	const struct il_coord_cmp cmp = { .key = key, .target = IL_COORD_CREATE, .rel = IL_COORD_EQ,
 					  .num = 0 };
-	const struct il_coord_op put = { .type = IL_COORD_OP_PUT, .key = key, .value = val,
-					 .value_len = len, .lease = lease };
-	const struct il_coord_op get = { .type = IL_COORD_OP_GET, .key = key };
 	struct il_coord_txn_res res;
 	int rc;
 
@@ -420,15 +430,9 @@ int il_coord_campaign(struct il_coord *c, const char *key, const void *val, size
 		coord_set_err(c, "campaign for '%s': a leadership key needs a lease", key);
 		return IL_COORD_EINVAL;
 	}
-	rc = il_coord_txn(c, &cmp, 1, &put, 1, &get, 1, &res);
-	if (rc != IL_COORD_OK)
+	rc = put_or_get(c, &cmp, key, val, len, lease, rev, &res);
+	if (rc != IL_COORD_FAILED)
 		return rc;
-	if (res.succeeded) {
-		if (rev != NULL)
-			*rev = res.rev;
-		il_coord_txn_res_free(&res);
-		return IL_COORD_OK;
-	}
 	/* Held already: by our own lease (an earlier attempt of ours whose
 	 * answer was lost, or a campaign repeated), or by someone else. */
 	rc = res.n_kvs == 1 && res.kvs[0].lease == lease ? IL_COORD_OK : IL_COORD_FAILED;

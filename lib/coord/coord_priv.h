@@ -31,6 +31,8 @@ struct il_coord {
 };
 
 /* coord_codec.c: pure functions, no I/O. */
+/* Append n bytes and keep a terminating NUL; false when out of memory. */
+bool coord_buf_append(struct coord_buf *b, const char *data, size_t n);
 size_t coord_b64_len(size_t n); /* encoded length, without the terminator */
 void coord_b64_encode(const void *in, size_t n, char *out); /* out: coord_b64_len(n) + 1 */
 /* Decodes into out (room for 3 * (len / 4) + 3 bytes); returns the byte

@@ -134,20 +134,8 @@ static size_t on_stream(char *data, size_t size, size_t nmemb, void *arg)
 	struct coord_buf *b = &w->in;
 	size_t n = size * nmemb, off = 0, skip, len;
 
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 8192;
-		char *p;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (p == NULL)
-			return 0;
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, data, n);
-	b->len += n;
+	if (!coord_buf_append(b, data, n))
+		return 0;
 	while ((len = coord_stream_object(b->p + off, b->len - off, &skip)) > 0) {
 		json_error_t jerr;
 		json_t *j = json_loadb(b->p + off + skip, len, 0, &jerr);

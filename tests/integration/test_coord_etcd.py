@@ -117,8 +117,8 @@ def test_two_campaigners_exactly_one_leader(cluster):
     eps = cluster.endpoints()
     for rnd in range(3):
         k = key("leader")
-        a = start_campaign(eps, k, "A", "--ttl", 1, "--hold-ms", 1500)
-        b = start_campaign(eps, k, "B", "--ttl", 1, "--hold-ms", 1500)
+        a = start_campaign(eps, k, "A", "--ttl", 3, "--hold-ms", 1500)
+        b = start_campaign(eps, k, "B", "--ttl", 3, "--hold-ms", 1500)
         try:
             la = read_lines(a, time.monotonic() + 10, "leader")
             lb = read_lines(b, time.monotonic() + 10, "leader")

@@ -131,6 +131,22 @@ static void test_stream_framing(void **state)
 	assert_int_equal(skip, 2);
 }
 
+static void test_buf_append(void **state)
+{
+	struct coord_buf b = { 0 };
+	char chunk[1000];
+
+	(void)state;
+	memset(chunk, 'x', sizeof(chunk));
+	for (int i = 0; i < 10; i++)
+		assert_true(coord_buf_append(&b, chunk, sizeof(chunk)));
+	assert_int_equal(b.len, 10000);
+	assert_true(b.cap > b.len);
+	assert_int_equal(b.p[b.len], '\0');
+	assert_int_equal(strspn(b.p, "x"), 10000);
+	free(b.p);
+}
+
 static void test_error_verdicts(void **state)
 {
 	(void)state;
@@ -153,6 +169,7 @@ int main(void)
 		cmocka_unit_test(test_prefix_end),
 		cmocka_unit_test(test_endpoints),
 		cmocka_unit_test(test_stream_framing),
+		cmocka_unit_test(test_buf_append),
 		cmocka_unit_test(test_error_verdicts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
