@@ -86,6 +86,10 @@ struct il_lec_cfg {
 	bool decode;      /* keep a message store and decode repairs (true); an
 	                   * encode-only node (false) trusts its caller to pass
 	                   * each message once */
+	bool defer_xor;   /* encode-only: bins keep references to the caller's
+	                   * payloads (ops.hold/ops.release) and XOR them all
+	                   * at once when they fire, instead of copying each
+	                   * message into every bin as it arrives (false) */
 	double c;         /* default repair targets per message per group (5) */
 	uint32_t self_id; /* this node's member id, left out of every view;
 	                   * IL_LEC_OBSERVER for a node in none (0) */
@@ -137,6 +141,12 @@ struct il_lec_ops {
 	 * is valid during the call only. */
 	void (*recovered)(void *arg, const struct il_lec_id *id, const uint8_t *payload,
 			  uint32_t len, const struct il_lec_recovery *info);
+	/* defer_xor only: the payload passed with cookie to il_lec_data() must
+	 * stay valid for n more bins (a DPDK caller adds n to the mbuf's
+	 * reference count)... */
+	void (*hold)(void *arg, void *cookie, uint32_t n);
+	/* ...and each of these is done with one of them (rte_pktmbuf_free_bulk) */
+	void (*release)(void *arg, void *const *cookies, uint32_t n);
 	void *arg;
 };
 
@@ -146,6 +156,7 @@ struct il_lec;
 
 struct il_lec *il_lec_create(const struct il_lec_cfg *cfg, const struct il_lec_ops *ops,
 			     char *err, size_t errlen);
+/* Releases (ops.release) every payload the bins still reference. */
 void il_lec_free(struct il_lec *l);
 size_t il_lec_footprint(const struct il_lec *l); /* bytes allocated */
 
@@ -176,9 +187,12 @@ enum il_lec_verdict {
 
 /* A data message the node holds. Repairs its bins complete are sent
  * (ops.send), and stored repairs it completes are decoded (ops.recovered)
- * before this returns. */
+ * before this returns. cookie is handed back to ops.hold/ops.release with
+ * defer_xor and ignored otherwise (the payload is then copied as needed
+ * and may be reused when this returns). */
 enum il_lec_verdict il_lec_data(struct il_lec *l, const struct il_lec_id *id,
-				const void *payload, uint32_t len, uint64_t now_ns);
+				const void *payload, uint32_t len, void *cookie,
+				uint64_t now_ns);
 
 enum il_lec_result {
 	IL_LEC_REP_RECOVERED = 0, /* one message recovered at once (and any cascade) */
@@ -220,7 +234,10 @@ struct il_lec_stats {
 	/* encoding */
 	uint64_t bin_adds;       /* message entered a bin instance */
 	uint64_t xor_ops;        /* two-input payload XORs into bins */
-	uint64_t copy_ops;       /* first message copied into an empty bin */
+	uint64_t copy_ops;       /* first message copied into an empty bin (defer_xor:
+	                          * one per repair built, its other messages
+	                          * counting in xor_ops) */
+	uint64_t holds;          /* defer_xor: references taken (ops.hold) */
 	uint64_t repairs_sent;   /* repairs with at least one target */
 	uint64_t repair_targets; /* copies to send (sum of targets) */
 	uint64_t repairs_skipped;    /* drawn with no target: never built */

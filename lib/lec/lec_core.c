@@ -82,6 +82,9 @@ int il_lec_cfg_check(const struct il_lec_cfg *cfg, char *err, size_t errlen)
 			     "..3600 s",
 			     (unsigned long long)cfg->max_age_ns);
 	}
+	if (cfg->defer_xor && cfg->decode)
+		FAIL("lec.defer_xor = true needs lec.decode = false: a decoding node keeps its "
+		     "own copies of the messages");
 	if ((uint64_t)cfg->max_bins * cfg->stagger * lec_round(cfg->max_len, LEC_ALIGN) >
 	    (1ull << 32))
 		FAIL("lec.max_bins x lec.stagger x lec.max_len = %llu bytes of bins is too much; "
@@ -150,6 +153,11 @@ static void layout(struct il_lec *l, struct carve *cv)
 	l->inst = carve(cv, sizeof(*l->inst) * ninst);
 	l->inst_ids = carve(cv, sizeof(struct il_lec_id) * ninst * c->r);
 	l->acc_buf = carve(cv, slot * ninst);
+	if (c->defer_xor) {
+		l->inst_src = carve(cv, sizeof(uint8_t *) * ninst * c->r);
+		l->inst_len = carve(cv, sizeof(uint16_t) * ninst * c->r);
+		l->inst_cookie = carve(cv, sizeof(void *) * ninst * c->r);
+	}
 
 	l->nb_ids = carve(cv, 4 * (size_t)c->max_members);
 	l->nb_keys = carve(cv, 8 * W * c->max_members);
@@ -192,10 +200,12 @@ struct il_lec *il_lec_create(const struct il_lec_cfg *cfg, const struct il_lec_o
 
 	if (il_lec_cfg_check(cfg, err, errlen))
 		return NULL;
-	if (!ops || !ops->send || (cfg->decode && !ops->recovered)) {
+	if (!ops || !ops->send || (cfg->decode && !ops->recovered) ||
+	    (cfg->defer_xor && (!ops->hold || !ops->release))) {
 		if (errlen)
-			snprintf(err, errlen, "lec: ops.send%s must be set",
-				 cfg->decode ? " and ops.recovered" : "");
+			snprintf(err, errlen, "lec: ops.send%s%s must be set",
+				 cfg->decode ? ", ops.recovered" : "",
+				 cfg->defer_xor ? ", ops.hold, ops.release" : "");
 		return NULL;
 	}
 	l = calloc(1, sizeof(*l));
@@ -248,6 +258,11 @@ void il_lec_free(struct il_lec *l)
 {
 	if (!l)
 		return;
+	if (l->cfg.defer_xor && l->bin) {
+		for (uint32_t b = 0; b < l->cfg.max_bins; b++)
+			if (l->bin[b].live)
+				lec_bin_drop(l, &l->bin[b]);
+	}
 	/* grp is the first carve: the start of the block */
 	if (l->grp) {
 		if (l->cfg.free)
@@ -325,6 +340,68 @@ void lec_xor(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t 
 	}
 	if (*ext < len)
 		*ext = len;
+}
+
+/* dst[from, to) := XOR of every source over it, 32 bytes at a time. */
+static void gather_c(uint8_t *dst, const uint8_t *const *src, unsigned n, uint32_t from,
+		     uint32_t to)
+{
+	uint32_t i = from;
+
+	for (; i + 32 <= to; i += 32) {
+		uint64_t a[4] = { 0 }, w[4];
+
+		for (unsigned j = 0; j < n; j++) {
+			memcpy(w, src[j] + i, 32);
+			a[0] ^= w[0];
+			a[1] ^= w[1];
+			a[2] ^= w[2];
+			a[3] ^= w[3];
+		}
+		memcpy(dst + i, a, 32);
+	}
+	for (; i < to; i++) {
+		uint8_t b = 0;
+
+		for (unsigned j = 0; j < n; j++)
+			b ^= src[j][i];
+		dst[i] = b;
+	}
+}
+
+void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
+		const uint16_t *len, unsigned n)
+{
+	uint32_t lo = len[0], hi = len[0], done = 0;
+	bool aligned = l->isal && n >= 2;
+
+	for (unsigned j = 1; j < n; j++) {
+		if (len[j] < lo)
+			lo = len[j];
+		if (len[j] > hi)
+			hi = len[j];
+	}
+	for (unsigned j = 0; aligned && j < n; j++)
+		aligned = ((uintptr_t)src[j] & 31) == 0;
+	/* the common prefix in one pass over every source; xor_gen only over
+	 * whole 32-byte blocks of it, since the caller's bytes beyond a
+	 * message are not ours to read */
+	if (aligned && lo >= 32) {
+		void *v[IL_LEC_MAX_R + 1];
+
+		for (unsigned j = 0; j < n; j++)
+			v[j] = (void *)(uintptr_t)src[j];
+		v[n] = dst;
+		if (xor_gen((int)n + 1, (int)(lo & ~31u), v) == 0)
+			done = lo & ~31u;
+	}
+	gather_c(dst, src, n, done, lo);
+	/* the longer messages' tails (dst is zero there) */
+	for (unsigned j = 0; j < n; j++)
+		if (len[j] > lo)
+			il_lec_xor_ref(dst + lo, src[j] + lo, len[j] - lo);
+	if (*ext < hi)
+		*ext = hi;
 }
 
 bool lec_zero(const uint8_t *buf, uint32_t from, uint32_t to)

@@ -49,7 +49,7 @@ static void recover(struct il_lec *l, uint32_t ri, const uint8_t *buf, uint32_t 
 	l->st.recovered_how[how]++;
 	g->st.recovered++;
 	l->ops.recovered(l->ops.arg, &r->id, slot, len, &info);
-	lec_bins_add(l, g, &r->id, slot, len);
+	lec_bins_add(l, g, &r->id, slot, len, NULL);
 	if (r->nref)
 		push_work(l, ri);
 }
@@ -187,7 +187,7 @@ static void run_cascade(struct il_lec *l, uint64_t now)
 /* ---- data --------------------------------------------------------------- */
 
 enum il_lec_verdict il_lec_data(struct il_lec *l, const struct il_lec_id *id,
-				const void *payload, uint32_t len, uint64_t now_ns)
+				const void *payload, uint32_t len, void *cookie, uint64_t now_ns)
 {
 	struct lec_group *g = lec_group_of(l, id->group);
 	struct lec_rec *r;
@@ -209,13 +209,13 @@ enum il_lec_verdict il_lec_data(struct il_lec *l, const struct il_lec_id *id,
 	if (!l->cfg.decode) {
 		const uint8_t *src = payload;
 
-		if (l->isal) {
+		if (l->isal && !l->cfg.defer_xor) {
 			lec_fill(l->staging, &l->staging_ext, payload, len, l->slot_size);
 			src = l->staging;
 		}
 		l->st.data_new++;
 		g->st.data_new++;
-		lec_bins_add(l, g, id, src, len);
+		lec_bins_add(l, g, id, src, len, cookie);
 		return IL_LEC_NEW;
 	}
 
@@ -240,7 +240,7 @@ enum il_lec_verdict il_lec_data(struct il_lec *l, const struct il_lec_id *id,
 	r->state = LEC_R_HELD;
 	l->st.data_new++;
 	g->st.data_new++;
-	lec_bins_add(l, g, id, rec_slot(l, ri), len);
+	lec_bins_add(l, g, id, rec_slot(l, ri), len, NULL);
 	if (r->nref) {
 		push_work(l, ri);
 		run_cascade(l, now_ns);

@@ -14,6 +14,12 @@
  * message costs at most c two-input XORs per group, whatever the number
  * of bins. The draw is kept as a seed and replayed when the instance
  * fires, so the counts that decided to build the XOR are the ones used.
+ *
+ * By default a message is XORed into each accumulator as it arrives (the
+ * caller's buffer is free again at once). With defer_xor an instance only
+ * keeps references and XORs its r messages in one pass when it fires:
+ * each byte of the repair is written once instead of r times, which is
+ * what a data-plane caller holding mbufs wants.
  */
 #include <string.h>
 
@@ -65,6 +71,12 @@ void lec_inst_reset(struct il_lec *l, struct lec_bin *b, struct lec_inst *in)
 	in->xor_on = draw(l, b, in->seed, false) > 0;
 }
 
+static void release(struct il_lec *l, struct lec_inst *in)
+{
+	if (l->cfg.defer_xor && in->nx)
+		l->ops.release(l->ops.arg, in->cookie, in->nx);
+}
+
 uint32_t lec_bin_drop(struct il_lec *l, struct lec_bin *b)
 {
 	uint32_t msgs = 0;
@@ -73,6 +85,7 @@ uint32_t lec_bin_drop(struct il_lec *l, struct lec_bin *b)
 		struct lec_inst *in = &b->inst[s];
 
 		msgs += in->n;
+		release(l, in);
 		if (in->ext)
 			memset(in->acc, 0, in->ext);
 		in->ext = 0;
@@ -95,6 +108,11 @@ static void fire(struct il_lec *l, struct lec_bin *b, struct lec_inst *in, bool 
 		if (n == 0) {
 			l->st.drop_repair_view++;
 		} else {
+			if (l->cfg.defer_xor) {
+				lec_gather(l, in->acc, &in->ext, in->src, in->lens, in->nx);
+				l->st.copy_ops++;
+				l->st.xor_ops += in->nx - 1;
+			}
 			struct il_lec_repair rep = {
 				.ids = in->ids,
 				.payload = in->acc,
@@ -109,14 +127,30 @@ static void fire(struct il_lec *l, struct lec_bin *b, struct lec_inst *in, bool 
 			l->st.flushed += flush;
 		}
 	}
+	release(l, in);
 	lec_inst_reset(l, b, in);
 }
 
 void lec_bins_add(struct il_lec *l, const struct lec_group *g, const struct il_lec_id *id,
-		  const uint8_t *src, uint32_t len)
+		  const uint8_t *src, uint32_t len, void *cookie)
 {
 	const uint32_t *lk = l->links + g->link_first;
 
+	if (l->cfg.defer_xor) {
+		/* one hold for every instance about to keep it, taken before
+		 * any of them can fire and release it */
+		uint32_t n = 0;
+
+		for (uint32_t k = 0; k < g->link_n; k++) {
+			const struct lec_bin *b = &l->bin[lk[k]];
+
+			n += b->inst[b->rr].xor_on;
+		}
+		if (n) {
+			l->ops.hold(l->ops.arg, cookie, n);
+			l->st.holds += n;
+		}
+	}
 	for (uint32_t k = 0; k < g->link_n; k++) {
 		struct lec_bin *b = &l->bin[lk[k]];
 		struct lec_inst *in = &b->inst[b->rr];
@@ -124,7 +158,15 @@ void lec_bins_add(struct il_lec *l, const struct lec_group *g, const struct il_l
 		if (++b->rr == l->cfg.stagger)
 			b->rr = 0;
 		l->st.bin_adds++;
-		if (in->xor_on) {
+		if (in->xor_on && l->cfg.defer_xor) {
+			in->src[in->nx] = src;
+			in->lens[in->nx] = (uint16_t)len;
+			in->cookie[in->nx] = cookie;
+			in->ids[in->nx++] = *id;
+			if (len > in->len_max)
+				in->len_max = (uint16_t)len;
+			in->len_xor ^= (uint16_t)len;
+		} else if (in->xor_on) {
 			if (in->nx == 0) {
 				/* an empty accumulator is all zero: copy */
 				memcpy(in->acc, src, len);

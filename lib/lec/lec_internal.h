@@ -103,6 +103,10 @@ struct lec_inst {
 	uint64_t seed; /* replays this round's target counts */
 	struct il_lec_id *ids; /* r entries */
 	uint8_t *acc;
+	/* defer_xor: the payloads themselves, r entries each */
+	const uint8_t **src;
+	uint16_t *lens;
+	void **cookie;
 };
 
 struct lec_bin {
@@ -185,6 +189,9 @@ struct il_lec {
 	struct lec_inst *inst;
 	struct il_lec_id *inst_ids;
 	uint8_t *acc_buf;
+	const uint8_t **inst_src;
+	uint16_t *inst_len;
+	void **inst_cookie;
 
 	/* apply() scratch */
 	uint32_t *nb_ids;     /* neighbour ids */
@@ -260,6 +267,10 @@ void lec_fill(uint8_t *dst, uint32_t *ext, const void *src, uint32_t len, uint32
  * is zero beyond (ISA-L: aligned slots); *ext grows to cover len. */
 void lec_xor(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
 	     unsigned n, uint32_t len);
+/* dst := src[0] ^ ... ^ src[n-1] (n >= 1), each of its own length, any
+ * alignment; dst must be zero beyond *ext, which becomes the longest. */
+void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
+		const uint16_t *len, unsigned n);
 /* true when buf[from, to) is all zero */
 bool lec_zero(const uint8_t *buf, uint32_t from, uint32_t to);
 
@@ -269,7 +280,7 @@ void lec_group_purge(struct il_lec *l, uint32_t gslot);
 
 /* lec_enc.c */
 void lec_bins_add(struct il_lec *l, const struct lec_group *g, const struct il_lec_id *id,
-		  const uint8_t *src, uint32_t len);
+		  const uint8_t *src, uint32_t len, void *cookie);
 void lec_inst_reset(struct il_lec *l, struct lec_bin *b, struct lec_inst *in);
 /* messages held by the bin's instances (dropped with it) */
 uint32_t lec_bin_drop(struct il_lec *l, struct lec_bin *b);

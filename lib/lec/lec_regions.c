@@ -45,6 +45,11 @@ int lec_regions_init(struct il_lec *l)
 
 			l->inst[k].ids = &l->inst_ids[k * l->cfg.r];
 			l->inst[k].acc = l->acc_buf + k * l->slot_size;
+			if (l->cfg.defer_xor) {
+				l->inst[k].src = &l->inst_src[k * l->cfg.r];
+				l->inst[k].lens = &l->inst_len[k * l->cfg.r];
+				l->inst[k].cookie = &l->inst_cookie[k * l->cfg.r];
+			}
 		}
 	}
 	return 0;

@@ -32,7 +32,9 @@ struct node {
 	uint32_t idx;
 	struct il_lec *lec;
 	struct il_loss loss;
-	uint8_t *state; /* per message */
+	uint8_t *state;   /* per message */
+	uint32_t *lost_at; /* per message: seen when it was lost */
+	uint32_t seen;    /* data messages sent to this node so far */
 };
 
 struct sim {
@@ -158,7 +160,7 @@ static void on_recovered(void *arg, const struct il_lec_id *id, const uint8_t *p
 	s->res->recovered_all++;
 	if ((*st & ST_LOST) && counted(s, m)) {
 		s->res->recovered++;
-		s->lat[s->nlat++] = s->cur - 1 - m;
+		s->lat[s->nlat++] = nd->seen - nd->lost_at[m];
 	}
 }
 
@@ -254,7 +256,8 @@ static int setup(struct sim *s)
 		nd->lec = il_lec_create(&lc, &ops, err, sizeof(err));
 		loss.seed = c->seed * 7919u + k * 104729u + 17;
 		nd->state = calloc(c->msgs, 1);
-		if (!nd->lec || !nd->state || il_loss_init(&nd->loss, &loss, err, sizeof(err))) {
+		nd->lost_at = calloc(c->msgs, sizeof(uint32_t));
+		if (!nd->lec || !nd->state || !nd->lost_at || il_loss_init(&nd->loss, &loss, err, sizeof(err))) {
 			fprintf(stderr, "lsim: %s\n", err);
 			return -1;
 		}
@@ -286,6 +289,7 @@ static void teardown(struct sim *s)
 		for (uint32_t k = 0; k < s->cfg->nodes; k++) {
 			il_lec_free(s->node[k].lec);
 			free(s->node[k].state);
+			free(s->node[k].lost_at);
 		}
 	}
 	free(s->node);
@@ -368,12 +372,14 @@ int lsim_run(const struct lsim_cfg *sc, struct lsim_res *res)
 
 			if (counted(&s, m))
 				res->receipts++;
+			nd->seen++;
 			if (il_loss_drop(&nd->loss)) {
 				*st |= ST_LOST;
+				nd->lost_at[m] = nd->seen;
 				res->lost += counted(&s, m);
 				continue;
 			}
-			switch (il_lec_data(nd->lec, &id, payload, len, now)) {
+			switch (il_lec_data(nd->lec, &id, payload, len, NULL, now)) {
 			case IL_LEC_NEW:
 				if (*st & ST_MASK)
 					res->double_delivery++;
@@ -396,8 +402,10 @@ int lsim_run(const struct lsim_cfg *sc, struct lsim_res *res)
 	for (uint32_t k = 0; k < sc->nodes; k++)
 		sum_stats(&res->sum, il_lec_stats(s.node[k].lec));
 	if (res->sum.data_new) {
-		res->xors_per_msg = (double)res->sum.xor_ops / (double)res->sum.data_new;
-		res->copies_per_msg = (double)res->sum.copy_ops / (double)res->sum.data_new;
+		double held = (double)(res->sum.data_new + res->sum.recovered);
+
+		res->xors_per_msg = (double)res->sum.xor_ops / held;
+		res->copies_per_msg = (double)res->sum.copy_ops / held;
 	}
 	if (s.nlat) {
 		double sum = 0;

@@ -42,9 +42,12 @@ struct lsim_res {
 	uint64_t double_delivery; /* an id delivered twice by one node */
 	uint64_t queue_overflow;  /* repairs the harness could not hold */
 	uint64_t repairs_sent, repair_copies, repair_copies_lost;
-	double lat_mean, lat_p50, lat_p90; /* messages sent between loss and recovery */
-	double xors_per_msg;   /* two-input XORs per new data message, encoding */
-	double copies_per_msg; /* payload copies into empty bins */
+	/* recovery latency: data messages sent to the node (in any of its
+	 * groups) from the loss to the recovery, the loss's own included */
+	double lat_mean, lat_p50, lat_p90;
+	double xors_per_msg;   /* encoding: two-input XORs per message held
+	                        * (received or recovered) */
+	double copies_per_msg; /* payload copies into empty bins, likewise */
 	struct il_lec_stats sum; /* counters summed over nodes (live/hwm: max) */
 	size_t footprint;        /* one node */
 };

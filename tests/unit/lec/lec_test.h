@@ -167,7 +167,7 @@ static inline enum il_lec_verdict t_data(struct il_lec *l, uint16_t group, uint6
 	uint32_t len = t_len(seq);
 
 	t_payload(buf, group, seq, len);
-	return il_lec_data(l, &id, buf, len, now);
+	return il_lec_data(l, &id, buf, len, NULL, now);
 }
 
 /* A repair over the given messages, built the way the encoder does. */

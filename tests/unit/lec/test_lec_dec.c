@@ -276,7 +276,7 @@ static void test_horizon(void **state)
 		uint8_t b[8] = { 0 };
 
 		id.epoch = 8;
-		assert_int_equal(il_lec_data(l, &id, b, 8, 0), IL_LEC_NEW);
+		assert_int_equal(il_lec_data(l, &id, b, 8, NULL, 0), IL_LEC_NEW);
 	}
 	/* recent ids still decode */
 	ids(v, 1, 990, 8);

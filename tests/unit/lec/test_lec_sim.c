@@ -7,12 +7,13 @@
  * ever delivers an id twice.
  *
  * With --csv the binary prints the sweeps behind docs/lec.md instead:
- *   build/tests/unit/lec/test_lec_sim --csv
+ *   build/tests/unit/lec/test_lec_sim --csv [nodes groups degree]
  */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -117,18 +118,29 @@ static void test_isal_matches_ref(void **state)
 	assert_int_equal(a.sum.xor_ops, b.sum.xor_ops);
 }
 
-static int csv(void)
+/* The sweeps, for a network of n nodes each in d of g groups. */
+static void topology(struct lsim_cfg *sc, uint32_t n, uint32_t g, uint32_t d)
+{
+	sc->nodes = n;
+	sc->groups = g;
+	sc->degree = d;
+	sc->lec.max_groups = g > 64 ? g : 64;
+}
+
+static int csv(uint32_t n, uint32_t g, uint32_t d)
 {
 	static const double loss[] = { 0.01, 0.02, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30 };
 	static const char *const model[] = { "uniform", "bursty", "markov" };
 	struct lsim_cfg sc;
 	struct lsim_res res;
 
+	printf("# %u nodes, each in %u of %u groups\n", n, d, g);
 	printf("sweep,model,loss,burst,stagger,lost,recovered_pct,lat_mean_msgs,lat_p50_msgs,"
 	       "lat_p90_msgs,xors_per_msg,copies_per_msg\n");
 	for (unsigned m = 0; m < 3; m++) {
 		for (unsigned i = 0; i < sizeof(loss) / sizeof(loss[0]); i++) {
 			lsim_cfg_defaults(&sc);
+			topology(&sc, n, g, d);
 			sc.msgs = 40000;
 			sc.loss.p = loss[i];
 			if (m == 1) {
@@ -155,6 +167,7 @@ static int csv(void)
 	for (unsigned b = 1; b <= 64; b *= 2) {
 		for (unsigned stg = 1; stg <= 8; stg += 7) {
 			lsim_cfg_defaults(&sc);
+			topology(&sc, n, g, d);
 			sc.msgs = 60000;
 			sc.tail = 6000;
 			sc.loss.model = IL_LOSS_BURST;
@@ -182,7 +195,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_isal_matches_ref),
 	};
 
+	/* --csv [nodes groups degree]: the defaults are the tests' network */
 	if (argc > 1 && !strcmp(argv[1], "--csv"))
-		return csv();
+		return argc == 5 ? csv((uint32_t)atoi(argv[2]), (uint32_t)atoi(argv[3]),
+				       (uint32_t)atoi(argv[4]))
+				 : csv(16, 8, 4);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
