@@ -280,17 +280,12 @@ size_t il_lec_footprint(const struct il_lec *l)
 
 /* ---- payload buffers and XOR -------------------------------------------- */
 
-void lec_fill(uint8_t *dst, uint32_t *ext, const void *src, uint32_t len, uint32_t slot)
+void lec_fill(uint8_t *dst, uint32_t *ext, const void *src, uint32_t len)
 {
-	uint32_t end = lec_round(len, LEC_ALIGN);
-
 	memcpy(dst, src, len);
-	if (end > slot)
-		end = slot;
-	if (*ext > end)
-		end = *ext;
-	if (end > len)
-		memset(dst + len, 0, end - len);
+	/* what the slot held beyond len goes back to zero */
+	if (*ext > len)
+		memset(dst + len, 0, *ext - len);
 	*ext = len;
 }
 

@@ -42,7 +42,7 @@ static void recover(struct il_lec *l, uint32_t ri, const uint8_t *buf, uint32_t 
 		.data_since = l->st.data_new - r->disc_new,
 	};
 
-	lec_fill(slot, &r->ext, buf, len, l->slot_size);
+	lec_fill(slot, &r->ext, buf, len);
 	r->len = (uint16_t)len;
 	r->state = LEC_R_HELD;
 	l->st.recovered++;
@@ -103,8 +103,7 @@ static void try_pair(struct il_lec *l, uint32_t pi, uint64_t now)
 			len = p->len > o->len ? p->len : o->len;
 			lx = (uint32_t)(p->len_xor ^ o->len_xor);
 			src = pend_slot(l, q.idx);
-			lec_fill(l->scratch2, &l->scratch2_ext, pend_slot(l, pi), p->len,
-				 l->slot_size);
+			lec_fill(l->scratch2, &l->scratch2_ext, pend_slot(l, pi), p->len);
 			lec_xor(l, l->scratch2, &l->scratch2_ext, &src, 1, o->len);
 			l->st.recover_xor_ops++;
 			if (!plausible(l->scratch2, lx, len))
@@ -210,7 +209,7 @@ enum il_lec_verdict il_lec_data(struct il_lec *l, const struct il_lec_id *id,
 		const uint8_t *src = payload;
 
 		if (l->isal && !l->cfg.defer_xor) {
-			lec_fill(l->staging, &l->staging_ext, payload, len, l->slot_size);
+			lec_fill(l->staging, &l->staging_ext, payload, len);
 			src = l->staging;
 		}
 		l->st.data_new++;
@@ -235,7 +234,7 @@ enum il_lec_verdict il_lec_data(struct il_lec *l, const struct il_lec_id *id,
 		ri = lec_rec_alloc(l, id, h, (uint16_t)(g - l->grp), now_ns, LEC_R_HELD);
 	}
 	r = &l->rec[ri];
-	lec_fill(rec_slot(l, ri), &r->ext, payload, len, l->slot_size);
+	lec_fill(rec_slot(l, ri), &r->ext, payload, len);
 	r->len = (uint16_t)len;
 	r->state = LEC_R_HELD;
 	l->st.data_new++;
@@ -279,7 +278,7 @@ static enum il_lec_result store_repair(struct il_lec *l, const struct il_lec_rep
 	uint32_t pi = lec_pend_alloc(l, now), gen;
 	struct lec_pend *p = &l->pend[pi];
 
-	lec_fill(pend_slot(l, pi), &p->ext, l->scratch, rep->len, l->slot_size);
+	lec_fill(pend_slot(l, pi), &p->ext, l->scratch, rep->len);
 	p->len = rep->len;
 	p->len_xor = (uint16_t)lx;
 	gen = p->gen;
@@ -335,7 +334,7 @@ static enum il_lec_result repair_in(struct il_lec *l, const struct il_lec_repair
 		return IL_LEC_REP_USELESS;
 	if (nmiss > 1 && l->cfg.store_repairs == 0)
 		return IL_LEC_REP_UNSTORED;
-	lec_fill(l->scratch, &l->scratch_ext, rep->payload, rep->len, l->slot_size);
+	lec_fill(l->scratch, &l->scratch_ext, rep->payload, rep->len);
 	lec_xor(l, l->scratch, &l->scratch_ext, src, nsrc, rep->len);
 	l->st.recover_xor_ops += nsrc;
 	if (nmiss > 1)

@@ -262,7 +262,7 @@ static inline struct lec_group *lec_group_of(const struct il_lec *l, uint16_t id
 /* lec_core.c */
 void *lec_alloc(struct il_lec *l, size_t size);
 /* dst := src (len bytes), zeroing what dst held beyond; *ext tracks it. */
-void lec_fill(uint8_t *dst, uint32_t *ext, const void *src, uint32_t len, uint32_t slot);
+void lec_fill(uint8_t *dst, uint32_t *ext, const void *src, uint32_t len);
 /* dst ^= src[0] ^ ... ^ src[n-1]; each source holds at most len bytes and
  * is zero beyond (ISA-L: aligned slots); *ext grows to cover len. */
 void lec_xor(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,

@@ -158,7 +158,7 @@ static double group_c(struct il_lec *l, const struct lec_group *g, bool count)
 	/* A group cannot send one message's repairs to more distinct
 	 * members than it has. */
 	if (g->c > (double)g->n) {
-		if (count)
+		if (count && g->n > 0)
 			l->st.c_capped++;
 		return (double)g->n;
 	}
