@@ -164,6 +164,21 @@ static int csv(uint32_t n, uint32_t g, uint32_t d)
 			fflush(stdout);
 		}
 	}
+	/* a decoder that uses a repair only when it arrives (no store) */
+	for (unsigned i = 2; i <= 6; i += 4) {
+		lsim_cfg_defaults(&sc);
+		topology(&sc, n, g, d);
+		sc.msgs = 40000;
+		sc.loss.p = loss[i];
+		sc.lec.store_repairs = 0;
+		if (lsim_run(&sc, &res))
+			return 1;
+		printf("immediate,uniform,%.2f,1,1,%llu,%.2f,%.1f,%.0f,%.0f,%.2f,%.2f\n", loss[i],
+		       (unsigned long long)res.lost,
+		       100.0 * (double)res.recovered / (double)res.lost, res.lat_mean, res.lat_p50,
+		       res.lat_p90, res.xors_per_msg, res.copies_per_msg);
+		fflush(stdout);
+	}
 	for (unsigned b = 1; b <= 64; b *= 2) {
 		for (unsigned stg = 1; stg <= 8; stg += 7) {
 			lsim_cfg_defaults(&sc);
