@@ -35,17 +35,10 @@ void il_lec_cfg_defaults(struct il_lec_cfg *cfg)
 	cfg->seed = 0;
 }
 
-#define FAIL(...)                                           \
-	do {                                                \
-		if (errlen)                                 \
-			snprintf(err, errlen, __VA_ARGS__); \
-		return -1;                                  \
-	} while (0)
-
 #define RANGE(key, v, lo, hi, why)                                                       \
 	do {                                                                             \
 		if ((uint64_t)(v) < (uint64_t)(lo) || (uint64_t)(v) > (uint64_t)(hi))    \
-			FAIL("lec." key " = %llu is out of range; allowed: %llu..%llu%s", \
+			LEC_FAIL("lec." key " = %llu is out of range; allowed: %llu..%llu%s", \
 			     (unsigned long long)(v), (unsigned long long)(lo),           \
 			     (unsigned long long)(hi), why);                              \
 	} while (0)
@@ -57,10 +50,10 @@ int il_lec_cfg_check(const struct il_lec_cfg *cfg, char *err, size_t errlen)
 	RANGE("r", cfg->r, 2, IL_LEC_MAX_R, " (with r = 1 a repair would only copy a message)");
 	RANGE("stagger", cfg->stagger, 1, IL_LEC_MAX_STAGGER, "");
 	if (cfg->xor_impl > IL_LEC_XOR_REF)
-		FAIL("lec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u)", cfg->xor_impl,
+		LEC_FAIL("lec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u)", cfg->xor_impl,
 		     IL_LEC_XOR_ISAL, IL_LEC_XOR_REF);
 	if (!(cfg->c > 0.0 && cfg->c <= IL_LEC_MAX_C))
-		FAIL("lec.c = %g is out of range; allowed: above 0, at most %g", cfg->c,
+		LEC_FAIL("lec.c = %g is out of range; allowed: above 0, at most %g", cfg->c,
 		     IL_LEC_MAX_C);
 	RANGE("max_len", cfg->max_len, 1, IL_LEC_MAX_LEN, "");
 	RANGE("max_groups", cfg->max_groups, 1, IL_LEC_MAX_GROUPS, "");
@@ -74,20 +67,20 @@ int il_lec_cfg_check(const struct il_lec_cfg *cfg, char *err, size_t errlen)
 		RANGE("store_msgs", cfg->store_msgs, 4 * IL_LEC_MAX_R, 1u << 22,
 		      " (at least 4 x the largest repair)");
 		if (cfg->store_repairs > (1u << 20))
-			FAIL("lec.store_repairs = %u is out of range; allowed: 0 (immediate "
+			LEC_FAIL("lec.store_repairs = %u is out of range; allowed: 0 (immediate "
 			     "decoding only)..%u",
 			     cfg->store_repairs, 1u << 20);
 		if (cfg->max_age_ns > 3600ull * 1000000000ull)
-			FAIL("lec.max_age_ns = %llu is out of range; allowed: 0 (no age limit) "
+			LEC_FAIL("lec.max_age_ns = %llu is out of range; allowed: 0 (no age limit) "
 			     "..3600 s",
 			     (unsigned long long)cfg->max_age_ns);
 	}
 	if (cfg->defer_xor && cfg->decode)
-		FAIL("lec.defer_xor = true needs lec.decode = false: a decoding node keeps its "
+		LEC_FAIL("lec.defer_xor = true needs lec.decode = false: a decoding node keeps its "
 		     "own copies of the messages");
 	if ((uint64_t)cfg->max_bins * cfg->stagger * lec_round(cfg->max_len, LEC_ALIGN) >
 	    (1ull << 32))
-		FAIL("lec.max_bins x lec.stagger x lec.max_len = %llu bytes of bins is too much; "
+		LEC_FAIL("lec.max_bins x lec.stagger x lec.max_len = %llu bytes of bins is too much; "
 		     "allowed: at most 4 GiB",
 		     (unsigned long long)cfg->max_bins * cfg->stagger *
 			     lec_round(cfg->max_len, LEC_ALIGN));

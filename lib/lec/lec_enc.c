@@ -58,7 +58,8 @@ static uint32_t draw(struct il_lec *l, const struct lec_bin *b, uint64_t seed, b
 	return total;
 }
 
-void lec_inst_reset(struct il_lec *l, struct lec_bin *b, struct lec_inst *in)
+/* Empties an instance: its accumulator back to zero, no messages. */
+static void inst_clear(struct lec_inst *in)
 {
 	if (in->ext)
 		memset(in->acc, 0, in->ext);
@@ -67,6 +68,11 @@ void lec_inst_reset(struct il_lec *l, struct lec_bin *b, struct lec_inst *in)
 	in->nx = 0;
 	in->len_max = 0;
 	in->len_xor = 0;
+}
+
+void lec_inst_reset(struct il_lec *l, struct lec_bin *b, struct lec_inst *in)
+{
+	inst_clear(in);
 	in->seed = lec_rand(&l->rng);
 	in->xor_on = draw(l, b, in->seed, false) > 0;
 }
@@ -86,13 +92,7 @@ uint32_t lec_bin_drop(struct il_lec *l, struct lec_bin *b)
 
 		msgs += in->n;
 		release(l, in);
-		if (in->ext)
-			memset(in->acc, 0, in->ext);
-		in->ext = 0;
-		in->n = 0;
-		in->nx = 0;
-		in->len_max = 0;
-		in->len_xor = 0;
+		inst_clear(in);
 	}
 	b->live = false;
 	return msgs;

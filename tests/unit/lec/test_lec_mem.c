@@ -16,63 +16,12 @@
 #include <cmocka.h>
 
 #include "lec_sim.h"
-
-void *__real_malloc(size_t size);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t size);
-void *__real_aligned_alloc(size_t align, size_t size);
-int __real_posix_memalign(void **p, size_t align, size_t size);
-void __real_free(void *p);
-void *__wrap_malloc(size_t size);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t size);
-void *__wrap_aligned_alloc(size_t align, size_t size);
-int __wrap_posix_memalign(void **p, size_t align, size_t size);
-void __wrap_free(void *p);
-
-static bool watching;
-static uint64_t calls;
-
-void *__wrap_malloc(size_t size)
-{
-	calls += watching;
-	return __real_malloc(size);
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-	calls += watching;
-	return __real_calloc(n, size);
-}
-
-void *__wrap_realloc(void *p, size_t size)
-{
-	calls += watching;
-	return __real_realloc(p, size);
-}
-
-void *__wrap_aligned_alloc(size_t align, size_t size)
-{
-	calls += watching;
-	return __real_aligned_alloc(align, size);
-}
-
-int __wrap_posix_memalign(void **p, size_t align, size_t size)
-{
-	calls += watching;
-	return __real_posix_memalign(p, align, size);
-}
-
-void __wrap_free(void *p)
-{
-	calls += watching && p;
-	__real_free(p);
-}
+#include "../alloc_count.h"
 
 static void hook(int phase, void *arg)
 {
 	(void)arg;
-	watching = phase == 0;
+	counting = phase == 0;
 }
 
 static void test_bounded_at_10pct(void **state)
@@ -88,7 +37,7 @@ static void test_bounded_at_10pct(void **state)
 	sc.lec.store_msgs = 256;
 	sc.lec.store_repairs = 16;
 	sc.hook = hook;
-	calls = 0;
+	alloc_calls = 0;
 	assert_int_equal(lsim_run(&sc, &res), 0);
 	printf("# 10%% loss, stores 256 messages / 16 repairs: recovered %.1f%%, hwm %u / %u, "
 	       "evicted %llu messages, %llu repairs (+%llu orphaned), %llu unrecoverable, "
@@ -99,7 +48,7 @@ static void test_bounded_at_10pct(void **state)
 	       (unsigned long long)s->drop_repair_orphan,
 	       (unsigned long long)s->drop_unrecoverable,
 	       (unsigned long long)s->repair_result[IL_LEC_REP_STALE], res.footprint);
-	assert_int_equal(calls, 0);
+	assert_int_equal(alloc_calls, 0);
 	assert_int_equal(res.bad, 0);
 	assert_int_equal(res.double_delivery, 0);
 	assert_int_equal(res.queue_overflow, 0);
