@@ -79,6 +79,23 @@ static inline uint32_t ring_next(const struct lec_ring *q, uint32_t i)
 	return i + 1 == q->n ? 0 : i + 1;
 }
 
+/* The next position of q. A full ring gives back its oldest position,
+ * which is also the one returned: the caller evicts what is still there. */
+static uint32_t ring_take(struct lec_ring *q, bool *full)
+{
+	uint32_t i;
+
+	*full = q->used == q->n;
+	if (*full) {
+		q->tail = ring_next(q, q->tail);
+		q->used--;
+	}
+	i = q->head;
+	q->head = ring_next(q, i);
+	q->used++;
+	return i;
+}
+
 bool lec_stale(const struct lec_group *g, const struct il_lec_id *id)
 {
 	return g->h_valid &&
@@ -121,21 +138,14 @@ void lec_rec_free(struct il_lec *l, uint32_t ri, bool evicted)
 uint32_t lec_rec_alloc(struct il_lec *l, const struct il_lec_id *id, uint32_t hash,
 		       uint16_t gslot, uint64_t now, uint8_t state)
 {
-	struct lec_ring *q = &l->rring;
 	struct lec_rec *r;
-	uint32_t ri;
+	bool full;
+	uint32_t ri = ring_take(&l->rring, &full);
 
-	if (q->used == q->n) {
-		if (l->rec[q->tail].state != LEC_R_FREE) {
-			lec_rec_free(l, q->tail, true);
-			l->st.drop_msg_evict_count++;
-		}
-		q->tail = ring_next(q, q->tail);
-		q->used--;
+	if (full && l->rec[ri].state != LEC_R_FREE) {
+		lec_rec_free(l, ri, true);
+		l->st.drop_msg_evict_count++;
 	}
-	ri = q->head;
-	q->head = ring_next(q, ri);
-	q->used++;
 	r = &l->rec[ri];
 	r->id = *id;
 	r->hash = hash;
@@ -165,21 +175,14 @@ void lec_pend_free(struct il_lec *l, uint32_t pi)
 
 uint32_t lec_pend_alloc(struct il_lec *l, uint64_t now)
 {
-	struct lec_ring *q = &l->pring;
 	struct lec_pend *p;
-	uint32_t pi;
+	bool full;
+	uint32_t pi = ring_take(&l->pring, &full);
 
-	if (q->used == q->n) {
-		if (l->pend[q->tail].live) {
-			lec_pend_free(l, q->tail);
-			l->st.drop_repair_evict_count++;
-		}
-		q->tail = ring_next(q, q->tail);
-		q->used--;
+	if (full && l->pend[pi].live) {
+		lec_pend_free(l, pi);
+		l->st.drop_repair_evict_count++;
 	}
-	pi = q->head;
-	q->head = ring_next(q, pi);
-	q->used++;
 	p = &l->pend[pi];
 	p->live = 1;
 	p->nmiss = 0;
