@@ -129,20 +129,20 @@ static unsigned handle(struct seqr *s, const uint8_t *in, unsigned len, uint8_t 
 	memcpy(h + RAWSEQ_INSERT, udp + 8, payload);
 
 	uint8_t *oip = out + ETH_LEN, *oudp = out + l4;
-	rawseq_put16(oip + 2, (uint16_t)(ip_len + RAWSEQ_INSERT));
-	rawseq_put16(oip + 10, 0);
-	rawseq_put16(oip + 10, csum_fold(csum_add(0, oip, ihl)));
-	rawseq_put16(oudp + 2, s->out_port);
-	rawseq_put16(oudp + 4, (uint16_t)(payload + 8 + RAWSEQ_INSERT));
+	il_put16(oip + 2, (uint16_t)(ip_len + RAWSEQ_INSERT));
+	il_put16(oip + 10, 0);
+	il_put16(oip + 10, csum_fold(csum_add(0, oip, ihl)));
+	il_put16(oudp + 2, s->out_port);
+	il_put16(oudp + 4, (uint16_t)(payload + 8 + RAWSEQ_INSERT));
 	if (get16(udp + 6)) {
 		/* The sender filled the UDP checksum: so do we (zero stays zero,
 		 * which IPv4 allows). */
 		uint32_t sum = csum_add(0, oip + 12, 8);
 		sum += IPPROTO_UDP + (uint32_t)(payload + 8 + RAWSEQ_INSERT);
-		rawseq_put16(oudp + 6, 0);
+		il_put16(oudp + 6, 0);
 		sum = csum_add(sum, oudp, payload + 8 + RAWSEQ_INSERT);
 		uint16_t c = csum_fold(sum);
-		rawseq_put16(oudp + 6, c ? c : 0xffff);
+		il_put16(oudp + 6, c ? c : 0xffff);
 	}
 	s->c.stamped++;
 	return ETH_LEN + ip_len + RAWSEQ_INSERT;

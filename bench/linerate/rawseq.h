@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * What the two kernel baselines of the line-rate benchmark (kseq: UDP
  * sockets; afpseq: AF_PACKET rings) share: the appliance's raw-mode header
- * (docs/wire-format.md, "Raw mode") and its per-source FIFO sequence, and
- * the stop flag. Header-only: each baseline is one C file built on its own.
+ * (docs/wire-format.md, "Raw mode", written with include/interlink/wire.h)
+ * and its per-source FIFO sequence, and the stop flag. Header-only: each
+ * baseline is one C file built on its own (cc -I include).
  */
 #ifndef RAWSEQ_H
 #define RAWSEQ_H
@@ -13,9 +14,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RAWSEQ_HDR 40u   /* the Interlink header */
-#define RAWSEQ_REC 4u    /* one message record: u16 length, u16 flags */
-#define RAWSEQ_INSERT (RAWSEQ_HDR + RAWSEQ_REC)
+#include "interlink/wire.h" /* the wire format's one source: sizes, offsets, flags */
+
+#define RAWSEQ_INSERT (IL_HDR_LEN + IL_MSG_HDR_LEN) /* the header and one message record */
 #define RAWSEQ_SRC_SLOTS 4096u /* open addressing; far more than the benchmark's senders */
 
 static volatile sig_atomic_t rawseq_quit;
@@ -64,24 +65,6 @@ static inline uint64_t rawseq_sender_seq(uint32_t addr, uint16_t port)
 	return 0; /* table full: never with the benchmark's senders */
 }
 
-static inline void rawseq_put16(uint8_t *p, uint16_t v)
-{
-	v = htons(v);
-	memcpy(p, &v, 2);
-}
-
-static inline void rawseq_put32(uint8_t *p, uint32_t v)
-{
-	v = htonl(v);
-	memcpy(p, &v, 4);
-}
-
-static inline void rawseq_put64(uint8_t *p, uint64_t v)
-{
-	rawseq_put32(p, (uint32_t)(v >> 32));
-	rawseq_put32(p + 4, (uint32_t)v);
-}
-
 /* The 44 bytes the appliance inserts in front of a raw UDP payload of
  * payload_len bytes from saddr_be (network order) and sport (host order):
  * DATA, flags STAMPED|RAW, one message, the source's FIFO sequence, the
@@ -90,19 +73,19 @@ static inline void rawseq_header(uint8_t *h, uint16_t group_id, uint32_t saddr_b
 				 uint16_t sport, uint32_t epoch, uint64_t gseq,
 				 uint16_t payload_len)
 {
-	memset(h, 0, RAWSEQ_HDR);
-	h[0] = 1;           /* version */
-	h[1] = 1;           /* DATA */
-	h[2] = RAWSEQ_HDR;  /* hdr_len */
-	h[3] = 0x01 | 0x08; /* STAMPED | RAW */
-	rawseq_put16(h + 4, group_id);
-	rawseq_put16(h + 6, 1);
-	memcpy(h + 8, &saddr_be, 4);
-	rawseq_put32(h + 12, epoch);
-	rawseq_put64(h + 16, rawseq_sender_seq(ntohl(saddr_be), sport));
-	rawseq_put64(h + 24, gseq);
-	rawseq_put16(h + RAWSEQ_HDR, payload_len);
-	rawseq_put16(h + RAWSEQ_HDR + 2, 0);
+	memset(h, 0, IL_HDR_LEN);
+	h[IL_OFF_VERSION] = IL_VERSION;
+	h[IL_OFF_TYPE] = IL_T_DATA;
+	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
+	h[IL_OFF_FLAGS] = IL_F_STAMPED | IL_F_RAW;
+	il_put16(h + IL_OFF_GROUP_ID, group_id);
+	il_put16(h + IL_OFF_MSG_COUNT, 1);
+	memcpy(h + IL_OFF_SENDER_ID, &saddr_be, 4);
+	il_put32(h + IL_OFF_EPOCH, epoch);
+	il_put64(h + IL_OFF_SENDER_SEQ, rawseq_sender_seq(ntohl(saddr_be), sport));
+	il_put64(h + IL_OFF_GLOBAL_SEQ, gseq);
+	il_put16(h + IL_HDR_LEN, payload_len); /* the record: length, flags 0 */
+	il_put16(h + IL_HDR_LEN + 2, 0);
 }
 
 #endif

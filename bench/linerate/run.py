@@ -58,10 +58,10 @@ def build_tool(name, outdir):
     build option."""
     exe = Path(outdir) / name
     src = HERE / f"{name}.c"
-    newest = max(src.stat().st_mtime, (HERE / "rawseq.h").stat().st_mtime)
-    if not exe.exists() or exe.stat().st_mtime < newest:
-        subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
-                        str(src)], check=True)
+    deps = (src, HERE / "rawseq.h", ROOT / "include" / "interlink" / "wire.h")
+    if not exe.exists() or exe.stat().st_mtime < max(d.stat().st_mtime for d in deps):
+        subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror",
+                        "-I", str(ROOT / "include"), "-o", str(exe), str(src)], check=True)
     return exe
 
 
