@@ -6,7 +6,7 @@
 # by an AF_PACKET sequencer and by a UDP-socket one. Writes the "Line rate" section
 # of docs/benchmarks.md and docs/linerate-*.png.
 #
-#   ./scripts/bench-linerate.sh              # full run, about 7 minutes
+#   ./scripts/bench-linerate.sh              # full run, about 5 minutes
 #   ./scripts/bench-linerate.sh --quick      # one short point of each kind, no verdicts (< 1 min)
 #   ./scripts/bench-linerate.sh --nice -10   # push other work on a shared machine aside
 #

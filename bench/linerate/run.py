@@ -15,7 +15,7 @@ Devices (bench/linerate/duts.py): the appliance and testpmd io over net_memif; o
 the appliance through net_af_packet, afpseq (one AF_PACKET socket, TPACKET rings) and kseq
 (UDP sockets), the same raw-mode job three ways.
 
-  ./scripts/bench-linerate.sh            # full run (~6 min), writes docs/benchmarks.md
+  ./scripts/bench-linerate.sh            # full run (~5 min), writes docs/benchmarks.md
   ./scripts/bench-linerate.sh --quick    # one short point of each kind (smoke test, no verdicts)
 """
 import argparse

@@ -80,7 +80,7 @@ def test_quick_harness_runs_and_cleans_up(tmp_path):
     # nothing left behind
     assert (namespaces(), links(), dpdk_dirs()) == before
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "lrgen" not in ps and "lrtg" not in ps and "afpseq" not in ps
+    assert "lrgen" not in ps and "lrtg" not in ps and "afpseq --in" not in ps
 
 
 def window(offered, fwd):
