@@ -11,7 +11,6 @@ import frames
 import tpgen
 
 SECTION = "## Line rate"
-OLD_SECTIONS = ("## Line rate (issue 3)",)  # earlier titles of this section, replaced too
 TARGETS = {("raw", 64): 0.75, ("native", 106): 0.9}  # appliance / testpmd io
 STYLE = {"appliance": ("tab:blue", "o"), "ceiling": ("tab:gray", "s"),
          "appliance-afp": ("tab:cyan", "D"), "afpseq": ("tab:orange", "v"),
@@ -395,19 +394,16 @@ def write(res, out, docs, write_docs):
         return
     bm = docs / "benchmarks.md"
     cur = bm.read_text()
-    for title in (SECTION,) + OLD_SECTIONS:
-        m = re.search("^" + re.escape(title) + "$", cur, re.M)
-        if m:
-            nxt = re.search(r"^## ", cur[m.end():], re.M)
-            end = m.end() + nxt.start() if nxt else len(cur)
-            cur = cur[:m.start()] + text + ("\n" if nxt else "") + cur[end:]
-            break
+    m = re.search("^" + re.escape(SECTION) + "$", cur, re.M)
+    if m:
+        nxt = re.search(r"^## ", cur[m.end():], re.M)
+        end = m.end() + nxt.start() if nxt else len(cur)
+        cur = cur[:m.start()] + text + ("\n" if nxt else "") + cur[end:]
+    elif "## Other benchmarks" in cur:
+        i = cur.index("## Other benchmarks")
+        cur = cur[:i] + text + "\n" + cur[i:]
     else:
-        if "## Other benchmarks" in cur:
-            i = cur.index("## Other benchmarks")
-            cur = cur[:i] + text + "\n" + cur[i:]
-        else:
-            cur = cur.rstrip("\n") + "\n\n" + text
+        cur = cur.rstrip("\n") + "\n\n" + text
     bm.write_text(cur)
     print(f"wrote {bm} ({SECTION}) and {', '.join(str(f) for f in files)}")
 
