@@ -14,10 +14,9 @@
 #include <rte_mbuf.h>
 
 #include <interlink/app.h>
+#include <interlink/err.h>
 #include <interlink/port.h>
 #include <interlink/wire.h>
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 static const char *const top_keys[] = {
 	"name", "udp_port", "epoch", "appliance_ip", "mtu", "status_interval_ms", "eal",

@@ -24,12 +24,11 @@
 #include <unistd.h>
 
 #include <interlink/endpoint.h>
+#include <interlink/err.h>
 #include <interlink/wire.h>
 
 #include "ep_core.h"
 #include "ep_priv.h"
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), (void)0)
 
 uint64_t ep_now_ns(void)
 {

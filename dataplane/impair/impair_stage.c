@@ -227,8 +227,7 @@ static int impair_create(struct il_stage *st, const struct il_cfg *params, struc
 			if (rate_burst < IMPAIR_MIN_BURST_BYTES)
 				rate_burst = IMPAIR_MIN_BURST_BYTES;
 		}
-		if (il_tbucket_init(&c->tb, rate_bps, rate_burst, hz, now, err, errlen))
-			goto fail;
+		il_tbucket_init(&c->tb, (double)rate_bps / 8.0, (double)rate_burst, hz, now);
 	}
 	st->ctx = c;
 	return 0;
@@ -247,7 +246,7 @@ static uint16_t impair_release(struct il_stage *st, struct impair_ctx *c,
 	struct rte_mbuf *m;
 
 	while (out < IL_BURST_CAP && (m = il_delay_peek(&c->line, now)) != NULL) {
-		if (c->shaped && !il_tbucket_take(&c->tb, rte_pktmbuf_pkt_len(m), now))
+		if (c->shaped && !il_tbucket_take(&c->tb, (double)rte_pktmbuf_pkt_len(m), now))
 			break;
 		il_delay_pop(&c->line, now);
 		pkts[out++] = m;

@@ -9,9 +9,8 @@
 #include <rte_malloc.h>
 
 #include <interlink/app.h>
+#include <interlink/err.h>
 #include <interlink/parse.h>
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 enum {
 	CL_C_UNKNOWN_GROUP = IL_V_COUNT,

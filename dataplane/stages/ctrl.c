@@ -20,12 +20,11 @@
 #include <rte_malloc.h>
 
 #include <interlink/app.h>
+#include <interlink/err.h>
 #include <interlink/parse.h>
 #include <interlink/wire.h>
 
 #include "ctrl.h"
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_UP_ACK] = "up_ack",

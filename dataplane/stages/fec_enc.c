@@ -19,6 +19,7 @@
 #include <rte_udp.h>
 
 #include <interlink/app.h>
+#include <interlink/err.h>
 
 #include "fec_stage.h"
 
@@ -41,8 +42,6 @@ static const char *const impl_names[] = {
 	[IL_FEC_XOR_ISAL] = "isal", [IL_FEC_XOR_REF] = "ref",
 	[IL_FEC_XOR_ISAL_XORGEN] = "isal-xorgen", NULL,
 };
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 static const char *keypath(const struct il_cfg *params, const char *key, char *buf, size_t len)
 {

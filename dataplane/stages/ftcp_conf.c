@@ -17,6 +17,7 @@
 #include <rte_mbuf.h>
 
 #include <interlink/app.h>
+#include <interlink/err.h>
 #include <interlink/stage.h>
 
 #include "ftcp.h"
@@ -33,8 +34,6 @@ const char *const ftcp_counter_names[C_COUNT] = {
 };
 
 static const char *const strategy_names[] = {"basic", "lazy", "eager", "conditional", NULL};
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 /* ---- set-up ----------------------------------------------------------- */
 

@@ -12,11 +12,11 @@
 #include <rte_udp.h>
 
 #include <interlink/csum.h>
+#include <interlink/err.h>
 #include <interlink/wire.h>
 
 #include "seq.h"
 
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 #define RAW_INSERT (IL_HDR_LEN + IL_MSG_HDR_LEN)
 
 static const char *const seq_counter_names[SEQ_C_COUNT] = {
