@@ -11,6 +11,7 @@
 #include <rte_telemetry.h>
 
 #include <interlink/app.h>
+#include <interlink/json.h>
 #include <interlink/port.h>
 #include <interlink/quiesce.h>
 
@@ -284,38 +285,50 @@ void il_summary(struct il_app *app, double elapsed, const char *json_path)
 		perror(json_path);
 		return;
 	}
-	fprintf(j, "{\n  \"name\": \"%s\",\n  \"epoch\": %u,\n  \"elapsed_s\": %.6f,\n", app->name,
-		app->epoch, elapsed);
-	fprintf(j, "  \"ports\": {");
+	struct il_json js;
+	il_json_begin(&js, j, 2);
+	il_json_obj(&js, NULL);
+	il_json_str(&js, "name", app->name);
+	il_json_u64(&js, "epoch", app->epoch);
+	il_json_fixed(&js, "elapsed_s", elapsed, 6);
+	il_json_obj(&js, "ports");
 	for (unsigned p = 0; p < app->n_ports; p++) {
 		struct port_totals t;
 		port_totals(app, p, &t);
-		fprintf(j,
-			"%s\n    \"%s\": {\"rx\": %" PRIu64 ", \"tx\": %" PRIu64 ", \"rx_missed\": %" PRIu64
-			", \"rx_errors\": %" PRIu64 ", \"tx_errors\": %" PRIu64 ", \"drop_tx_full\": %" PRIu64
-			"}",
-			p ? "," : "", app->ports[p].name, t.rx, t.tx, t.missed, t.rx_err, t.tx_err,
-			t.tx_dropped);
+		il_json_obj(&js, app->ports[p].name);
+		il_json_u64(&js, "rx", t.rx);
+		il_json_u64(&js, "tx", t.tx);
+		il_json_u64(&js, "rx_missed", t.missed);
+		il_json_u64(&js, "rx_errors", t.rx_err);
+		il_json_u64(&js, "tx_errors", t.tx_err);
+		il_json_u64(&js, "drop_tx_full", t.tx_dropped);
+		il_json_end(&js);
 	}
-	fprintf(j, "\n  },\n  \"stages\": {");
+	il_json_end(&js);
+	il_json_obj(&js, "stages");
 	for (unsigned s = 0; s < app->n_stages; s++) {
 		const struct il_stage *st = app->stages[s];
-		fprintf(j, "%s\n    \"%s\": {\"type\": \"%s\", \"pkts_in\": %" PRIu64
-			   ", \"cycles\": %" PRIu64,
-			s ? "," : "", st->name, st->type->name, st->pkts_in, st->tsc_busy);
+		il_json_obj(&js, st->name);
+		il_json_str(&js, "type", st->type->name);
+		il_json_u64(&js, "pkts_in", st->pkts_in);
+		il_json_u64(&js, "cycles", st->tsc_busy);
 		for (unsigned c = 0; c < st->type->n_counters; c++)
-			fprintf(j, ", \"%s\": %" PRIu64, st->type->counter_names[c], st->ctr[c]);
+			il_json_u64(&js, st->type->counter_names[c], st->ctr[c]);
 		if (st->type->state && st->ctx) {
 			const char *keys[64];
 			uint64_t vals[64];
 			unsigned n = st->type->state(st, keys, vals, 64);
 			for (unsigned i = 0; i < n; i++)
-				fprintf(j, ", \"%s\": %" PRIu64, keys[i], vals[i]);
+				il_json_u64(&js, keys[i], vals[i]);
 		}
-		fprintf(j, "}");
+		il_json_end(&js);
 	}
-	fprintf(j, "\n  },\n  \"messages_ordered\": %" PRIu64 ",\n  \"frames_ordered\": %" PRIu64
-		   ",\n  \"drops_total\": %" PRIu64 "\n}\n",
-		stamped, frames, drops_total(app));
+	il_json_end(&js);
+	il_json_u64(&js, "messages_ordered", stamped);
+	il_json_u64(&js, "frames_ordered", frames);
+	il_json_u64(&js, "drops_total", drops_total(app));
+	il_json_end(&js);
+	if (il_json_finish(&js))
+		fprintf(stderr, "interlink: cannot write %s\n", json_path);
 	fclose(j);
 }

@@ -506,10 +506,11 @@ def machine():
 
 def build_kseq(outdir):
     exe = Path(outdir) / "kseq"
-    src = HERE / "kseq.c"
-    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
-        subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
-                        str(src)], check=True)
+    srcs = [HERE / "kseq.c", ROOT / "lib" / "util" / "json.c"]  # the project's JSON writer
+    if not exe.exists() or exe.stat().st_mtime < max(s.stat().st_mtime for s in srcs):
+        subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror",
+                        "-I", str(ROOT / "include"), "-o", str(exe)] + [str(s) for s in srcs],
+                       check=True)
     return exe
 
 

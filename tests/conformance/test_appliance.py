@@ -113,6 +113,15 @@ def test_epoch_from_config_and_a_new_epoch_per_restart(run_pcap):
     assert b.out[0][Interlink].epoch <= c.out[0][Interlink].epoch
 
 
+def test_summary_json_escapes_the_names_of_the_config(run_pcap):
+    """Stage and port names are the config's own strings: quotes, backslashes and control
+    characters in them still give a summary that parses, with every name intact."""
+    odd = 'odd"stage\\x\ty'
+    r = run_pcap([data_frame(1, 1, 1, [b"x"])], sets=[f"stages.{odd}={{type: classify}}"])
+    assert r.summary["stages"][odd]["type"] == "classify"
+    assert ctr(r.summary, "seq", "stamped_msgs") == 1
+
+
 @pytest.mark.parametrize("chksum", [None, 0])
 def test_raw_mode_inserts_header_and_fixes_lengths_and_checksums(run_pcap, chksum):
     frames, payloads = [], []
