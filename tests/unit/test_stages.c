@@ -254,14 +254,78 @@ static void test_nak_serves_history_unavail_and_future(void **state)
 	free_deferred();
 }
 
+/* ---- a second appliance: many groups, raw filters, two sequencers ---- */
+
+#define MANY_GROUPS 200
+#define MANY_RAW 100 /* groups 1..100 have a raw filter 239.1.1.<id>:20000+<id> */
+
+static struct il_app app2;
+static struct il_stage *cl2;
+
+static char *many_groups_config(void)
+{
+	static char text[32768];
+	size_t o = 0;
+
+	o += (size_t)snprintf(text + o, sizeof(text) - o,
+			      "name: stagetest2\n"
+			      "ports:\n"
+			      "  in: { device: net_ring2 }\n"
+			      "  out: { device: net_ring3 }\n"
+			      "groups:\n");
+	for (unsigned id = 1; id <= MANY_GROUPS; id++)
+		if (id <= MANY_RAW)
+			o += (size_t)snprintf(text + o, sizeof(text) - o,
+					      "  - { id: %u, address: 239.2.0.%u, raw: { dst: 239.1.1.%u, "
+					      "port: %u } }\n", id, id, id, 20000 + id);
+		else
+			o += (size_t)snprintf(text + o, sizeof(text) - o,
+					      "  - { id: %u, address: 239.2.0.%u }\n", id, id);
+	snprintf(text + o, sizeof(text) - o,
+		 "stages:\n"
+		 "  classify: { type: classify }\n"
+		 "  seq_a: { type: sequencer, history: 4 }\n"
+		 "  seq_b: { type: sequencer, history: 4 }\n"
+		 "pipeline:\n"
+		 "  - lcore: 1\n"
+		 "    chains:\n"
+		 "      - { rx: in, stages: [classify, seq_a], tx: out }\n"
+		 "      - { rx: out, stages: [classify, seq_b], tx: in }\n");
+	return text;
+}
+
+/* Every raw filter steers its own traffic to its group, whatever their
+ * number (the filters are hashed); near misses (the filter's address with
+ * another port, its port with another address) are not raw. */
+static void test_raw_filters_hashed(void **state)
+{
+	(void)state;
+	uint64_t matched = ctr(cl2, "raw_matched");
+
+	for (unsigned id = 1; id <= MANY_RAW; id++) {
+		struct rte_mbuf *p[3];
+		p[0] = frame((uint16_t)(20000 + id), IL_T_DATA, (uint16_t)id, 5, 0, 1, 8, false);
+		p[1] = frame((uint16_t)(20000 + id + 1), IL_T_DATA, (uint16_t)id, 5, 0, 1, 8, false);
+		p[2] = frame((uint16_t)(20000 + id), IL_T_DATA, (uint16_t)(id + 1), 5, 0, 1, 8, false);
+		assert_int_equal(cl2->type->process(cl2, p, 3), 3);
+		assert_int_equal(il_meta(p[0])->kind, IL_K_RAW);
+		assert_int_equal(app2.groups[il_meta(p[0])->group_idx].id, id);
+		assert_int_equal(il_meta(p[1])->kind, IL_K_NONE);
+		assert_int_equal(il_meta(p[2])->kind, IL_K_NONE);
+		rte_pktmbuf_free_bulk(p, 3);
+	}
+	assert_int_equal(ctr(cl2, "raw_matched") - matched, MANY_RAW);
+}
+
 int main(int argc, char **argv)
 {
 	char err[512];
 	(void)argc;
 	char *eal[] = {argv[0], "--no-huge", "-m", "256", "--no-pci", "--lcores", "0,1",
 		       "--file-prefix", "il-stage-test", "--log-level", "lib.eal:error",
-		       "--vdev", "net_ring0", "--vdev", "net_ring1", NULL};
-	if (rte_eal_init(15, eal) < 0) {
+		       "--vdev", "net_ring0", "--vdev", "net_ring1", "--vdev", "net_ring2",
+		       "--vdev", "net_ring3", NULL};
+	if (rte_eal_init(19, eal) < 0) {
 		fprintf(stderr, "EAL init failed\n");
 		return 1;
 	}
@@ -271,6 +335,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
+	struct il_cfg *cfg2 = il_cfg_load_string(many_groups_config(), "test2", err, sizeof(err));
+	if (!cfg2 || il_app_configure(&app2, cfg2, err, sizeof(err)) ||
+	    il_app_start(&app2, err, sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	cl2 = il_app_stage(&app2, "classify");
 	cl = il_app_stage(&app, "classify");
 	sq = il_app_stage(&app, "seq");
 	nk = il_app_stage(&app, "nak");
@@ -280,8 +351,11 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_history_evicts_oldest_and_releases_it),
 		cmocka_unit_test(test_raw_mode_insertion),
 		cmocka_unit_test(test_nak_serves_history_unavail_and_future),
+		cmocka_unit_test(test_raw_filters_hashed),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	il_app_stop(&app2);
+	il_cfg_free(cfg2);
 	il_app_stop(&app);
 	il_cfg_free(cfg);
 	rte_eal_cleanup();
