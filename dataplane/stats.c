@@ -2,8 +2,10 @@
  * Observability: DPDK telemetry endpoints, the once-per-second status line
  * and the final summary (human table and JSON).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rte_cycles.h>
@@ -88,6 +90,61 @@ static uint64_t drops_total(const struct il_app *app)
 	return v;
 }
 
+/* ---- stage state ------------------------------------------------------ */
+
+/* A value for one group is named "group<ID>_<key>"; the stage's own keep
+ * their key. */
+static const char *state_name(const struct il_app *app, int group, const char *key, char *buf,
+			      size_t len)
+{
+	if (group < 0)
+		return key;
+	snprintf(buf, len, "group%u_%s", app->groups[group].id, key);
+	return buf;
+}
+
+/* Per-group state goes into /interlink/stats while it stays small (DPDK
+ * caps a telemetry reply at 16 KB and a dict at 256 entries); every
+ * group's state is always in /interlink/group,<id>. */
+#define TEL_INLINE_GROUPS 16
+
+struct tel_state {
+	struct il_state_sink sink; /* first: the callback gets its address */
+	struct rte_tel_data *d;
+	int only_group; /* -1: the stage's own values, and every group's inline */
+	bool groups_inline;
+	unsigned n;
+};
+
+static void tel_state_put(struct il_state_sink *sink, int group, const char *key, uint64_t val)
+{
+	struct tel_state *t = (struct tel_state *)sink;
+	char name[RTE_TEL_MAX_STRING_LEN];
+
+	if (t->only_group >= 0) {
+		if (group == t->only_group && rte_tel_data_add_dict_u64(t->d, key, val) == 0)
+			t->n++;
+		return;
+	}
+	if (group >= 0 && !t->groups_inline)
+		return;
+	rte_tel_data_add_dict_u64(t->d, state_name(tel_app, group, key, name, sizeof(name)), val);
+}
+
+struct json_state {
+	struct il_state_sink sink; /* first: the callback gets its address */
+	struct il_json *j;
+	const struct il_app *app;
+};
+
+static void json_state_put(struct il_state_sink *sink, int group, const char *key, uint64_t val)
+{
+	struct json_state *js = (struct json_state *)sink;
+	char name[IL_NAME_LEN + 32];
+
+	il_json_u64(js->j, state_name(js->app, group, key, name, sizeof(name)), val);
+}
+
 /* ---- telemetry -------------------------------------------------------- */
 
 static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
@@ -106,13 +163,52 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 		for (unsigned i = 0; i < st->type->n_counters; i++)
 			rte_tel_data_add_dict_u64(c, st->type->counter_names[i], st->ctr[i]);
 		if (st->type->state && st->ctx) {
-			const char *keys[64];
-			uint64_t vals[64];
-			unsigned n = st->type->state(st, keys, vals, 64);
-			for (unsigned i = 0; i < n; i++)
-				rte_tel_data_add_dict_u64(c, keys[i], vals[i]);
+			struct tel_state ts = {
+				.sink = {.put = tel_state_put},
+				.d = c,
+				.only_group = -1,
+				.groups_inline = tel_app->n_groups <= TEL_INLINE_GROUPS,
+			};
+			st->type->state(st, &ts.sink);
 		}
 		rte_tel_data_add_dict_container(d, st->name, c, 0);
+	}
+	return 0;
+}
+
+/* /interlink/group,<id>: every stage's state for one group. */
+static int tel_group(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	char *end;
+	unsigned long id;
+	uint16_t gi;
+
+	(void)cmd;
+	if (params == NULL || *params == '\0')
+		return -EINVAL;
+	id = strtoul(params, &end, 10);
+	if (*end != '\0' || id > UINT16_MAX || !(gi = tel_app->group_idx_by_id[id]))
+		return -EINVAL;
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "id", id);
+	for (unsigned s = 0; s < tel_app->n_stages; s++) {
+		const struct il_stage *st = tel_app->stages[s];
+		if (!st->type->state || !st->ctx)
+			continue;
+		struct rte_tel_data *c = rte_tel_data_alloc();
+		if (!c)
+			return -ENOMEM;
+		rte_tel_data_start_dict(c);
+		struct tel_state ts = {
+			.sink = {.put = tel_state_put},
+			.d = c,
+			.only_group = gi - 1,
+		};
+		st->type->state(st, &ts.sink);
+		if (ts.n)
+			rte_tel_data_add_dict_container(d, st->name, c, 0);
+		else
+			rte_tel_data_free(c);
 	}
 	return 0;
 }
@@ -163,7 +259,10 @@ void il_telemetry_register(struct il_app *app)
 	rte_telemetry_register_cmd("/interlink/info", tel_info,
 				   "Appliance identity and uptime. No parameters");
 	rte_telemetry_register_cmd("/interlink/stats", tel_stats,
-				   "Per-stage counters and state. No parameters");
+				   "Per-stage counters and state (per-group state inline for up to "
+				   "16 groups). No parameters");
+	rte_telemetry_register_cmd("/interlink/group", tel_group,
+				   "One group's state in every stage. Parameters: int group id");
 	rte_telemetry_register_cmd("/interlink/ports", tel_ports,
 				   "Per-port packets, drops and link. No parameters");
 }
@@ -315,11 +414,12 @@ void il_summary(struct il_app *app, double elapsed, const char *json_path)
 		for (unsigned c = 0; c < st->type->n_counters; c++)
 			il_json_u64(&js, st->type->counter_names[c], st->ctr[c]);
 		if (st->type->state && st->ctx) {
-			const char *keys[64];
-			uint64_t vals[64];
-			unsigned n = st->type->state(st, keys, vals, 64);
-			for (unsigned i = 0; i < n; i++)
-				il_json_u64(&js, keys[i], vals[i]);
+			struct json_state jst = {
+				.sink = {.put = json_state_put},
+				.j = &js,
+				.app = app,
+			};
+			st->type->state(st, &jst.sink);
 		}
 		il_json_end(&js);
 	}

@@ -305,21 +305,12 @@ static void impair_destroy(struct il_stage *st)
 	st->ctx = NULL;
 }
 
-static unsigned impair_state(const struct il_stage *st, const char **keys, uint64_t *vals,
-			     unsigned max)
+static void impair_state(const struct il_stage *st, struct il_state_sink *out)
 {
 	const struct impair_ctx *c = st->ctx;
-	unsigned n = 0;
 
-	if (n < max) {
-		keys[n] = "queued";
-		vals[n++] = c->queued ? il_delay_count(&c->line) : 0;
-	}
-	if (n < max) {
-		keys[n] = "queue_cap";
-		vals[n++] = c->queued ? c->line.cap : 0;
-	}
-	return n;
+	il_state_put(out, -1, "queued", c->queued ? il_delay_count(&c->line) : 0);
+	il_state_put(out, -1, "queue_cap", c->queued ? c->line.cap : 0);
 }
 
 const struct il_stage_type il_stage_impair = {

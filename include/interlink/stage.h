@@ -85,6 +85,21 @@ struct il_lcore_io {
 	struct rte_mbuf *defer[2 * IL_BURST_CAP];
 };
 
+/* Where a stage's state() reports: each value under a key, either for the
+ * stage as a whole (group -1) or for one configured group (its index in
+ * app->groups). The reader names and places the values (the JSON summary
+ * and telemetry say "group<ID>_<key>"), so a stage keeps no name buffers
+ * and there is no limit on how many values it reports. */
+struct il_state_sink {
+	void (*put)(struct il_state_sink *sink, int group, const char *key, uint64_t val);
+};
+
+static inline void il_state_put(struct il_state_sink *sink, int group, const char *key,
+				uint64_t val)
+{
+	sink->put(sink, group, key, val);
+}
+
 struct il_stage_type {
 	const char *name;
 	const char *help;
@@ -101,9 +116,9 @@ struct il_stage_type {
 	/* Call process() on every poll iteration, even with n == 0. */
 	bool poll;
 	void (*destroy)(struct il_stage *st);
-	/* Optional: extra JSON-able state for telemetry (key/value u64). */
-	unsigned (*state)(const struct il_stage *st, const char **keys, uint64_t *vals,
-			  unsigned max);
+	/* Optional: state beyond the counters (queue depths, per-group
+	 * sequence numbers...), each value handed to the sink as it is read. */
+	void (*state)(const struct il_stage *st, struct il_state_sink *sink);
 };
 
 struct il_stage {

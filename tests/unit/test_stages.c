@@ -20,6 +20,7 @@
 
 #include "seq.h"
 #include "tu_frame.h"
+#include "tu_state.h"
 
 static struct il_app app;
 static struct il_stage *cl, *sq, *nk;
@@ -260,7 +261,7 @@ static void test_nak_serves_history_unavail_and_future(void **state)
 #define MANY_RAW 100 /* groups 1..100 have a raw filter 239.1.1.<id>:20000+<id> */
 
 static struct il_app app2;
-static struct il_stage *cl2;
+static struct il_stage *cl2, *sq_a, *sq_b;
 
 static char *many_groups_config(void)
 {
@@ -317,6 +318,50 @@ static void test_raw_filters_hashed(void **state)
 	assert_int_equal(ctr(cl2, "raw_matched") - matched, MANY_RAW);
 }
 
+static uint16_t gidx(unsigned id)
+{
+	return (uint16_t)(app2.group_idx_by_id[id] - 1);
+}
+
+/* Two sequencer instances over 200 groups: each reports all three values
+ * of every group, its own, with no cut-off. */
+static void test_state_of_two_sequencers_over_many_groups(void **state)
+{
+	(void)state;
+	static struct tu_state a, b;
+	struct rte_mbuf *p[4];
+	uint64_t v;
+
+	p[0] = frame(7400, IL_T_DATA, 150, 1, 1, 1, 8, false);
+	p[1] = frame(7400, IL_T_DATA, 150, 1, 2, 1, 8, false);
+	uint16_t n = cl2->type->process(cl2, p, 2);
+	n = sq_a->type->process(sq_a, p, n);
+	rte_pktmbuf_free_bulk(p, n);
+	p[0] = frame(7400, IL_T_DATA, 7, 1, 1, 1, 8, false);
+	p[1] = frame(7400, IL_T_DATA, 150, 1, 3, 1, 8, false);
+	n = cl2->type->process(cl2, p, 2);
+	n = sq_b->type->process(sq_b, p, n);
+	rte_pktmbuf_free_bulk(p, n);
+
+	tu_state_collect(sq_a, &a);
+	tu_state_collect(sq_b, &b);
+	assert_int_equal(a.n, 3 * MANY_GROUPS);
+	assert_int_equal(b.n, 3 * MANY_GROUPS);
+	for (unsigned id = 1; id <= MANY_GROUPS; id++) {
+		static const char *const keys[] = {"next", "history_low", "history_frames"};
+		for (unsigned k = 0; k < 3; k++) {
+			assert_true(tu_state_get(&a, gidx(id), keys[k], &v));
+			assert_true(tu_state_get(&b, gidx(id), keys[k], &v));
+		}
+		assert_true(tu_state_get(&a, gidx(id), "next", &v));
+		assert_int_equal(v, id == 150 ? 3 : 1);
+		assert_true(tu_state_get(&b, gidx(id), "next", &v));
+		assert_int_equal(v, id == 150 || id == 7 ? 2 : 1);
+	}
+	assert_true(tu_state_get(&a, gidx(150), "history_frames", &v));
+	assert_int_equal(v, 2);
+}
+
 int main(int argc, char **argv)
 {
 	char err[512];
@@ -342,6 +387,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	cl2 = il_app_stage(&app2, "classify");
+	sq_a = il_app_stage(&app2, "seq_a");
+	sq_b = il_app_stage(&app2, "seq_b");
 	cl = il_app_stage(&app, "classify");
 	sq = il_app_stage(&app, "seq");
 	nk = il_app_stage(&app, "nak");
@@ -352,6 +399,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_raw_mode_insertion),
 		cmocka_unit_test(test_nak_serves_history_unavail_and_future),
 		cmocka_unit_test(test_raw_filters_hashed),
+		cmocka_unit_test(test_state_of_two_sequencers_over_many_groups),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	il_app_stop(&app2);
