@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * The poll loop of one worker lcore: for each chain, receive a burst, run
- * it through the chain's stages, transmit the survivors; flush every tx
- * buffer once per iteration so a lone packet never waits.
+ * it through the chain's stages, transmit the survivors in one call; flush
+ * the tx buffers of emitted packets once per iteration so a lone packet
+ * never waits.
  */
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -29,10 +30,11 @@ static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struc
 		n = st->type->process(st, pkts, n);
 		st->tsc_busy += rte_rdtsc() - t0;
 	}
-	io->tx_queued[ch->tx_port] += n;
-	for (uint16_t i = 0; i < n; i++)
-		rte_eth_tx_buffer(io->port_id[ch->tx_port], io->txq[ch->tx_port], io->txb[ch->tx_port],
-				  pkts[i]);
+	/* The burst is already an array: one tx call for all of it. What the
+	 * stages emitted goes after it (a retransmission never overtakes its
+	 * original). */
+	if (n)
+		il_tx_burst(io, ch->tx_port, pkts, n);
 	if (io->n_defer)
 		il_emit_flush(io);
 	return got | n;

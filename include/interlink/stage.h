@@ -141,6 +141,23 @@ static inline void il_tx(struct il_lcore_io *io, uint16_t port, struct rte_mbuf 
 	rte_eth_tx_buffer(io->port_id[port], io->txq[port], io->txb[port], m);
 }
 
+/* Send a chain's survivors on app port `port` in one call. What is still
+ * buffered for the port is older, so it goes first; what the tx ring
+ * refuses is freed and counted in io->tx_dropped[port]. */
+static inline void il_tx_burst(struct il_lcore_io *io, uint16_t port, struct rte_mbuf **pkts,
+			       uint16_t n)
+{
+	uint16_t sent;
+
+	io->tx_queued[port] += n;
+	rte_eth_tx_buffer_flush(io->port_id[port], io->txq[port], io->txb[port]);
+	sent = rte_eth_tx_burst(io->port_id[port], io->txq[port], pkts, n);
+	if (unlikely(sent < n)) {
+		io->tx_dropped[port] += n - sent;
+		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+	}
+}
+
 /* Send a packet a stage made or re-sends, after the current burst. */
 static inline void il_emit(struct il_stage *st, uint16_t port, struct rte_mbuf *m)
 {

@@ -255,6 +255,52 @@ static void test_nak_serves_history_unavail_and_future(void **state)
 	free_deferred();
 }
 
+/* A chain's survivors go out in one call, after what was buffered for the
+ * port before them; what a full tx ring refuses is freed and counted. The
+ * net_ring port's tx ring is its own rx ring (1023 frames). */
+static void test_tx_burst_order_and_drops(void **state)
+{
+	(void)state;
+	struct il_lcore_io *io = nk->io;
+	const uint16_t out = 1, pid = app.ports[out].port_id;
+	struct rte_mbuf *p[IL_BURST_CAP];
+	unsigned avail = rte_mempool_avail_count(app.pool);
+	uint64_t queued = io->tx_queued[out], dropped = io->tx_dropped[out];
+	uint64_t offered = 0, refused = 0;
+	uint16_t n;
+
+	for (unsigned i = 0; i < 3; i++)
+		p[i] = frame(7400, IL_T_DATA, 1, 7, 1 + i, 1, 4, false);
+	struct rte_mbuf *first = p[0], *second = p[1], *third = p[2];
+	il_tx(io, out, first); /* buffered, not sent yet */
+	il_tx_burst(io, out, p + 1, 2);
+	n = rte_eth_rx_burst(pid, 0, p, IL_BURST_CAP);
+	assert_int_equal(n, 3);
+	assert_ptr_equal(p[0], first);
+	assert_ptr_equal(p[1], second);
+	assert_ptr_equal(p[2], third);
+	rte_pktmbuf_free_bulk(p, n);
+
+	/* Nobody drains the ring: it fills, the rest is refused. */
+	for (unsigned round = 0; round < 12; round++) {
+		for (unsigned i = 0; i < IL_BURST_CAP; i++)
+			p[i] = frame(7400, IL_T_DATA, 1, 7, 10 + i, 1, 4, false);
+		il_tx_burst(io, out, p, IL_BURST_CAP);
+		offered += IL_BURST_CAP;
+	}
+	refused = io->tx_dropped[out] - dropped;
+	assert_true(refused > 0);
+	assert_int_equal(io->tx_queued[out] - queued, 3 + offered);
+	unsigned got = 0;
+	while ((n = rte_eth_rx_burst(pid, 0, p, IL_BURST_CAP)) > 0) {
+		got += n;
+		rte_pktmbuf_free_bulk(p, n);
+	}
+	assert_int_equal(got + refused, offered);
+	/* Refused frames went back to the pool. */
+	assert_int_equal(rte_mempool_avail_count(app.pool), avail);
+}
+
 /* ---- a second appliance: many groups, raw filters, two sequencers ---- */
 
 #define MANY_GROUPS 200
@@ -398,6 +444,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_history_evicts_oldest_and_releases_it),
 		cmocka_unit_test(test_raw_mode_insertion),
 		cmocka_unit_test(test_nak_serves_history_unavail_and_future),
+		cmocka_unit_test(test_tx_burst_order_and_drops),
 		cmocka_unit_test(test_raw_filters_hashed),
 		cmocka_unit_test(test_state_of_two_sequencers_over_many_groups),
 	};
