@@ -15,6 +15,7 @@
 
 #include <interlink/app.h>
 #include <interlink/err.h>
+#include <interlink/memif_guard.h>
 #include <interlink/port.h>
 #include <interlink/wire.h>
 
@@ -492,6 +493,9 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 	for (unsigned p = 0; p < app->n_ports; p++)
 		if (il_port_start(&app->ports[p], err, errlen))
 			return -1;
+	/* A memif peer that disconnects must not unmap rings under a burst. */
+	if (il_guard_arm() < 0)
+		return ERR("out of memory for the memif disconnect guard");
 	return 0;
 }
 

@@ -9,7 +9,7 @@
 #include <rte_lcore.h>
 
 #include <interlink/app.h>
-#include <interlink/quiesce.h>
+#include <interlink/memif_guard.h>
 
 static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struct il_app *app)
 {
@@ -52,7 +52,7 @@ int il_worker_main(void *arg)
 	if (!w)
 		return 0;
 	unsigned slot = (unsigned)(w - app->workers);
-	il_qs_online(slot);
+	il_guard_online(slot);
 	while (!app->quit) {
 		uint16_t work = 0;
 		for (uint16_t c = 0; c < w->n_chains; c++)
@@ -62,8 +62,8 @@ int il_worker_main(void *arg)
 		w->loops++;
 		if (work)
 			w->busy_loops++;
-		il_qs_point(slot);
+		il_guard_quiescent(slot);
 	}
-	il_qs_offline(slot);
+	il_guard_offline(slot);
 	return 0;
 }

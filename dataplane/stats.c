@@ -14,8 +14,8 @@
 
 #include <interlink/app.h>
 #include <interlink/json.h>
+#include <interlink/memif_guard.h>
 #include <interlink/port.h>
-#include <interlink/quiesce.h>
 
 static struct il_app *tel_app;
 
@@ -372,9 +372,10 @@ void il_summary(struct il_app *app, double elapsed, const char *json_path)
 		any += t.tx_dropped + t.missed;
 	}
 	printf("%s\n", any ? "" : " none");
-	if (il_qs_waits())
+	if (il_guard_waits())
 		printf("peer disconnects  %" PRIu64 " unmaps held until the workers were quiescent"
-		       " (%" PRIu64 " gave up after 200 ms)\n", il_qs_waits(), il_qs_timeouts());
+		       " (%" PRIu64 " gave up after 200 ms)\n", il_guard_waits(),
+		       il_guard_timeouts());
 	fflush(stdout);
 
 	if (!json_path)

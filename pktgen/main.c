@@ -23,7 +23,7 @@
 
 #include <interlink/json.h>
 #include <interlink/port.h>
-#include <interlink/quiesce.h>
+#include <interlink/memif_guard.h>
 #include <interlink/wire.h>
 
 #include "pktgen.h"
@@ -364,16 +364,16 @@ static int rx_main(void *arg)
 {
 	struct rte_mbuf *rx[PG_BURST];
 	(void)arg;
-	il_qs_online(1);
+	il_guard_online(1);
 	while (!S.rx_stop) {
 		uint16_t k = rte_eth_rx_burst(S.rx_port, 0, rx, PG_BURST);
 		if (k) {
 			S.rx_last_tsc = rte_rdtsc();
 			pg_count_burst(&S, rx, k);
 		}
-		il_qs_point(1);
+		il_guard_quiescent(1);
 	}
-	il_qs_offline(1);
+	il_guard_offline(1);
 	return 0;
 }
 
@@ -401,11 +401,10 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 	pg_pace_init(&S.pace, hz, S.c.rate_pps, S.c.rate_bps, t0);
 	if (S.c.catch_up_s > 0)
 		pg_pace_set_lag(&S.pace, hz, S.c.catch_up_s);
-	/* A peer that disconnects must not unmap memif rings mid-burst. */
-	il_qs_online(0);
+	il_guard_online(0);
 	while (!S.quit) {
 		uint64_t now = rte_rdtsc();
-		il_qs_point(0);
+		il_guard_quiescent(0);
 		if (sending && S.c.listen) {
 			if ((double)(now - t0) / (double)hz >= S.c.duration) {
 				sending = false;
@@ -483,7 +482,7 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 			last_status = now;
 		}
 	}
-	il_qs_offline(0);
+	il_guard_offline(0);
 	if (S.rx_lcore_on) {
 		S.rx_stop = true;
 		rte_eal_wait_lcore(S.rx_lcore);
@@ -636,6 +635,11 @@ int main(int argc, char **argv)
 	setup_port(S.tx_port);
 	if (S.rx_port != S.tx_port)
 		setup_port(S.rx_port);
+	/* A memif peer that disconnects must not unmap rings under a burst. */
+	if (il_guard_arm() < 0) {
+		fprintf(stderr, "interlink-pktgen: out of memory for the memif guard\n");
+		return 2;
+	}
 	struct rte_ether_addr mac;
 	rte_eth_macaddr_get(S.tx_port, &mac);
 	memcpy(S.tx_mac, mac.addr_bytes, 6);
