@@ -25,10 +25,11 @@ static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struc
 		struct il_stage *st = ch->stages[s];
 		if (n == 0 && !st->type->poll)
 			continue;
-		uint64_t t0 = rte_rdtsc();
+		uint64_t t0 = IL_STAGE_CYCLES ? rte_rdtsc() : 0;
 		st->pkts_in += n;
 		n = st->type->process(st, pkts, n);
-		st->tsc_busy += rte_rdtsc() - t0;
+		if (IL_STAGE_CYCLES)
+			st->tsc_busy += rte_rdtsc() - t0;
 	}
 	/* The burst is already an array: one tx call for all of it. What the
 	 * stages emitted goes after it (a retransmission never overtakes its

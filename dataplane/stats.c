@@ -159,7 +159,8 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 			return -1;
 		rte_tel_data_start_dict(c);
 		rte_tel_data_add_dict_u64(c, "pkts_in", st->pkts_in);
-		rte_tel_data_add_dict_u64(c, "cycles", st->tsc_busy);
+		if (IL_STAGE_CYCLES)
+			rte_tel_data_add_dict_u64(c, "cycles", st->tsc_busy);
 		for (unsigned i = 0; i < st->type->n_counters; i++)
 			rte_tel_data_add_dict_u64(c, st->type->counter_names[i], st->ctr[i]);
 		if (st->type->state && st->ctx) {
@@ -344,8 +345,12 @@ void il_summary(struct il_app *app, double elapsed, const char *json_path)
 	printf("%-12s %-10s %12s %10s  counters\n", "stage", "type", "pkts_in", "cyc/pkt");
 	for (unsigned s = 0; s < app->n_stages; s++) {
 		const struct il_stage *st = app->stages[s];
-		printf("%-12s %-10s %12" PRIu64 " %10.1f ", st->name, st->type->name, st->pkts_in,
-		       st->pkts_in ? (double)st->tsc_busy / (double)st->pkts_in : 0.0);
+		printf("%-12s %-10s %12" PRIu64, st->name, st->type->name, st->pkts_in);
+		if (IL_STAGE_CYCLES)
+			printf(" %10.1f ", st->pkts_in ? (double)st->tsc_busy / (double)st->pkts_in
+						       : 0.0);
+		else
+			printf(" %10s ", "-"); /* built without stage_cycles */
 		for (unsigned c = 0; c < st->type->n_counters; c++)
 			if (st->ctr[c])
 				printf(" %s=%" PRIu64, st->type->counter_names[c], st->ctr[c]);
@@ -411,7 +416,8 @@ void il_summary(struct il_app *app, double elapsed, const char *json_path)
 		il_json_obj(&js, st->name);
 		il_json_str(&js, "type", st->type->name);
 		il_json_u64(&js, "pkts_in", st->pkts_in);
-		il_json_u64(&js, "cycles", st->tsc_busy);
+		if (IL_STAGE_CYCLES)
+			il_json_u64(&js, "cycles", st->tsc_busy);
 		for (unsigned c = 0; c < st->type->n_counters; c++)
 			il_json_u64(&js, st->type->counter_names[c], st->ctr[c]);
 		if (st->type->state && st->ctx) {

@@ -17,7 +17,10 @@ step "build (release)"
 ./scripts/build.sh
 
 step "unit tests (release)"
-meson test -C build --print-errorlogs --num-processes 1
+# The pytest suites are meson tests too (suites conformance, integration);
+# they run in one pytest call at the end.
+meson test -C build --print-errorlogs --num-processes 1 --no-suite conformance \
+  --no-suite integration
 
 step "unit tests (ASan + UBSan)"
 if [ ! -f build-san/build.ninja ]; then

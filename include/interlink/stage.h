@@ -36,6 +36,12 @@
 #define IL_MAX_STAGE_COUNTERS 32
 #define IL_NAME_LEN 32
 
+/* 1: the poll loop counts TSC cycles per stage (st->tsc_busy); the build
+ * option stage_cycles sets it. */
+#ifndef IL_STAGE_CYCLES
+#define IL_STAGE_CYCLES 1
+#endif
+
 /* Per-packet metadata: 8 bytes kept in the mbuf's `hash` field, which is
  * in the first cache line that the PMD has just written; a private area
  * would cost one more cold cache line per packet. Only RSS and flow
@@ -130,7 +136,7 @@ struct il_stage {
 	int lcore;              /* -1 until placed */
 	uint64_t ctr[IL_MAX_STAGE_COUNTERS];
 	uint64_t pkts_in;       /* packets handed to process() */
-	uint64_t tsc_busy;      /* cycles spent in process() */
+	uint64_t tsc_busy;      /* cycles spent in process() (IL_STAGE_CYCLES) */
 };
 
 /* Queue a packet on app port index `port`, directly. A full tx ring frees
