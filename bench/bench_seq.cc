@@ -92,6 +92,21 @@ struct Frames {
 	}
 };
 
+// A burst built the way a PMD's rx does: fresh mbufs, the frame bytes just
+// written (hot), copied from the templates in turn. False if the pool is empty.
+bool fill_burst(rte_mempool *pool, rte_mbuf **burst, const std::vector<rte_mbuf *> &tmpl,
+		unsigned pos)
+{
+	if (rte_pktmbuf_alloc_bulk(pool, burst, 32) != 0)
+		return false;
+	for (unsigned i = 0; i < 32; i++) {
+		rte_mbuf *t = tmpl[(pos + i) % tmpl.size()];
+		std::memcpy(rte_pktmbuf_append(burst[i], t->data_len), rte_pktmbuf_mtod(t, void *),
+			    t->data_len);
+	}
+	return true;
+}
+
 void report(benchmark::State &state, uint64_t pkts, uint64_t cycles)
 {
 	state.SetItemsProcessed(pkts);
@@ -142,14 +157,9 @@ void BM_ParseStampHistory(benchmark::State &state)
 	unsigned pos = 0;
 	const double hz = double(rte_get_tsc_hz());
 	for (auto _ : state) {
-		if (rte_pktmbuf_alloc_bulk(g_app.pool, burst, 32) != 0) {
+		if (!fill_burst(g_app.pool, burst, tmpl, pos)) {
 			state.SkipWithError("pool empty");
 			break;
-		}
-		for (unsigned i = 0; i < 32; i++) {
-			rte_mbuf *t = tmpl[(pos + i) & 63];
-			std::memcpy(rte_pktmbuf_append(burst[i], t->data_len),
-				    rte_pktmbuf_mtod(t, void *), t->data_len);
 		}
 		pos += 32;
 		uint64_t t0 = rte_rdtsc();
@@ -293,14 +303,9 @@ void BM_ClassifyRawFilters(benchmark::State &state)
 		c_raw++;
 	const uint64_t matched0 = cl->ctr[c_raw];
 	for (auto _ : state) {
-		if (rte_pktmbuf_alloc_bulk(app.pool, burst, 32) != 0) {
+		if (!fill_burst(app.pool, burst, tmpl, pos)) {
 			state.SkipWithError("pool empty");
 			break;
-		}
-		for (unsigned i = 0; i < 32; i++) {
-			rte_mbuf *t = tmpl[(pos + i) & 63];
-			std::memcpy(rte_pktmbuf_append(burst[i], t->data_len),
-				    rte_pktmbuf_mtod(t, void *), t->data_len);
 		}
 		pos += 32;
 		uint64_t t0 = rte_rdtsc();

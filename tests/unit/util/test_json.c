@@ -143,55 +143,62 @@ static void test_numbers(void **state)
 	sink_check(&s, "[null, null, -0.25, 123456789.123456]\n");
 }
 
-static void test_misuse(void **state)
+/* A document that leaves the writer unbalanced or misused: finish() fails. */
+static void check_misuse(void (*write)(struct il_json *j))
 {
 	struct il_json j;
 	struct sink s;
 
+	sink_open(&s);
+	il_json_begin(&j, s.f, 0);
+	write(&j);
+	assert_int_equal(il_json_finish(&j), -1);
+	fclose(s.f);
+	free(s.buf);
+}
+
+static void left_open(struct il_json *j)
+{
+	il_json_obj(j, NULL);
+}
+
+static void unnamed_member(struct il_json *j)
+{
+	il_json_obj(j, NULL);
+	il_json_u64(j, NULL, 1);
+	il_json_end(j);
+}
+
+static void named_element(struct il_json *j)
+{
+	il_json_arr(j, NULL);
+	il_json_u64(j, "x", 1);
+	il_json_end(j);
+}
+
+static void one_end_too_many(struct il_json *j)
+{
+	il_json_arr(j, NULL);
+	il_json_end(j);
+	il_json_end(j);
+}
+
+static void too_deep(struct il_json *j)
+{
+	for (int i = 0; i < IL_JSON_MAX_DEPTH + 1; i++)
+		il_json_arr(j, NULL);
+	for (int i = 0; i < IL_JSON_MAX_DEPTH + 1; i++)
+		il_json_end(j);
+}
+
+static void test_misuse(void **state)
+{
 	(void)state;
-	/* Left open. */
-	sink_open(&s);
-	il_json_begin(&j, s.f, 0);
-	il_json_obj(&j, NULL);
-	assert_int_equal(il_json_finish(&j), -1);
-	fclose(s.f);
-	free(s.buf);
-	/* A member without a name in an object, a named array element, one
-	 * end too many. */
-	sink_open(&s);
-	il_json_begin(&j, s.f, 0);
-	il_json_obj(&j, NULL);
-	il_json_u64(&j, NULL, 1);
-	il_json_end(&j);
-	assert_int_equal(il_json_finish(&j), -1);
-	fclose(s.f);
-	free(s.buf);
-	sink_open(&s);
-	il_json_begin(&j, s.f, 0);
-	il_json_arr(&j, NULL);
-	il_json_u64(&j, "x", 1);
-	il_json_end(&j);
-	assert_int_equal(il_json_finish(&j), -1);
-	fclose(s.f);
-	free(s.buf);
-	sink_open(&s);
-	il_json_begin(&j, s.f, 0);
-	il_json_arr(&j, NULL);
-	il_json_end(&j);
-	il_json_end(&j);
-	assert_int_equal(il_json_finish(&j), -1);
-	fclose(s.f);
-	free(s.buf);
-	/* Too deep. */
-	sink_open(&s);
-	il_json_begin(&j, s.f, 0);
-	for (int i = 0; i < IL_JSON_MAX_DEPTH + 1; i++)
-		il_json_arr(&j, NULL);
-	for (int i = 0; i < IL_JSON_MAX_DEPTH + 1; i++)
-		il_json_end(&j);
-	assert_int_equal(il_json_finish(&j), -1);
-	fclose(s.f);
-	free(s.buf);
+	check_misuse(left_open);
+	check_misuse(unnamed_member);
+	check_misuse(named_element);
+	check_misuse(one_end_too_many);
+	check_misuse(too_deep);
 }
 
 int main(void)
