@@ -4,9 +4,9 @@
 # kernel-socket baseline with interlink-pktgen and writes the "Line rate (issue 3)"
 # section of docs/benchmarks.md and docs/linerate-*.png.
 #
-#   sudo ./scripts/bench-linerate.sh              # full run, about 15 minutes
-#   sudo ./scripts/bench-linerate.sh --quick      # one short point of each kind (< 1 min)
-#   sudo ./scripts/bench-linerate.sh --nice -10   # push other work on a shared machine aside
+#   ./scripts/bench-linerate.sh              # full run, about 15 minutes
+#   ./scripts/bench-linerate.sh --quick      # one short point of each kind (< 1 min)
+#   ./scripts/bench-linerate.sh --nice -10   # push other work on a shared machine aside
 #
 # Other options: bench/linerate/run.py --help. IL_BUILD names the build directory
 # (default build/).

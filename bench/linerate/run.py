@@ -15,8 +15,8 @@ FD.io CSIT's MLRsearch does: start at the maximum forwarding rate, widen downwar
 passes, then bisect). Then an offered-load sweep with latency percentiles, plotted as latency
 against throughput.
 
-  sudo ./scripts/bench-linerate.sh            # full run (~15 min), writes docs/benchmarks.md
-  sudo ./scripts/bench-linerate.sh --quick    # one short point of each kind (smoke test)
+  ./scripts/bench-linerate.sh            # full run (~15 min), writes docs/benchmarks.md
+  ./scripts/bench-linerate.sh --quick    # one short point of each kind (smoke test)
 """
 import argparse
 import datetime
@@ -574,7 +574,7 @@ def main():
 
     started = datetime.datetime.now(datetime.timezone.utc)
     res = {"date": started.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
-           "command": " ".join(["sudo ./scripts/bench-linerate.sh"] +
+           "command": " ".join(["./scripts/bench-linerate.sh"] +
                                [x for x in sys.argv[1:]
                                 if not x.startswith("--build") and x != str(a.build)]),
            "trial_s": a.trial, "quick": a.quick, "reps": a.reps, "retries": a.retries,

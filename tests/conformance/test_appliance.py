@@ -9,7 +9,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
-from interlink import Interlink, il_data, il_nak
+from interlink_scapy import Interlink, il_data, il_nak
 
 MC = {1: "239.1.1.1", 2: "239.1.1.2", 100: "239.1.1.100"}
 FLAG_STAMPED, FLAG_RAW = 0x01, 0x08
