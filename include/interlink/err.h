@@ -4,7 +4,7 @@
  * error: a function that can fail takes (char *err, size_t errlen), writes
  * one line saying what is wrong (the key, the value, what is allowed) and
  * returns -1. ERR() is that, for a function whose parameters carry those
- * two names:
+ * two names (a function that returns something else calls il_err()):
  *
  *     if (v > 64)
  *             return ERR("config: key '%s': %u is too large; allowed: 1..64", key, v);
@@ -18,11 +18,11 @@
 extern "C" {
 #endif
 
-/* Format into err (when errlen > 0; err may be NULL when errlen is 0) and
- * return -1. */
-int il_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Format into err (when errlen > 0; err may be NULL when errlen is 0). */
+void il_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-#define ERR(...) il_err(err, errlen, __VA_ARGS__)
+/* -1 in plain sight, so the compiler knows every error path's value. */
+#define ERR(...) (il_err(err, errlen, __VA_ARGS__), -1)
 
 #ifdef __cplusplus
 }

@@ -4,14 +4,13 @@
 
 #include <interlink/err.h>
 
-int il_err(char *err, size_t errlen, const char *fmt, ...)
+void il_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
 	if (err == NULL || errlen == 0)
-		return -1;
+		return;
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
-	return -1;
 }
