@@ -24,6 +24,7 @@
 #define INTERLINK_JSON_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -52,6 +53,8 @@ void il_json_end(struct il_json *j);
 
 /* Members (key as above). */
 void il_json_str(struct il_json *j, const char *key, const char *s);
+/* n bytes of s, which may hold NULs (written as \u0000). */
+void il_json_strn(struct il_json *j, const char *key, const char *s, size_t n);
 void il_json_strf(struct il_json *j, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void il_json_u64(struct il_json *j, const char *key, uint64_t v);
@@ -68,6 +71,7 @@ int il_json_finish(struct il_json *j);
  * characters escaped; valid UTF-8 kept as it is, any other byte written
  * as U+FFFD. */
 void il_json_write_string(FILE *f, const char *s);
+void il_json_write_string_n(FILE *f, const char *s, size_t len);
 
 #ifdef __cplusplus
 }

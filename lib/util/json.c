@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <string.h>
 
 #include <interlink/json.h>
 
@@ -99,6 +100,12 @@ void il_json_str(struct il_json *j, const char *key, const char *s)
 	il_json_write_string(j->f, s ? s : "");
 }
 
+void il_json_strn(struct il_json *j, const char *key, const char *s, size_t n)
+{
+	member(j, key);
+	il_json_write_string_n(j->f, s ? s : "", s ? n : 0);
+}
+
 void il_json_strf(struct il_json *j, const char *key, const char *fmt, ...)
 {
 	char buf[512];
@@ -145,9 +152,10 @@ int il_json_finish(struct il_json *j)
 	return j->bad || j->depth != 0 ? -1 : 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one
- * (overlong forms, surrogates and code points above U+10FFFF included). */
-static unsigned utf8_len(const unsigned char *s)
+/* Length of the valid UTF-8 sequence at s (1..4, at most left bytes), or 0
+ * if it is not one (overlong forms, surrogates and code points above
+ * U+10FFFF included). */
+static unsigned utf8_len(const unsigned char *s, size_t left)
 {
 	unsigned n;
 	uint32_t cp;
@@ -166,8 +174,10 @@ static unsigned utf8_len(const unsigned char *s)
 	} else {
 		return 0;
 	}
+	if (n > left)
+		return 0;
 	for (unsigned i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80) /* also stops at the terminating NUL */
+		if ((s[i] & 0xc0) != 0x80)
 			return 0;
 		cp = cp << 6 | (s[i] & 0x3fu);
 	}
@@ -177,12 +187,12 @@ static unsigned utf8_len(const unsigned char *s)
 	return n;
 }
 
-void il_json_write_string(FILE *f, const char *s)
+void il_json_write_string_n(FILE *f, const char *s, size_t len)
 {
-	const unsigned char *p = (const unsigned char *)s;
+	const unsigned char *p = (const unsigned char *)s, *end = p + len;
 
 	fputc('"', f);
-	while (*p) {
+	while (p < end) {
 		unsigned char c = *p;
 		unsigned n;
 
@@ -213,7 +223,7 @@ void il_json_write_string(FILE *f, const char *s)
 				fprintf(f, "\\u%04x", c);
 				break;
 			}
-			n = utf8_len(p);
+			n = utf8_len(p, (size_t)(end - p));
 			if (n == 0) {
 				fputs("\\ufffd", f);
 				break;
@@ -225,4 +235,9 @@ void il_json_write_string(FILE *f, const char *s)
 		p++;
 	}
 	fputc('"', f);
+}
+
+void il_json_write_string(FILE *f, const char *s)
+{
+	il_json_write_string_n(f, s, strlen(s));
 }

@@ -69,6 +69,24 @@ static void test_escaping(void **state)
 	check_string("</script>", "\"</script>\"");
 }
 
+/* With a length: NULs inside are data, and a sequence cut by the length is
+ * not valid UTF-8 even when the bytes after it would complete it. */
+static void test_escaping_with_length(void **state)
+{
+	struct sink s;
+
+	(void)state;
+	sink_open(&s);
+	il_json_write_string_n(s.f, "a\0b", 3);
+	sink_check(&s, "\"a\\u0000b\"");
+	sink_open(&s);
+	il_json_write_string_n(s.f, "caf\xc3\xa9", 4);
+	sink_check(&s, "\"caf\\ufffd\"");
+	sink_open(&s);
+	il_json_write_string_n(s.f, "caf\xc3\xa9", 5);
+	sink_check(&s, "\"caf\xc3\xa9\"");
+}
+
 static void test_layout(void **state)
 {
 	struct il_json j;
@@ -205,6 +223,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_escaping),
+		cmocka_unit_test(test_escaping_with_length),
 		cmocka_unit_test(test_layout),
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_misuse),
