@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <interlink/json.h>
 #include "rawseq.h"
 
 #define FRAME_SIZE 2048u /* one ring slot: a 1514-byte frame and the slot header */
@@ -298,10 +299,17 @@ int main(int argc, char **argv)
 	if (json) {
 		FILE *f = fopen(json, "w");
 		if (f) {
-			fprintf(f, "{\"received\": %" PRIu64 ", \"stamped\": %" PRIu64
-				   ", \"passed\": %" PRIu64 ", \"drop_tx_full\": %" PRIu64
-				   ", \"drop_raw_too_big\": %" PRIu64 ", \"batches\": %" PRIu64 "}\n",
-				s.c.rx, s.c.stamped, s.c.passed, s.c.tx_full, s.c.too_big, s.c.batches);
+			struct il_json j;
+			il_json_begin(&j, f, 0);
+			il_json_obj(&j, NULL);
+			il_json_u64(&j, "received", s.c.rx);
+			il_json_u64(&j, "stamped", s.c.stamped);
+			il_json_u64(&j, "passed", s.c.passed);
+			il_json_u64(&j, "drop_tx_full", s.c.tx_full);
+			il_json_u64(&j, "drop_raw_too_big", s.c.too_big);
+			il_json_u64(&j, "batches", s.c.batches);
+			il_json_end(&j);
+			il_json_finish(&j);
 			fclose(f);
 		}
 	}

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <interlink/json.h>
 #include "rawseq.h"
 
 #define MAX_BATCH 256
@@ -155,8 +156,15 @@ int main(int argc, char **argv)
 	if (json) {
 		FILE *f = fopen(json, "w");
 		if (f) {
-			fprintf(f, "{\"received\": %" PRIu64 ", \"sent\": %" PRIu64 ", \"send_errors\": %"
-				   PRIu64 ", \"calls\": %" PRIu64 "}\n", rx, tx, send_err, calls);
+			struct il_json j;
+			il_json_begin(&j, f, 0);
+			il_json_obj(&j, NULL);
+			il_json_u64(&j, "received", rx);
+			il_json_u64(&j, "sent", tx);
+			il_json_u64(&j, "send_errors", send_err);
+			il_json_u64(&j, "calls", calls);
+			il_json_end(&j);
+			il_json_finish(&j);
 			fclose(f);
 		}
 	}

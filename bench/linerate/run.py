@@ -54,14 +54,16 @@ def machine():
 
 
 def build_tool(name, outdir):
-    """The kernel baselines are single C files, built here so that the harness needs no
-    build option."""
+    """The kernel baselines are single C files (plus the project's JSON writer), built here so
+    that the harness needs no build option."""
     exe = Path(outdir) / name
-    src = HERE / f"{name}.c"
-    deps = (src, HERE / "rawseq.h", ROOT / "include" / "interlink" / "wire.h")
+    srcs = [HERE / f"{name}.c", ROOT / "lib" / "util" / "json.c"]
+    deps = srcs + [HERE / "rawseq.h", ROOT / "include" / "interlink" / "wire.h",
+                   ROOT / "include" / "interlink" / "json.h"]
     if not exe.exists() or exe.stat().st_mtime < max(d.stat().st_mtime for d in deps):
         subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror",
-                        "-I", str(ROOT / "include"), "-o", str(exe), str(src)], check=True)
+                        "-I", str(ROOT / "include"), "-o", str(exe)] + [str(s) for s in srcs],
+                       check=True)
     return exe
 
 
