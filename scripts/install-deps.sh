@@ -7,7 +7,7 @@ PKGS=(
   build-essential pkg-config meson ninja-build clang llvm lld libclang-rt-14-dev
   libdpdk-dev dpdk dpdk-dev
   libisal-dev liburing-dev libbenchmark-dev libcmocka-dev libyaml-dev
-  libpcap-dev
+  libpcap-dev libcurl4-openssl-dev libjansson-dev etcd-server
   python3 python3-scapy python3-pytest python3-matplotlib python3-yaml
   python3-venv python3-setuptools python3-wheel
   iproute2 iperf3 tcpdump ethtool procps psmisc tshark
