@@ -188,4 +188,5 @@ const struct il_stage_type il_stage_classify = {
 	.create = classify_create,
 	.process = classify_process,
 	.destroy = classify_destroy,
+	.meta_sets = IL_META_TAGS,
 };

@@ -23,7 +23,7 @@ static uint8_t *frame_new(struct il_stage *st, struct ctrl *c, unsigned gi, uint
 	const struct il_app *app = c->app;
 	const struct il_group *grp = &app->groups[gi];
 	const uint16_t len = 42 + IL_HDR_LEN + body;
-	struct rte_mbuf *m = rte_pktmbuf_alloc(app->pool);
+	struct rte_mbuf *m = il_pktmbuf_alloc(app->pool);
 	uint8_t *f;
 
 	if (unlikely(m == NULL || (f = (uint8_t *)rte_pktmbuf_append(m, len)) == NULL)) {

@@ -308,7 +308,7 @@ static void enc_emit(void *arg, const uint8_t *msg, uint32_t len,
 {
 	struct fec_enc_ctx *c = arg;
 	struct il_stage *st = c->st;
-	struct rte_mbuf *m = rte_pktmbuf_alloc(c->pool);
+	struct rte_mbuf *m = il_pktmbuf_alloc(c->pool);
 	struct rte_ether_hdr *eth;
 	struct rte_ipv4_hdr *ip;
 	struct rte_udp_hdr *udp;

@@ -117,7 +117,7 @@ static void make_seg(struct il_stage *st, struct ftcp_flow *fl, bool to_server, 
 		     uint8_t optlen)
 {
 	struct ftcp *f = st->ctx;
-	struct rte_mbuf *m = rte_pktmbuf_alloc(f->app->pool);
+	struct rte_mbuf *m = il_pktmbuf_alloc(f->app->pool);
 	struct rte_ether_hdr *eth;
 	struct rte_ipv4_hdr *ip;
 	struct rte_tcp_hdr *t;

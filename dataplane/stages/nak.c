@@ -62,7 +62,7 @@ static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const 
 {
 	const struct il_app *app = k->app;
 	const struct il_group *grp = &app->groups[gi];
-	struct rte_mbuf *m = rte_pktmbuf_alloc(app->pool);
+	struct rte_mbuf *m = il_pktmbuf_alloc(app->pool);
 	const uint16_t l3 = 14, l4 = 34, il = 42;
 	const uint16_t len = il + IL_HDR_LEN + IL_RANGE_LEN;
 
@@ -157,7 +157,9 @@ static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
 			st->ctr[NAK_C_CAPPED]++;
 			break;
 		}
-		if (!il_tbucket_take(&k->budget, 1.0, now)) {
+		/* No more than fit behind this burst: the receiver asks
+		 * again for the rest. */
+		if (il_emit_room(st) == 0 || !il_tbucket_take(&k->budget, 1.0, now)) {
 			st->ctr[NAK_C_RATE_LIMITED]++;
 			break;
 		}
@@ -254,4 +256,5 @@ const struct il_stage_type il_stage_nak = {
 	.bind = nak_bind,
 	.process = nak_process,
 	.destroy = nak_destroy,
+	.meta_needs = IL_META_TAGS,
 };

@@ -359,3 +359,23 @@ def test_config_errors_name_the_key(run_pcap, sets, msg):
     r = run_pcap([], sets=sets, expect_rc=2)
     assert msg in r.log, r.log
     assert "Segmentation" not in r.log
+
+
+@pytest.mark.parametrize("chain, names", [
+    ("[classify, fecd, seq, nak]", ["'seq' (sequencer)", "'fecd' (fec_dec)", "'classify'"]),
+    ("[seq, nak]", ["'seq' (sequencer)", "classify stage earlier"]),
+    ("[nak]", ["'nak' (nak)"]),
+])
+def test_chain_without_the_tags_a_stage_needs_is_refused(run_pcap, chain, names):
+    fecd = "stages.fecd={type: fec_dec, local_ip: 192.0.2.2, peer_ip: 192.0.2.1}"
+    r = run_pcap([], sets=[fecd, f"pipeline.0.chains.0.stages={chain}"], expect_rc=2)
+    assert "pipeline[0].chains[0].stages" in r.log, r.log
+    for n in names:
+        assert n in r.log, r.log
+
+
+def test_fec_dec_before_classify_is_accepted(run_pcap):
+    fecd = "stages.fecd={type: fec_dec, local_ip: 192.0.2.2, peer_ip: 192.0.2.1}"
+    r = run_pcap([data_frame(1, 1, 1, [b"x"])],
+                 sets=[fecd, "pipeline.0.chains.0.stages=[fecd, classify, seq, nak]"])
+    assert len(r.out) == 1 and r.out[0][Interlink].flags & FLAG_STAMPED

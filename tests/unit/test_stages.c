@@ -255,6 +255,63 @@ static void test_nak_serves_history_unavail_and_future(void **state)
 	free_deferred();
 }
 
+/* Every mbuf in the pool gets `hash` (where il_meta lives) set to junk, as
+ * a PMD's RSS hash or an earlier user of the mbuf would leave it. */
+static void dirty_pool(struct rte_mempool *pool)
+{
+	static struct rte_mbuf *all[1 << 16];
+	unsigned n = 0;
+
+	while (n < RTE_DIM(all) && (all[n] = rte_pktmbuf_alloc(pool)) != NULL)
+		memset(&all[n++]->hash, 0xa5, sizeof(all[0]->hash));
+	assert_true(n > 0 && n < RTE_DIM(all));
+	rte_pktmbuf_free_bulk(all, n);
+}
+
+/* A packet a stage makes (here the nak stage's UNAVAIL) starts untagged,
+ * whatever its mbuf carried before: a stage after it must not act on stale
+ * tags. */
+static void test_made_packets_start_untagged(void **state)
+{
+	(void)state;
+	struct il_lcore_io *io = nk->io;
+	struct rte_mbuf *p[1];
+	static const uint8_t zero[sizeof(struct il_meta)];
+
+	dirty_pool(app.pool);
+	free_deferred();
+	p[0] = nak(1, 1, 1); /* long evicted: an UNAVAIL answers */
+	assert_int_equal(run(p, 1), 0);
+	assert_int_equal(io->n_defer, 1);
+	const uint8_t *u = rte_pktmbuf_mtod(io->defer[0], uint8_t *);
+	assert_int_equal(u[42 + IL_OFF_TYPE], IL_T_UNAVAIL);
+	assert_memory_equal(il_meta(io->defer[0]), zero, sizeof(zero));
+	free_deferred();
+}
+
+/* What stages emit goes out after the burst that produced it. With the
+ * emit queue full, one more is dropped and counted (tx_full), never put in
+ * the port's tx buffer, which goes out before the burst. */
+static void test_emit_overflow_never_overtakes_the_burst(void **state)
+{
+	(void)state;
+	struct il_lcore_io *io = nk->io;
+	const uint16_t out = 1;
+	uint64_t dropped = io->tx_dropped[out], queued = io->tx_queued[out];
+	uint16_t buffered = io->txb[out]->length;
+
+	free_deferred();
+	for (unsigned i = 0; i < 2 * IL_BURST_CAP; i++)
+		il_emit(nk, out, frame(7400, IL_T_DATA, 1, 8, 1 + i, 1, 4, false));
+	assert_int_equal(io->n_defer, 2 * IL_BURST_CAP);
+	il_emit(nk, out, frame(7400, IL_T_DATA, 1, 8, 999, 1, 4, false));
+	assert_int_equal(io->n_defer, 2 * IL_BURST_CAP);
+	assert_int_equal(io->txb[out]->length, buffered);
+	assert_int_equal(io->tx_dropped[out], dropped + 1);
+	assert_int_equal(io->tx_queued[out], queued + 1);
+	free_deferred();
+}
+
 /* A chain's survivors go out in one call, after what was buffered for the
  * port before them; what a full tx ring refuses is freed and counted. The
  * net_ring port's tx ring is its own rx ring (1023 frames). */
@@ -445,6 +502,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_raw_mode_insertion),
 		cmocka_unit_test(test_nak_serves_history_unavail_and_future),
 		cmocka_unit_test(test_tx_burst_order_and_drops),
+		cmocka_unit_test(test_made_packets_start_untagged),
+		cmocka_unit_test(test_emit_overflow_never_overtakes_the_burst),
 		cmocka_unit_test(test_raw_filters_hashed),
 		cmocka_unit_test(test_state_of_two_sequencers_over_many_groups),
 	};
