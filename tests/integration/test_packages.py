@@ -193,6 +193,8 @@ def test_example_builds_with_pkg_config_and_runs(root, work):
     assert p.returncode == 0, p.stdout + p.stderr
     ldd = run(["ldd", str(ex / "il-loopback-static")], env=env).stdout
     assert "libinterlink" not in ldd, ldd
+    assert re.search(r" T il_ep_version$", run(["nm", str(ex / "il-loopback-static")]).stdout,
+                     re.M)
     out = run_example(ex / "il-loopback-static", env)
     assert f"libinterlink {VERSION}\n" in out
 
