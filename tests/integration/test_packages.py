@@ -33,7 +33,7 @@ SOMAJOR = VERSION.split(".")[0]
 PACKAGES = ["interlink", "libinterlink0", "libinterlink-dev"]
 # The tree without build directories, VCS data or caches.
 SKIP = shutil.ignore_patterns("build", "build-*", ".git", "__pycache__", ".pytest_cache",
-                              "obj-*", "*.egg-info")
+                              "obj-*", "*.egg-info", "out")
 
 
 def run(cmd, **kw):
