@@ -4,9 +4,10 @@
  * appliance (EAL --no-huge --no-shconf, net_ring ports, the real pool), driven
  * burst by burst with crafted IPv4/TCP frames; the test plays the logger: it
  * reads the records from the up ring and writes FD_STABLE / FD_CRASH /
- * FD_RECOVER on the down ring. Three stage instances (lazy, eager,
- * conditional) protect three server ports, each with its own ring file under
- * /dev/shm (per process, removed at the end).
+ * FD_RECOVER on the down ring. Four stage instances (lazy, eager,
+ * conditional, and a lazy one with a larger flow table) protect four server
+ * ports, each with its own ring file under /dev/shm (per process, removed at
+ * the end).
  *
  *  - handshake: the client SYN logged (FR_SYN) and passed, the SYN-ACK held
  *    until FD_STABLE with the ISNs flag, SACK-permitted and timestamps NOPed
@@ -22,7 +23,9 @@
  *    fabricated SYN (and its retransmission), SYN-ACK absorbed and answered,
  *    delta_seq applied both ways, counters;
  *  - unprotected traffic (ARP, UDP, another TCP port, IPv6, flows opened
- *    before the appliance) passes byte for byte.
+ *    before the appliance) passes byte for byte;
+ *  - timers: closing flows removed oldest first, none before its linger, at
+ *    most FTCP_TICK_BUDGET per poll.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1142,12 +1145,12 @@ static void test_unprotected_traffic_untouched(void **state)
 		assert_true(len[i] <= sizeof(copy[i]));
 		memcpy(copy[i], rte_pktmbuf_mtod(p[i], uint8_t *), len[i]);
 	}
-	uint64_t before[3][IL_MAX_STAGE_COUNTERS];
+	uint64_t before[RTE_DIM(T)][IL_MAX_STAGE_COUNTERS];
 	for (unsigned s = 0; s < RTE_DIM(T); s++) {
 		memcpy(before[s], T[s].st->ctr, sizeof(before[s]));
 		expect_ring_empty(&T[s]);
 	}
-	/* Through all three stages, as a chain would. */
+	/* Through all the stages, as a chain would. */
 	uint16_t k = (uint16_t)n;
 	for (unsigned s = 0; s < RTE_DIM(T); s++) {
 		k = burst(&T[s], p, k);
