@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The ftcp stage's timer tick with 2^20 flows in its table, on a real
+// The ftcp stage's timer tick with a table of 2^20 flows (max_flows; filled
+// as far as the cuckoo hash takes, about 98%), on a real
 // appliance instance (EAL --no-huge, net_ring ports, the real pool and
 // stage): cycles of one poll (an empty burst) that runs the tick, while
 //  - no flow is due (the common case), and
@@ -122,12 +123,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	g_st = il_app_stage(&g_app, "ft");
-	if (ftcp_bench_populate(g_st, kFlows) != 0) {
+	uint32_t flows = ftcp_bench_populate(g_st, kFlows);
+	if (flows < kFlows * 0.9) {
+		std::fprintf(stderr, "only %u flows fit a table of %u\n", flows, kFlows);
 		unlink(ring);
 		return 1;
 	}
 	benchmark::AddCustomContext("tsc_hz", std::to_string(rte_get_tsc_hz()));
-	benchmark::AddCustomContext("flows", std::to_string(kFlows));
+	benchmark::AddCustomContext("max_flows", std::to_string(kFlows));
+	benchmark::AddCustomContext("flows", std::to_string(flows));
 	benchmark::Initialize(&argc, argv);
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();

@@ -7,7 +7,7 @@
 
 struct il_stage;
 
-int ftcp_bench_populate(struct il_stage *st, uint32_t n);
+uint32_t ftcp_bench_populate(struct il_stage *st, uint32_t n);
 uint32_t ftcp_bench_flows(struct il_stage *st);
 uint64_t ftcp_bench_poll_tick(struct il_stage *st);
 void ftcp_bench_all_due(struct il_stage *st, bool on);
