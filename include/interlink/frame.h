@@ -137,11 +137,11 @@ static inline void il_udp_frame_set_len(uint8_t *f, uint16_t plen)
 	il_put16(ip + IL_IPV4_HLEN + 4, (uint16_t)(IL_UDP_HLEN + plen));
 }
 
-/* The UDP checksum of the datagram behind the IPv4 header at ip, over the
- * payload as it is now. */
-static inline void il_udp_csum_set(uint8_t *ip)
+/* Stores the layer-4 checksum (its field at csum_off of the UDP or TCP
+ * header) of the datagram behind the IPv4 header at ip. */
+static inline void il_l4_csum_store(uint8_t *ip, unsigned csum_off)
 {
-	uint8_t *c = ip + (ip[0] & 0x0fu) * 4u + 6;
+	uint8_t *c = ip + (ip[0] & 0x0fu) * 4u + csum_off;
 	uint16_t v;
 
 	il_put16(c, 0);
@@ -149,15 +149,17 @@ static inline void il_udp_csum_set(uint8_t *ip)
 	memcpy(c, &v, 2);
 }
 
+/* The UDP checksum of the datagram behind the IPv4 header at ip, over the
+ * payload as it is now. */
+static inline void il_udp_csum_set(uint8_t *ip)
+{
+	il_l4_csum_store(ip, 6);
+}
+
 /* The TCP checksum of the segment behind the IPv4 header at ip. */
 static inline void il_tcp_csum_set(uint8_t *ip)
 {
-	uint8_t *c = ip + (ip[0] & 0x0fu) * 4u + 16;
-	uint16_t v;
-
-	il_put16(c, 0);
-	v = il_ipv4_l4_csum(ip);
-	memcpy(c, &v, 2);
+	il_l4_csum_store(ip, 16);
 }
 
 /* The fields of a TCP segment we make (no payload). */
