@@ -706,8 +706,8 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 	case IL_T_CREDIT: {
 		struct il_credit_body cr;
 
-		if (il_credit_get(b, body, &cr) != 0 || il_get32(d + IL_OFF_SENDER_ID) != ep->member_id ||
-		    !(g->roles & IL_EP_SENDER))
+		if (il_credit_get(b, body, &cr) != 0 ||
+		    il_get32(d + IL_OFF_SENDER_ID) != ep->member_id || !(g->roles & IL_EP_SENDER))
 			break;
 		ep->st.credit_rx++;
 		/* limit_seq 0: no grant, only a resume notice (a group

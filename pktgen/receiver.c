@@ -83,9 +83,9 @@ static void send_nak(struct pg_state *s, unsigned r, unsigned gi, uint64_t first
 
 	if (last - first >= IL_NAK_MAX_SPAN)
 		last = first + IL_NAK_MAX_SPAN - 1;
-	uint8_t *b = pg_ctl_frame(s, &m, gi,
-				  (struct il_hdr_fields){ .type = IL_T_NAK, .sender_id = 0x10000u + r },
-				  0x0a010000u | (r + 1), (uint16_t)(6000 + r), IL_RANGE_LEN);
+	struct il_hdr_fields h = { .type = IL_T_NAK, .sender_id = 0x10000u + r };
+	uint8_t *b = pg_ctl_frame(s, &m, gi, h, 0x0a010000u | (r + 1), (uint16_t)(6000 + r),
+				  IL_RANGE_LEN);
 	if (!b) {
 		s->naks_tx_fail++;
 		return;

@@ -86,7 +86,8 @@ static void frames(void)
 		  "\"delta_us\": 1500, \"loss_ppm\": 25000}", 0);
 	/* STABLE */
 	h = (struct il_hdr_fields){ .type = IL_T_STABLE, .flags = IL_F_STAMPED | IL_F_STABLE_VALID,
-				    .group_id = 2, .epoch = 5, .global_seq = 101, .stable_seq = 90 };
+				    .group_id = 2, .epoch = 5, .global_seq = 101,
+				    .stable_seq = 90 };
 	b = il_stable_put(il_frame_put(f, &path, 0, &h, IL_STABLE_LEN), 4);
 	frame_out(&h, f, b, "{\"view_id\": 4, \"reserved\": 0}", 0);
 	/* JOIN, LEAVE, HEARTBEAT */

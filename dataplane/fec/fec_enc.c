@@ -185,21 +185,22 @@ size_t il_fec_enc_footprint(const struct il_fec_enc *e)
 static void put_headers(const struct il_fec_enc *e, uint8_t *h, unsigned layer,
 			const struct enc_bin *b, unsigned row)
 {
-	uint8_t *body = il_hdr_put(h, &(struct il_hdr_fields){ .type = IL_T_FEC_REPAIR,
-							       .group_id = e->cfg.link_id,
-							       .sender_id = e->cfg.sender_id,
-							       .epoch = e->cfg.epoch,
-							       .sender_seq = e->seq });
+	const struct il_hdr_fields hf = { .type = IL_T_FEC_REPAIR,
+					  .group_id = e->cfg.link_id,
+					  .sender_id = e->cfg.sender_id,
+					  .epoch = e->cfg.epoch,
+					  .sender_seq = e->seq };
+	const struct il_fec_fields ff = { .code = e->cfg.code,
+					  .layer = (uint8_t)(e->rows > 1 ? row : layer),
+					  .rate_r = e->cfg.r,
+					  .rate_c = e->cfg.c,
+					  .count = (uint8_t)b->n,
+					  .interleave = e->layer[layer].i,
+					  .xor_len = b->xor_len,
+					  .len_code = b->len_code[row],
+					  .x_first = b->x_first };
 
-	il_fec_body_put(body, &(struct il_fec_fields){ .code = e->cfg.code,
-						       .layer = (uint8_t)(e->rows > 1 ? row : layer),
-						       .rate_r = e->cfg.r,
-						       .rate_c = e->cfg.c,
-						       .count = (uint8_t)b->n,
-						       .interleave = e->layer[layer].i,
-						       .xor_len = b->xor_len,
-						       .len_code = b->len_code[row],
-						       .x_first = b->x_first });
+	il_fec_body_put(il_hdr_put(h, &hf), &ff);
 }
 
 /* Send the repair(s) of bin b and empty it. */

@@ -86,15 +86,13 @@ static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const 
 		memcpy(path.dst_mac, nak_frame + 6, 6);
 		path.dst_ip = il_get32(nak_frame + nm->l3_off + 12); /* the NAK's source */
 	}
-	uint8_t *b = il_frame_put(f, &path, 0,
-				  &(struct il_hdr_fields){
-					  .type = IL_T_UNAVAIL,
-					  .group_id = app->groups[gi].id,
-					  .sender_id = il_get32(nak_frame + nm->il_off + IL_OFF_SENDER_ID),
-					  .epoch = k->seq->epoch,
-					  .global_seq = il_seq_hist_low(k->seq, gi),
-				  },
-				  IL_RANGE_LEN);
+	/* sender_id echoes the requester */
+	struct il_hdr_fields h = { .type = IL_T_UNAVAIL,
+				   .group_id = app->groups[gi].id,
+				   .sender_id = il_get32(nak_frame + nm->il_off + IL_OFF_SENDER_ID),
+				   .epoch = k->seq->epoch,
+				   .global_seq = il_seq_hist_low(k->seq, gi) };
+	uint8_t *b = il_frame_put(f, &path, 0, &h, IL_RANGE_LEN);
 	il_range_put(b, first, last);
 	il_udp_csum_set(f + IL_ETH_HLEN); /* 0 goes out as 0xffff */
 	st->ctr[NAK_C_UNAVAIL_SENT]++;

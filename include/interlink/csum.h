@@ -88,8 +88,9 @@ static inline int il_ipv4_l4_csum_ok(const uint8_t *ip)
 	pseudo[9] = ip[9];
 	pseudo[10] = (uint8_t)((tot - ihl) >> 8);
 	pseudo[11] = (uint8_t)(tot - ihl);
-	return il_csum_fold(il_csum_sum(pseudo, sizeof(pseudo), il_csum_sum(ip + ihl, tot - ihl, 0))) ==
-	       0xffff;
+	uint32_t sum = il_csum_sum(ip + ihl, tot - ihl, 0);
+
+	return il_csum_fold(il_csum_sum(pseudo, sizeof(pseudo), sum)) == 0xffff;
 }
 
 struct il_csum_delta {

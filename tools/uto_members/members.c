@@ -185,10 +185,9 @@ static void tx_commit(struct txq *q, unsigned len)
 
 static void send_member(uint8_t type, uint32_t id, uint32_t roles, uint32_t inc)
 {
+	struct il_hdr_fields h = { .type = type, .sender_id = id, .epoch = epoch };
 	uint8_t *b;
-	unsigned len = frame(tx_slot(&q_in),
-			     (struct il_hdr_fields){ .type = type, .sender_id = id, .epoch = epoch },
-			     IL_MEMBER_MSG_LEN, 0x0a000000u | id, &b);
+	unsigned len = frame(tx_slot(&q_in), h, IL_MEMBER_MSG_LEN, 0x0a000000u | id, &b);
 
 	il_member_put(b, roles, inc);
 	tx_commit(&q_in, len);
