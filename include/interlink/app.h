@@ -145,6 +145,8 @@ static inline struct rte_mbuf *il_app_frame_alloc(const struct il_app *app, uint
 int il_worker_main(void *arg);
 /* The app the telemetry callbacks read. */
 void il_telemetry_register(struct il_app *app);
+/* /interlink/stages, /interlink/counters, /interlink/groups (stats_layout.c). */
+void il_telemetry_layout_register(const struct il_app *app);
 void il_status_line(struct il_app *app, double elapsed_s, double dt_s);
 void il_summary(struct il_app *app, double elapsed_s, const char *json_path);
 
