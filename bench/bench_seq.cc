@@ -15,14 +15,13 @@
 extern "C" {
 #include <rte_cycles.h>
 #include <rte_eal.h>
-#include <rte_ip.h>
 #include <rte_mbuf.h>
-#include <rte_udp.h>
 
 #include <interlink/app.h>
 #include <interlink/frame.h>
 #include <interlink/parse.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "seq.h"
 }
@@ -48,34 +47,32 @@ const char *kConfig =
 	"pool_size: 80000\n";
 // history 16384 x 2 groups: 32768 frames held, the rest of the pool cycles.
 
-// A native DATA frame: `msgs` messages of `size` bytes, group alternating.
-rte_mbuf *make_frame(unsigned i, unsigned msgs, unsigned size)
+// A native DATA frame: `msgs` messages of `size` bytes, group alternating;
+// with a UDP checksum or none.
+rte_mbuf *make_frame(unsigned i, unsigned msgs, unsigned size, bool csum = true)
 {
 	rte_mbuf *m = rte_pktmbuf_alloc(g_app.pool);
-	unsigned plen = IL_HDR_LEN + msgs * (IL_MSG_HDR_LEN + size);
-	auto *f = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, 42 + plen));
-	std::memset(f, 0, 42 + plen);
-	f[12] = 0x08;
-	auto *ip = reinterpret_cast<rte_ipv4_hdr *>(f + 14);
-	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16(28 + plen);
-	ip->time_to_live = 8;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->dst_addr = rte_cpu_to_be_32(0xef010101u + (i & 1));
-	auto *udp = reinterpret_cast<rte_udp_hdr *>(f + 34);
-	udp->dst_port = rte_cpu_to_be_16(7400);
-	udp->dgram_len = rte_cpu_to_be_16(8 + plen);
-	uint8_t *h = f + 42;
-	h[0] = IL_VERSION;
-	h[1] = IL_T_DATA;
-	h[2] = IL_HDR_LEN;
-	il_put16(h + IL_OFF_GROUP_ID, 1 + (i & 1));
-	il_put16(h + IL_OFF_MSG_COUNT, msgs);
-	il_put32(h + IL_OFF_SENDER_ID, i % 8);
-	il_put64(h + IL_OFF_SENDER_SEQ, i);
-	for (unsigned k = 0; k < msgs; k++)
-		il_put16(h + IL_HDR_LEN + k * (IL_MSG_HDR_LEN + size), size);
-	udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+	const unsigned body = msgs * (IL_MSG_HDR_LEN + size);
+	auto *f = reinterpret_cast<uint8_t *>(
+		rte_pktmbuf_append(m, uint16_t(IL_UDP_HDRS_LEN + IL_HDR_LEN + body)));
+	il_path p{};
+	p.dst_ip = 0xef010101u + (i & 1);
+	p.dst_port = 7400;
+	p.ttl = 8;
+	il_hdr_fields h{};
+	h.type = IL_T_DATA;
+	h.group_id = uint16_t(1 + (i & 1));
+	h.msg_count = uint16_t(msgs);
+	h.sender_id = i % 8;
+	h.sender_seq = i;
+	uint8_t *r = il_frame_put(f, &p, 0, &h, uint16_t(body));
+	for (unsigned k = 0; k < msgs; k++) {
+		r = il_rec_put(r, uint16_t(size));
+		std::memset(r, 0, size);
+		r += size;
+	}
+	if (csum)
+		il_udp_csum_set(f + IL_ETH_HLEN);
 	return m;
 }
 
@@ -151,11 +148,8 @@ void BM_ParseStampHistory(benchmark::State &state)
 	// range(2): 16384 frames of history per group (victims cold), or 32 (hot).
 	il_stage *sq = state.range(2) == 32 ? g_sq32 : g_sq;
 	std::vector<rte_mbuf *> tmpl;
-	for (unsigned i = 0; i < 64; i++) {
-		tmpl.push_back(make_frame(i, msgs, 64));
-		if (!csum)
-			rte_pktmbuf_mtod_offset(tmpl.back(), rte_udp_hdr *, 34)->dgram_cksum = 0;
-	}
+	for (unsigned i = 0; i < 64; i++)
+		tmpl.push_back(make_frame(i, msgs, 64, csum));
 	rte_mbuf *burst[IL_BURST_CAP];
 	uint64_t n = 0, cyc = 0, c_cl = 0, c_sq = 0;
 	unsigned pos = 0;
@@ -197,8 +191,9 @@ void BM_StampUtoFifo(benchmark::State &state)
 	std::vector<rte_mbuf *> tmpl;
 	// The sequencer remembers each sender across runs of this function.
 	static uint64_t next[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+	// A new sender_seq per copy would break a UDP checksum: none.
 	for (unsigned i = 0; i < 64; i++)
-		tmpl.push_back(make_frame(i, 1, 64));
+		tmpl.push_back(make_frame(i, 1, 64, false));
 	rte_mbuf *burst[IL_BURST_CAP];
 	uint64_t n = 0, cyc = 0, c_sq = 0, fed = 0;
 	unsigned pos = 0;
@@ -213,10 +208,8 @@ void BM_StampUtoFifo(benchmark::State &state)
 			rte_mbuf *t = tmpl[(pos + i) & 63];
 			auto *f = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(burst[i], t->data_len));
 			std::memcpy(f, rte_pktmbuf_mtod(t, void *), t->data_len);
-			// A new sender_seq would break the UDP checksum: none.
-			reinterpret_cast<rte_udp_hdr *>(f + 34)->dgram_cksum = 0;
-			uint32_t snd = il_get32(f + 42 + IL_OFF_SENDER_ID) & 7;
-			il_put64(f + 42 + IL_OFF_SENDER_SEQ, fifo ? next[snd]++ : 0);
+			uint32_t snd = il_get32(f + IL_UDP_HDRS_LEN + IL_OFF_SENDER_ID) & 7;
+			il_put64(f + IL_UDP_HDRS_LEN + IL_OFF_SENDER_SEQ, fifo ? next[snd]++ : 0);
 		}
 		pos += 32;
 		fed += 32;
