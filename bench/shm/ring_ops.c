@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * Ring operations for bench_shm_ring.cc, on the control channel's API and
- * on the FT-TCP ring's inline functions.
+ * Ring operations for bench_shm_ring.cc, through the control channel's API
+ * and the FT-TCP rings' handles, as their users make them.
  */
 #include <stdalign.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +10,8 @@
 #include <unistd.h>
 
 #include <interlink/chan.h>
+#include <interlink/ftcp_ring.h>
 
-#include "ftcp_proto.h"
 #include "ring_ops.h"
 
 #define MAX_BURST 256u
@@ -24,11 +23,10 @@ struct ring_bench {
 	enum ring_kind kind;
 	char path[128];
 	struct il_chan *dp, *ctl;
-	struct ftc_ring_hdr *prod, *cons; /* two mappings, as two processes have */
+	struct ftc_ring *dp_ft, *logger; /* the two ends, as two processes have them */
 	void *spacer;
 	struct {
-		alignas(128) uint64_t head, cached_tail;
-		struct il_cmsg msgs[MAX_BURST];
+		alignas(128) struct il_cmsg msgs[MAX_BURST];
 		uint8_t payload[2048];
 		volatile unsigned sink;
 	} p;
@@ -71,12 +69,12 @@ struct ring_bench *rb_open(enum ring_kind kind)
 			b->p.msgs[i].u.ack.cum_seq = i;
 		}
 	} else {
-		b->prod = ftc_ring_open(b->path, FTCP_UP_BYTES, err, sizeof(err));
-		b->cons = b->prod ? ftc_ring_open(b->path, 0, err, sizeof(err)) : NULL;
-		if (b->cons == NULL)
+		b->dp_ft = ftc_ring_open(b->path, FTCP_UP_BYTES, FTC_DATAPLANE, err, sizeof(err));
+		b->spacer = b->dp_ft ? malloc(256) : NULL;
+		b->logger = b->spacer ? ftc_ring_open(b->path, 0, FTC_LOGGER, err, sizeof(err))
+				      : NULL;
+		if (b->logger == NULL)
 			goto fail;
-		b->p.head = atomic_load(&b->prod->up_head);
-		b->p.cached_tail = atomic_load(&b->prod->up_tail);
 	}
 	return b;
 fail:
@@ -91,8 +89,8 @@ void rb_close(struct ring_bench *b)
 		return;
 	il_chan_close(b->dp);
 	il_chan_close(b->ctl);
-	ftc_ring_close(b->prod);
-	ftc_ring_close(b->cons);
+	ftc_ring_close(b->dp_ft);
+	ftc_ring_close(b->logger);
 	unlink(b->path);
 	free(b->spacer);
 	free(b);
@@ -105,13 +103,10 @@ static unsigned up_send(struct ring_bench *b, unsigned n, unsigned plen)
 	unsigned k;
 
 	for (k = 0; k < n; k++) {
-		uint64_t nh;
-		struct ftc_rec *r = (struct ftc_rec *)ftc_up_reserve(b->prod, b->p.head,
-								      &b->p.cached_tail, len, &nh);
-		if (r == NULL) {
-			b->prod->up_drops++;
+		struct ftc_rec *r = il_shm_reserve(&b->dp_ft->tx, len);
+
+		if (r == NULL)
 			break;
-		}
 		r->len = len;
 		r->type = FR_DATA;
 		r->plen = (uint16_t)plen;
@@ -124,31 +119,23 @@ static unsigned up_send(struct ring_bench *b, unsigned n, unsigned plen)
 		r->aux = 0;
 		r->ts_ns = 0;
 		memcpy(r + 1, b->p.payload, plen);
-		b->p.head = nh;
 	}
-	ftc_up_publish(b->prod, b->p.head);
-	b->p.sink += ftc_up_wants_wake(b->prod);
+	il_shm_publish(&b->dp_ft->tx);
+	b->p.sink += il_shm_wake_due(&b->dp_ft->tx);
 	return k;
 }
 
 static unsigned up_recv(struct ring_bench *b, unsigned n)
 {
-	struct ftc_ring_hdr *h = b->cons;
-	uint64_t tail = atomic_load_explicit(&h->up_tail, memory_order_relaxed);
-	uint64_t head = atomic_load_explicit(&h->up_head, memory_order_acquire);
+	const struct ftc_rec *r;
+	uint32_t len;
 	unsigned k = 0, sum = 0;
 
-	while (tail != head && k < n) {
-		const struct ftc_rec *r =
-			(const struct ftc_rec *)(ftc_up_data(h) + (tail & (h->up_size - 1)));
-
-		tail += r->len;
-		if (r->type == FR_PAD)
-			continue;
+	while (k < n && il_shm_rec_next(&b->logger->rx, (const void **)&r, &len) == 1) {
 		sum += r->type;
 		k++;
 	}
-	atomic_store_explicit(&h->up_tail, tail, memory_order_release);
+	il_shm_release(&b->logger->rx);
 	b->c.sink += sum;
 	return k;
 }
@@ -169,7 +156,7 @@ unsigned rb_send(struct ring_bench *b, unsigned n, unsigned plen)
 		for (; k < n; k++) {
 			struct ftc_down d = { .type = FD_STABLE, .a = k };
 
-			if (!ftc_down_send(b->cons, &d))
+			if (il_shm_send(&b->logger->tx, &d, 1) != 1)
 				break;
 		}
 		return k;
@@ -192,7 +179,7 @@ unsigned rb_recv(struct ring_bench *b, unsigned n)
 	case RB_FTCP_UP:
 		return up_recv(b, n);
 	case RB_FTCP_DOWN:
-		k = ftc_down_recv(b->prod, b->c.down_out, n);
+		k = il_shm_recv(&b->dp_ft->rx, b->c.down_out, n);
 		for (unsigned i = 0; i < k; i++)
 			sum += b->c.down_out[i].type;
 		break;

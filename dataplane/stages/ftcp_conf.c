@@ -133,11 +133,9 @@ static int ftcp_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	if (!f->h || !f->flows)
 		return ERR("cannot create the flow table of stage '%s' (%llu flows)", st->name,
 			   (unsigned long long)max_flows);
-	f->ring = ftc_ring_open(ring, (uint32_t)ring_size, err, errlen);
+	f->ring = ftc_ring_open(ring, (uint32_t)ring_size, FTC_DATAPLANE, err, errlen);
 	if (!f->ring)
 		return -1;
-	f->cached_tail = atomic_load(&f->ring->up_tail);
-	f->head = atomic_load(&f->ring->up_head);
 	f->hz = rte_get_tsc_hz();
 	f->linger_tsc = linger * f->hz / 1000;
 	f->syn_rto_tsc = f->hz / 5;
@@ -177,16 +175,18 @@ static unsigned ftcp_state(const struct il_stage *st, const char **keys, uint64_
 			   unsigned max)
 {
 	const struct ftcp *f = st->ctx;
+	struct il_shm_ring_stats rs;
 	unsigned n = 0;
 
 	if (!f || !f->ring || max < 3)
 		return 0;
+	il_shm_ring_stats(f->ring->up, &rs);
 	keys[n] = "strategy";
 	vals[n++] = (uint64_t)f->strategy;
 	keys[n] = "ring_bytes_queued";
-	vals[n++] = atomic_load(&f->ring->up_head) - atomic_load(&f->ring->up_tail);
+	vals[n++] = rs.head - rs.tail;
 	keys[n] = "ring_drops";
-	vals[n++] = f->ring->up_drops;
+	vals[n++] = rs.drops;
 	return n;
 }
 
