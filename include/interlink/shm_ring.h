@@ -190,7 +190,8 @@ static inline unsigned il_shm_send(struct il_shm_prod *p, const void *msgs, unsi
 		off = (uint32_t)(p->head & (p->size - 1));
 		part = p->size - off < bytes ? p->size - off : (uint32_t)bytes;
 		memcpy(r->data + off, msgs, part);
-		memcpy(r->data, (const unsigned char *)msgs + part, bytes - part);
+		if (bytes > part)
+			memcpy(r->data, (const unsigned char *)msgs + part, bytes - part);
 		p->head += bytes;
 		/* Release: the data is written before the consumer can see it. */
 		atomic_store_explicit(&r->prod.head, p->head, memory_order_release);
@@ -227,7 +228,8 @@ static inline unsigned il_shm_recv(struct il_shm_cons *c, void *msgs, unsigned n
 	off = (uint32_t)(c->tail & (c->size - 1));
 	part = c->size - off < bytes ? c->size - off : (uint32_t)bytes;
 	memcpy(msgs, r->data + off, part);
-	memcpy((unsigned char *)msgs + part, r->data, bytes - part);
+	if (bytes > part)
+		memcpy((unsigned char *)msgs + part, r->data, bytes - part);
 	c->tail += bytes;
 	/* Release: the reads are done before the producer may overwrite. */
 	atomic_store_explicit(&r->cons.tail, c->tail, memory_order_release);
@@ -277,6 +279,7 @@ static inline void il_shm_publish(struct il_shm_prod *p)
 static inline int il_shm_rec_next(struct il_shm_cons *c, const void **rec, uint32_t *len)
 {
 	uint32_t off, room_end, l;
+	uint64_t avail;
 
 	for (;;) {
 		if (c->tail == c->cached_head) {
@@ -289,22 +292,24 @@ static inline int il_shm_rec_next(struct il_shm_cons *c, const void **rec, uint3
 		}
 		off = (uint32_t)(c->tail & (c->size - 1));
 		room_end = c->size - off;
+		avail = c->cached_head - c->tail;
 		memcpy(&l, c->r->data + off, sizeof(l));
-		if (l == (IL_SHM_REC_PAD | room_end) && c->cached_head - c->tail >= room_end) {
+		/* A record lies within what was published and before the end
+		 * (the pad word, with its high bit, fails the first test). */
+		if (l <= room_end && l <= avail && l >= sizeof(l) && l % IL_SHM_REC_ALIGN == 0) {
+			*rec = c->r->data + off;
+			*len = l;
+			c->tail += l;
+			return 1;
+		}
+		if (l == (IL_SHM_REC_PAD | room_end) && avail >= room_end) {
 			c->tail += room_end;
 			continue;
 		}
-		if (l < sizeof(l) || l % IL_SHM_REC_ALIGN || l > room_end ||
-		    l > c->cached_head - c->tail) {
-			*rec = NULL;
-			*len = l;
-			c->tail = c->cached_head;
-			return -1;
-		}
-		*rec = c->r->data + off;
+		*rec = NULL;
 		*len = l;
-		c->tail += l;
-		return 1;
+		c->tail = c->cached_head;
+		return -1;
 	}
 }
 
