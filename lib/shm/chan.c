@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdalign.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +22,7 @@
 #include <unistd.h>
 
 #include <interlink/chan.h>
+#include <interlink/err.h>
 #include <interlink/shm_file.h>
 
 enum { RING_UP = 0, RING_DOWN = 1 };
@@ -62,19 +62,6 @@ static uint64_t now_ns(clockid_t clk)
 
 	clock_gettime(clk, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 static bool slots_ok(uint32_t n)
@@ -117,7 +104,7 @@ static int side_claim(struct il_chan *ch, const char *path, char *err, size_t er
 
 	for (;;) {
 		if (cur == self || pid_alive(cur)) {
-			seterr(err, errlen, "%s: the %s side is already attached by pid %d", path,
+			il_err(err, errlen, "%s: the %s side is already attached by pid %d", path,
 			       ch->side == IL_CHAN_DATAPLANE ? "data-plane" : "control",
 			       (int)cur);
 			return -1;
@@ -137,18 +124,18 @@ int il_chan_open(const char *path, enum il_chan_side side, const struct il_chan_
 
 	*out = NULL;
 	if (side != IL_CHAN_DATAPLANE && side != IL_CHAN_CONTROL) {
-		seterr(err, errlen, "bad channel side %d", (int)side);
+		il_err(err, errlen, "bad channel side %d", (int)side);
 		return -1;
 	}
 	if (params != NULL && (!slots_ok(params->up_slots) || !slots_ok(params->down_slots))) {
-		seterr(err, errlen,
+		il_err(err, errlen,
 		       "ring sizes %u/%u: each must be a power of two from %u to %u",
 		       params->up_slots, params->down_slots, IL_CHAN_MIN_SLOTS, IL_CHAN_MAX_SLOTS);
 		return -1;
 	}
 	ch = calloc(1, sizeof(*ch));
 	if (ch == NULL) {
-		seterr(err, errlen, "out of memory");
+		il_err(err, errlen, "out of memory");
 		return -1;
 	}
 	ch->side = side;
@@ -157,13 +144,13 @@ int il_chan_open(const char *path, enum il_chan_side side, const struct il_chan_
 	if (il_shm_file_open(path, &spec, params != NULL, &ch->f, err, errlen) != 0)
 		goto fail;
 	if (!slots_ok(slots_of(ch, RING_UP)) || !slots_ok(slots_of(ch, RING_DOWN))) {
-		seterr(err, errlen, "%s: corrupt header (ring sizes %u/%u)", path,
+		il_err(err, errlen, "%s: corrupt header (ring sizes %u/%u)", path,
 		       slots_of(ch, RING_UP), slots_of(ch, RING_DOWN));
 		goto fail;
 	}
 	if (params != NULL && (slots_of(ch, RING_UP) != params->up_slots ||
 			       slots_of(ch, RING_DOWN) != params->down_slots)) {
-		seterr(err, errlen,
+		il_err(err, errlen,
 		       "%s: exists with %u up / %u down slots, %u / %u asked; remove it or ask for its sizes",
 		       path, slots_of(ch, RING_UP), slots_of(ch, RING_DOWN), params->up_slots,
 		       params->down_slots);
@@ -370,7 +357,7 @@ static int sock_addr(const char *path, struct sockaddr_un *sa, char *err, size_t
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
 	if (strlen(path) >= sizeof(sa->sun_path)) {
-		seterr(err, errlen, "%s: socket path longer than %zu bytes", path,
+		il_err(err, errlen, "%s: socket path longer than %zu bytes", path,
 		       sizeof(sa->sun_path) - 1);
 		return -1;
 	}
@@ -390,18 +377,18 @@ int il_chan_wake_listen(const char *sock_path, char *err, size_t errlen)
 	 * fail; anything that is not a socket is not ours to delete. */
 	if (lstat(sock_path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
-			seterr(err, errlen, "%s: exists and is not a socket", sock_path);
+			il_err(err, errlen, "%s: exists and is not a socket", sock_path);
 			return -1;
 		}
 		unlink(sock_path);
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		seterr(err, errlen, "socket: %s", strerror(errno));
+		il_err(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 16) != 0) {
-		seterr(err, errlen, "%s: cannot listen: %s", sock_path, strerror(errno));
+		il_err(err, errlen, "%s: cannot listen: %s", sock_path, strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -450,12 +437,12 @@ int il_chan_wake_fetch(const char *sock_path, uint64_t *inc, char *err, size_t e
 		return -1;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		seterr(err, errlen, "socket: %s", strerror(errno));
+		il_err(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		seterr(err, errlen, "%s: cannot connect: %s", sock_path, strerror(errno));
+		il_err(err, errlen, "%s: cannot connect: %s", sock_path, strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -469,7 +456,7 @@ int il_chan_wake_fetch(const char *sock_path, uint64_t *inc, char *err, size_t e
 	    c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
 		memcpy(&efd, CMSG_DATA(c), sizeof(int));
 	if (efd < 0) {
-		seterr(err, errlen, "%s: no eventfd received (%s)", sock_path,
+		il_err(err, errlen, "%s: no eventfd received (%s)", sock_path,
 		       n < 0 ? strerror(errno) : "short or malformed reply");
 		return -1;
 	}

@@ -2,10 +2,10 @@
  * The FT-TCP ring file, shared by the data plane and the logger
  * (interlink-control): two shared-memory rings in one file.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <interlink/err.h>
 #include <interlink/ftcp_ring.h>
 
 enum { RING_UP = 0, RING_DOWN = 1 };
@@ -27,7 +27,7 @@ struct ftc_ring *ftc_ring_open(const char *path, uint32_t up_size, enum ftc_side
 	int tx, rx;
 
 	if (r == NULL) {
-		snprintf(err, errlen, "ftcp ring '%s': out of memory", path);
+		il_err(err, errlen, "ftcp ring '%s': out of memory", path);
 		return NULL;
 	}
 	memcpy(spec.magic, FTC_RING_MAGIC, sizeof(spec.magic));

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <interlink/err.h>
 #include <interlink/shm_file.h>
 
 #define HDR_BYTES 128u
@@ -75,7 +76,7 @@ static int create(const char *path, const struct il_shm_spec *s, char *err, size
 	for (uint32_t i = 0; i < s->n_rings; i++) {
 		if (!pow2(s->ring[i].bytes) || !pow2(s->ring[i].unit) ||
 		    s->ring[i].unit > s->ring[i].bytes) {
-			snprintf(err, errlen, "%s: ring %u: %u bytes of %u-byte units is not a ring",
+			il_err(err, errlen, "%s: ring %u: %u bytes of %u-byte units is not a ring",
 				 path, i, s->ring[i].bytes, s->ring[i].unit);
 			return -1;
 		}
@@ -87,23 +88,23 @@ static int create(const char *path, const struct il_shm_spec *s, char *err, size
 	layout(&h, s->ring, s->n_rings, s->user_bytes);
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", path, (int)getpid(),
 		     atomic_fetch_add(&counter, 1)) >= (int)sizeof(tmp)) {
-		snprintf(err, errlen, "%s: path too long", path);
+		il_err(err, errlen, "%s: path too long", path);
 		return -1;
 	}
 	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: cannot create the %s (as %s): %s", path, s->what, tmp,
+		il_err(err, errlen, "%s: cannot create the %s (as %s): %s", path, s->what, tmp,
 			 strerror(errno));
 		return -1;
 	}
 	if (ftruncate(fd, (off_t)h.total_size) != 0) {
-		snprintf(err, errlen, "%s: cannot size to %llu bytes: %s", tmp,
+		il_err(err, errlen, "%s: cannot size to %llu bytes: %s", tmp,
 			 (unsigned long long)h.total_size, strerror(errno));
 		goto fail;
 	}
 	map = mmap(NULL, h.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
-		snprintf(err, errlen, "%s: mmap: %s", tmp, strerror(errno));
+		il_err(err, errlen, "%s: mmap: %s", tmp, strerror(errno));
 		goto fail;
 	}
 	/* ftruncate zero-filled the rest: indices, counters, the user area. */
@@ -115,7 +116,7 @@ static int create(const char *path, const struct il_shm_spec *s, char *err, size
 	close(fd);
 	rc = link(tmp, path);
 	if (rc != 0 && errno != EEXIST) {
-		snprintf(err, errlen, "%s: cannot link into place: %s", path, strerror(errno));
+		il_err(err, errlen, "%s: cannot link into place: %s", path, strerror(errno));
 		unlink(tmp);
 		return -1;
 	}
@@ -137,30 +138,30 @@ static int check(const struct file_hdr *h, uint64_t file_size, const char *path,
 	struct file_hdr want;
 
 	if (memcmp(h->magic, s->magic, sizeof(h->magic)) != 0) {
-		snprintf(err, errlen, "%s: not an Interlink %s (bad magic)", path, s->what);
+		il_err(err, errlen, "%s: not an Interlink %s (bad magic)", path, s->what);
 		return -1;
 	}
 	if (h->shm_version != IL_SHM_FILE_VERSION || h->version != s->version) {
-		snprintf(err, errlen,
+		il_err(err, errlen,
 			 "%s: %s layout version %u.%u; this build speaks version %u.%u (remove the file)",
 			 path, s->what, h->shm_version, h->version, IL_SHM_FILE_VERSION,
 			 s->version);
 		return -1;
 	}
 	if (h->n_rings != s->n_rings || h->user_bytes != s->user_bytes) {
-		snprintf(err, errlen, "%s: corrupt header (%u rings, %u user bytes)", path,
+		il_err(err, errlen, "%s: corrupt header (%u rings, %u user bytes)", path,
 			 h->n_rings, h->user_bytes);
 		return -1;
 	}
 	for (uint32_t i = 0; i < h->n_rings; i++) {
 		if (h->ring[i].unit != s->ring[i].unit) {
-			snprintf(err, errlen,
+			il_err(err, errlen,
 				 "%s: ring %u holds %u-byte messages; this build uses %u (remove the file)",
 				 path, i, h->ring[i].unit, s->ring[i].unit);
 			return -1;
 		}
 		if (!pow2(h->ring[i].bytes) || h->ring[i].bytes < h->ring[i].unit) {
-			snprintf(err, errlen, "%s: corrupt header (ring %u: %u bytes)", path, i,
+			il_err(err, errlen, "%s: corrupt header (ring %u: %u bytes)", path, i,
 				 h->ring[i].bytes);
 			return -1;
 		}
@@ -171,7 +172,7 @@ static int check(const struct file_hdr *h, uint64_t file_size, const char *path,
 	layout(&want, g, h->n_rings, h->user_bytes);
 	if (memcmp(want.ring, h->ring, sizeof(want.ring)) != 0 || h->user_off != want.user_off ||
 	    h->total_size != want.total_size || file_size != want.total_size) {
-		snprintf(err, errlen, "%s: corrupt header (offsets or size disagree with ring sizes)",
+		il_err(err, errlen, "%s: corrupt header (offsets or size disagree with ring sizes)",
 			 path);
 		return -1;
 	}
@@ -188,7 +189,7 @@ int il_shm_file_open(const char *path, const struct il_shm_spec *spec, int creat
 
 	memset(f, 0, sizeof(*f));
 	if (spec->n_rings == 0 || spec->n_rings > IL_SHM_MAX_RINGS) {
-		snprintf(err, errlen, "%s: %u rings asked, 1 to %u possible", path, spec->n_rings,
+		il_err(err, errlen, "%s: %u rings asked, 1 to %u possible", path, spec->n_rings,
 			 IL_SHM_MAX_RINGS);
 		return -1;
 	}
@@ -196,19 +197,19 @@ int il_shm_file_open(const char *path, const struct il_shm_spec *spec, int creat
 		return -1;
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: cannot open the %s: %s", path, spec->what,
+		il_err(err, errlen, "%s: cannot open the %s: %s", path, spec->what,
 			 strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) != 0 || (size_t)st.st_size < HDR_BYTES) {
-		snprintf(err, errlen, "%s: not an Interlink %s (too short)", path, spec->what);
+		il_err(err, errlen, "%s: not an Interlink %s (too short)", path, spec->what);
 		close(fd);
 		return -1;
 	}
 	map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (map == MAP_FAILED) {
-		snprintf(err, errlen, "%s: mmap: %s", path, strerror(errno));
+		il_err(err, errlen, "%s: mmap: %s", path, strerror(errno));
 		return -1;
 	}
 	h = map;
