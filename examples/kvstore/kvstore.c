@@ -2,9 +2,9 @@
  * il-kvstore: a replicated key-value store on libinterlink (docs/libinterlink.md).
  *
  *   il-kvstore writer  --tx IF --rx IF --id N --count C [--keys K] [--seed S]
- *                      [--rate PUTS_PER_S]
+ *                      [--rate PUTS_PER_S] [--status FILE]
  *   il-kvstore replica --tx IF --rx IF --id N --listen IP:PORT [--peer IP:PORT]...
- *                      [--recover] [--keys K] [--status FILE]
+ *                      [--recover] [--keys K] [--status FILE] [--log FILE]
  *
  * Writers send PUT(key, value) messages to the group. Replicas apply them
  * in uniform total order (the UTO callback): a PUT is applied only once
@@ -75,7 +75,7 @@ static void usage(void)
 		"usage: il-kvstore writer|replica --tx IF --rx IF --id N [--group G] [--mcast ADDR]\n"
 		"       writer:  --count C [--keys K] [--seed S] [--rate PUTS_PER_S] [--status FILE]\n"
 		"       replica: --listen IP:PORT [--peer IP:PORT]... [--recover] [--keys K]\n"
-		"                [--status FILE]\n");
+		"                [--status FILE] [--log FILE]\n");
 	exit(2);
 }
 
@@ -88,7 +88,7 @@ static void parse(int argc, char **argv)
 		{ "group", 1, 0, 'g' },	 { "mcast", 1, 0, 'm' },  { "count", 1, 0, 'c' },
 		{ "keys", 1, 0, 'k' },	 { "seed", 1, 0, 's' },	  { "status", 1, 0, 'S' },
 		{ "listen", 1, 0, 'l' }, { "peer", 1, 0, 'p' },	  { "recover", 0, 0, 'R' },
-		{ "rate", 1, 0, 'q' },
+		{ "rate", 1, 0, 'q' },	 { "log", 1, 0, 'L' },
 		{ 0, 0, 0, 0 },
 	};
 	struct opts *o = &kv_opts;
@@ -105,6 +105,7 @@ static void parse(int argc, char **argv)
 		case 'k': o->keys = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 's': o->seed = strtoull(optarg, NULL, 0); break;
 		case 'S': o->status = optarg; break;
+		case 'L': o->log = optarg; break;
 		case 'l':
 			if (parse_addr(optarg, &o->listen))
 				usage();
@@ -163,11 +164,36 @@ static uint64_t rng_next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
+/* What the writer has done so far: PUTs sent, and of them the ones not yet
+ * known stable (held by every live replica). Rewritten while it runs, so
+ * that whoever kills it knows which PUTs it had been told were stable. */
+static void writer_status(struct il_ep *ep, uint64_t sent, bool final)
+{
+	const struct opts *o = &kv_opts;
+	struct il_ep_stats st;
+	char tmp[512];
+	FILE *f;
+
+	if (o->status == NULL)
+		return;
+	il_ep_get_stats(ep, &st);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", o->status);
+	f = fopen(tmp, "w");
+	if (f == NULL)
+		return;
+	fprintf(f, "{\"id\": %u, \"sent\": %lu, \"pending\": %lu, \"frames\": %lu, "
+		"\"packed\": %lu, \"deferred\": %lu, \"final\": %s}\n", o->id, sent,
+		il_ep_pending(ep, o->group), st.data_tx, st.msgs_packed, st.msgs_deferred,
+		final ? "true" : "false");
+	fclose(f);
+	rename(tmp, o->status);
+}
+
 static int writer(void)
 {
 	const struct opts *o = &kv_opts;
 	struct il_ep *ep = open_ep();
-	uint64_t rng = o->seed * 1000003u + o->id, sent = 0, t0 = now_ms();
+	uint64_t rng = o->seed * 1000003u + o->id, sent = 0, t0 = now_ms(), shown = 0;
 	uint64_t burst = o->rate >= 10 ? o->rate / 10 : 1;
 	int rc = il_ep_join(ep, o->group, o->mcast, IL_EP_SENDER, NULL, NULL);
 
@@ -178,6 +204,10 @@ static int writer(void)
 	while (!stop && sent < o->count) {
 		uint8_t put[KV_PUT_LEN];
 
+		if (now_ms() - shown >= 200) {
+			writer_status(ep, sent, false);
+			shown = now_ms();
+		}
 		if (o->rate && sent % burst == 0) {
 			/* Ten bursts a second: burst number sent/burst is due
 			 * sent/rate seconds after t0. */
@@ -193,6 +223,8 @@ static int writer(void)
 		kv_put_encode(put, (uint32_t)(r % o->keys), rng_next(&rng) | 1);
 		rc = il_ep_send(ep, o->group, put, sizeof(put));
 		if (rc == -EAGAIN) {
+			/* The PUT is not sent: draw it again, the same one. */
+			rng -= 2 * 0x9e3779b97f4a7c15ull;
 			il_ep_poll(ep, 1000);
 			continue;
 		}
@@ -205,8 +237,13 @@ static int writer(void)
 	}
 	/* Done when every PUT is stable: held by every live replica. */
 	uint64_t deadline = now_ms() + 120000;
-	while (!stop && il_ep_pending(ep, o->group) > 0 && now_ms() < deadline)
+	while (!stop && il_ep_pending(ep, o->group) > 0 && now_ms() < deadline) {
 		il_ep_poll(ep, 2000);
+		if (now_ms() - shown >= 200) {
+			writer_status(ep, sent, false);
+			shown = now_ms();
+		}
+	}
 	uint64_t pending = il_ep_pending(ep, o->group);
 	struct il_ep_stats st;
 
@@ -215,15 +252,7 @@ static int writer(void)
 	       "credits %lu, sync sends %lu, failed sends %lu, re-sent %lu (epochs %lu)\n", o->id,
 	       sent, pending, (double)(now_ms() - t0) / 1e3, st.data_tx, st.msgs_packed,
 	       st.msgs_deferred, st.credit_rx, st.tx_sync, st.tx_fail, st.resent, st.epochs);
-	if (o->status) {
-		FILE *f = fopen(o->status, "w");
-		if (f) {
-			fprintf(f, "{\"id\": %u, \"sent\": %lu, \"pending\": %lu, \"frames\": %lu, "
-				"\"packed\": %lu, \"deferred\": %lu}\n", o->id, sent, pending,
-				st.data_tx, st.msgs_packed, st.msgs_deferred);
-			fclose(f);
-		}
-	}
+	writer_status(ep, sent, true);
 	il_ep_close(ep);
 	return pending == 0 && sent == o->count ? 0 : 1;
 }
