@@ -32,6 +32,7 @@ static const char *const seq_counter_names[SEQ_C_COUNT] = {
 	[SEQ_C_DROP_FIFO_GAP] = "drop_fifo_gap",
 	[SEQ_C_FIFO_TABLE_FULL] = "fifo_table_full",
 	[SEQ_C_FIFO_RESETS] = "fifo_resets",
+	[SEQ_C_RESTAMPED] = "restamped_frames",
 };
 
 struct raw_key {
@@ -74,6 +75,12 @@ static inline uint64_t sum8(const uint8_t *p)
 	return (v & 0xffffffffu) + (v >> 32);
 }
 
+/* Native DATA: epoch, global_seq, stable_seq and every flag are the
+ * appliance's to say, whatever the sender put there (a receiver trusts a
+ * watermark only the appliance may give): all are overwritten, and a frame
+ * that came in with flags, epoch or global_seq set is counted. The
+ * sender's own stable_seq (its oldest unstable message) was read by the
+ * FIFO check before this. */
 static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
 {
 	const struct il_meta *mt = il_meta(m);
@@ -82,26 +89,31 @@ static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rt
 	uint8_t *udp = base + mt->l4_off;
 	struct il_seq_group *g = &s->groups[mt->group_idx];
 	uint16_t cnt = il_get16(h + IL_OFF_MSG_COUNT);
-	uint64_t gs = g->next;
+	uint64_t gs = g->next, stable = 0, was_seq;
+	uint32_t was_epoch;
 	uint8_t fl = IL_F_STAMPED;
 	uint16_t ucs;
 
 	g->next += cnt;
-	if (s->uto)
+	if (s->uto) {
 		fl |= IL_F_STABLE_VALID;
+		stable = g->stable;
+		g->carried = g->stable;
+	}
+	memcpy(&was_epoch, h + IL_OFF_EPOCH, 4);
+	memcpy(&was_seq, h + IL_OFF_GLOBAL_SEQ, 8);
+	if (unlikely((h[IL_OFF_FLAGS] & IL_F_APPLIANCE_OWNED) | was_epoch | was_seq))
+		st->ctr[SEQ_C_RESTAMPED]++;
 	memcpy(&ucs, udp + 6, 2);
 	if (ucs) {
 		/* RFC 1624 over the words that change: bytes 0..15 of the header
 		 * (flags, epoch) and 24..39 (global_seq, stable_seq), summed 32
 		 * bits at a time: new - old = new + ~old in one's complement. */
 		uint64_t old = sum8(h) + sum8(h + 8) + sum8(h + 24) + sum8(h + 32);
-		h[IL_OFF_FLAGS] |= fl;
+		h[IL_OFF_FLAGS] = fl; /* the parser refused reserved bits */
 		il_put32(h + IL_OFF_EPOCH, s->epoch);
 		il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
-		if (s->uto) {
-			il_put64(h + IL_OFF_STABLE_SEQ, g->stable);
-			g->carried = g->stable;
-		}
+		il_put64(h + IL_OFF_STABLE_SEQ, stable);
 		uint64_t neu = sum8(h) + sum8(h + 8) + sum8(h + 24) + sum8(h + 32);
 		/* ~old as 16-bit words: fold old to 16 bits, then complement. */
 		old = (old & 0xffffffffu) + (old >> 32);
@@ -116,13 +128,10 @@ static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rt
 		ucs = il_udp_csum_fix((uint16_t)~acc);
 		memcpy(udp + 6, &ucs, 2);
 	} else {
-		h[IL_OFF_FLAGS] |= fl;
+		h[IL_OFF_FLAGS] = fl; /* the parser refused reserved bits */
 		il_put32(h + IL_OFF_EPOCH, s->epoch);
 		il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
-		if (s->uto) {
-			il_put64(h + IL_OFF_STABLE_SEQ, g->stable);
-			g->carried = g->stable;
-		}
+		il_put64(h + IL_OFF_STABLE_SEQ, stable);
 	}
 	hist_push(s, st, g, m, gs, cnt, il_get32(h + IL_OFF_SENDER_ID),
 		  il_get64(h + IL_OFF_SENDER_SEQ));

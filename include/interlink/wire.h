@@ -54,6 +54,9 @@ enum il_type {
 #define IL_F_STABLE_VALID 0x04 /* stable_seq carries a watermark */
 #define IL_F_RAW 0x08          /* header inserted by the appliance (raw mode) */
 #define IL_F_KNOWN_MASK 0x0f   /* bits 4..7 are reserved and must be zero */
+/* Every known flag is the appliance's to say: it overwrites all of them on
+ * each DATA frame it stamps, whatever the sender put there. */
+#define IL_F_APPLIANCE_OWNED IL_F_KNOWN_MASK
 
 /* Common header, 40 bytes. Offsets are part of the contract. */
 struct il_hdr {
