@@ -63,7 +63,7 @@ int main(void)
 	FIELD(il_view_member, roles, 1);
 	printf("  ],\n  \"view_sender\": [\n");
 	FIELD(il_view_sender, sender_id, 0);
-	FIELD(il_view_sender, reserved, 0);
+	FIELD(il_view_sender, incarnation, 0);
 	FIELD(il_view_sender, next_sender_seq, 1);
 	printf("  ],\n  \"credit\": [\n");
 	FIELD(il_credit, limit_seq, 0);
@@ -75,7 +75,7 @@ int main(void)
 	for (unsigned t = 1; t < IL_T_COUNT; t++)
 		printf("    \"%s\": %u%s\n", il_type_name(t), t, t + 1 < IL_T_COUNT ? "," : "");
 	printf("  },\n  \"flags\": {\"STAMPED\": %d, \"RETRANS\": %d, \"STABLE_VALID\": %d, "
-	       "\"RAW\": %d}\n}\n",
-	       IL_F_STAMPED, IL_F_RETRANS, IL_F_STABLE_VALID, IL_F_RAW);
+	       "\"RAW\": %d, \"FIFO_START\": %d}\n}\n",
+	       IL_F_STAMPED, IL_F_RETRANS, IL_F_STABLE_VALID, IL_F_RAW, IL_F_FIFO_START);
 	return 0;
 }

@@ -12,7 +12,7 @@ from scapy.packet import Raw
 
 from interlink import Interlink, il_data
 
-STAMPED, RETRANS, STABLE_VALID, RAW = 0x01, 0x02, 0x04, 0x08
+STAMPED, RETRANS, STABLE_VALID, RAW, FIFO_START = 0x01, 0x02, 0x04, 0x08, 0x10
 EPOCH = 4242
 
 # (flags, epoch, global_seq, stable_seq) as a sender sent them; counted as restamped?
@@ -20,7 +20,7 @@ FORGED = [
     ((STABLE_VALID, 0, 0, 1000), True),      # a forged watermark
     ((0, 0, 0, 5), False),                   # a sender's own stable_seq (its oldest unstable)
     ((RETRANS | RAW, 0, 0, 0), True),
-    ((STAMPED | STABLE_VALID, 7, 99, 3), True),  # a stamped frame looped back
+    ((STAMPED | STABLE_VALID | FIFO_START, 7, 99, 3), True),  # a stamped frame looped back
     ((0, 0, 0, 0), False),                   # an honest frame
 ]
 
@@ -80,8 +80,9 @@ def test_sender_cannot_forge_what_the_appliance_stamps(run_pcap, chan, control):
     for i, p in enumerate(data[:n]):
         il = p[Interlink]
         # Without a control stage: STAMPED only and stable_seq 0. With one: STABLE_VALID and the
-        # appliance's watermark (0 here), never the sender's 1000. A sender's RETRANS and RAW
-        # are gone.
+        # appliance's watermark (0 here), never the sender's 1000. A sender's RETRANS, RAW and
+        # FIFO_START are gone (FIFO_START is the appliance's mark of a new incarnation: none
+        # of these senders joined).
         assert int(il.flags) == base, (i, FORGED[i % len(FORGED)], int(il.flags))
         assert il.stable_seq == 0, (i, il.stable_seq)
         assert il.epoch == EPOCH and il.global_seq == i + 1

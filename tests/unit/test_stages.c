@@ -217,7 +217,7 @@ static void test_stamp_overwrites_what_the_sender_forged(void **state)
 		{ IL_F_STABLE_VALID, 0, 0, 1000, true },
 		{ 0, 0, 0, 5, false }, /* a sender's own stable_seq: legitimate, cleared */
 		{ IL_F_RETRANS | IL_F_RAW, 0, 0, 0, true },
-		{ IL_F_STAMPED | IL_F_STABLE_VALID, 0, 0, 0, true },
+		{ IL_F_STAMPED | IL_F_FIFO_START, 0, 0, 0, true },
 		{ 0, 999, 0, 0, true },
 		{ 0, 0, 123456, 0, true },
 		{ 0, 0, 0, 0, false },
