@@ -178,6 +178,18 @@ void il_status_line(struct il_app *app, double elapsed, double dt)
 	size_t off = 0;
 	uint64_t stamped = counter_sum(app, "stamped_msgs");
 
+	/* Nobody reads our stdout any more (a closed pipe): say so once on
+	 * stderr, and stop formatting lines for nobody. */
+	static bool gone;
+	if (gone)
+		return;
+	if (ferror(stdout)) {
+		gone = true;
+		fprintf(stderr, "interlink: writing to stdout failed; status lines stop, "
+			"forwarding goes on\n");
+		return;
+	}
+
 	off += (size_t)snprintf(buf + off, sizeof(buf) - off, "[%6.1fs]", elapsed);
 	for (unsigned p = 0; p < app->n_ports && off < sizeof(buf); p++) {
 		struct port_totals t;
@@ -221,8 +233,49 @@ void il_summary(struct il_app *app, double elapsed, const char *json_path)
 {
 	uint64_t stamped = counter_sum(app, "stamped_msgs");
 	uint64_t frames = counter_sum(app, "stamped_frames");
-	FILE *j = NULL;
+	/* The JSON file first: whatever befalls the text below (stdout a
+	 * closed pipe) cannot cost it. */
+	FILE *j = json_path ? fopen(json_path, "w") : NULL;
 
+	if (json_path && !j)
+		perror(json_path);
+	if (j) {
+		fprintf(j, "{\n  \"name\": \"%s\",\n  \"epoch\": %u,\n  \"elapsed_s\": %.6f,\n",
+			app->name, app->epoch, elapsed);
+		fprintf(j, "  \"ports\": {");
+		for (unsigned p = 0; p < app->n_ports; p++) {
+			struct port_totals t;
+			port_totals(app, p, &t);
+			fprintf(j,
+				"%s\n    \"%s\": {\"rx\": %" PRIu64 ", \"tx\": %" PRIu64
+				", \"rx_missed\": %" PRIu64 ", \"rx_errors\": %" PRIu64
+				", \"tx_errors\": %" PRIu64 ", \"drop_tx_full\": %" PRIu64 "}",
+				p ? "," : "", app->ports[p].name, t.rx, t.tx, t.missed, t.rx_err,
+				t.tx_err, t.tx_dropped);
+		}
+		fprintf(j, "\n  },\n  \"stages\": {");
+		for (unsigned s = 0; s < app->n_stages; s++) {
+			const struct il_stage *st = app->stages[s];
+			fprintf(j, "%s\n    \"%s\": {\"type\": \"%s\", \"pkts_in\": %" PRIu64
+				   ", \"cycles\": %" PRIu64,
+				s ? "," : "", st->name, st->type->name, st->pkts_in, st->tsc_busy);
+			for (unsigned c = 0; c < st->type->n_counters; c++)
+				fprintf(j, ", \"%s\": %" PRIu64, st->type->counter_names[c], st->ctr[c]);
+			if (st->type->state && st->ctx) {
+				const char *keys[64];
+				uint64_t vals[64];
+				unsigned n = st->type->state(st, keys, vals, 64);
+				for (unsigned i = 0; i < n; i++)
+					fprintf(j, ", \"%s\": %" PRIu64, keys[i], vals[i]);
+			}
+			fprintf(j, "}");
+		}
+		fprintf(j, "\n  },\n  \"messages_ordered\": %" PRIu64
+			   ",\n  \"frames_ordered\": %" PRIu64 ",\n  \"drops_total\": %" PRIu64 "\n}\n",
+			stamped, frames, drops_total(app));
+		if (fclose(j) != 0)
+			perror(json_path);
+	}
 	printf("\n==== interlink summary: %s, epoch %u, %.2f s ====\n", app->name, app->epoch,
 	       elapsed);
 	printf("messages ordered   %" PRIu64 " in %" PRIu64 " frames (%.3f Mpps, %.3f M msg/s)\n",
@@ -276,46 +329,4 @@ void il_summary(struct il_app *app, double elapsed, const char *json_path)
 		printf("peer disconnects  %" PRIu64 " unmaps held until the workers were quiescent"
 		       " (%" PRIu64 " gave up after 200 ms)\n", il_qs_waits(), il_qs_timeouts());
 	fflush(stdout);
-
-	if (!json_path)
-		return;
-	j = fopen(json_path, "w");
-	if (!j) {
-		perror(json_path);
-		return;
-	}
-	fprintf(j, "{\n  \"name\": \"%s\",\n  \"epoch\": %u,\n  \"elapsed_s\": %.6f,\n", app->name,
-		app->epoch, elapsed);
-	fprintf(j, "  \"ports\": {");
-	for (unsigned p = 0; p < app->n_ports; p++) {
-		struct port_totals t;
-		port_totals(app, p, &t);
-		fprintf(j,
-			"%s\n    \"%s\": {\"rx\": %" PRIu64 ", \"tx\": %" PRIu64 ", \"rx_missed\": %" PRIu64
-			", \"rx_errors\": %" PRIu64 ", \"tx_errors\": %" PRIu64 ", \"drop_tx_full\": %" PRIu64
-			"}",
-			p ? "," : "", app->ports[p].name, t.rx, t.tx, t.missed, t.rx_err, t.tx_err,
-			t.tx_dropped);
-	}
-	fprintf(j, "\n  },\n  \"stages\": {");
-	for (unsigned s = 0; s < app->n_stages; s++) {
-		const struct il_stage *st = app->stages[s];
-		fprintf(j, "%s\n    \"%s\": {\"type\": \"%s\", \"pkts_in\": %" PRIu64
-			   ", \"cycles\": %" PRIu64,
-			s ? "," : "", st->name, st->type->name, st->pkts_in, st->tsc_busy);
-		for (unsigned c = 0; c < st->type->n_counters; c++)
-			fprintf(j, ", \"%s\": %" PRIu64, st->type->counter_names[c], st->ctr[c]);
-		if (st->type->state && st->ctx) {
-			const char *keys[64];
-			uint64_t vals[64];
-			unsigned n = st->type->state(st, keys, vals, 64);
-			for (unsigned i = 0; i < n; i++)
-				fprintf(j, ", \"%s\": %" PRIu64, keys[i], vals[i]);
-		}
-		fprintf(j, "}");
-	}
-	fprintf(j, "\n  },\n  \"messages_ordered\": %" PRIu64 ",\n  \"frames_ordered\": %" PRIu64
-		   ",\n  \"drops_total\": %" PRIu64 "\n}\n",
-		stamped, frames, drops_total(app));
-	fclose(j);
 }
