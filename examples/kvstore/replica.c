@@ -12,7 +12,8 @@
  * sender_seq key value", so that a test can check every PUT was applied
  * exactly once (the state alone cannot show it: PUTs overwrite). Lines go
  * out with write(2) once per loop step, and the file is opened for
- * appending: a replica that is killed and restarted continues it.
+ * appending: a replica that is killed and restarted continues it, after a
+ * line "#" (which also ends a line its predecessor's death cut short).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -380,6 +381,8 @@ int kv_replica(struct il_ep *ep, volatile bool *stop)
 			perror("il-kvstore: --log");
 			return 1;
 		}
+		/* A line of its own: ends a line a killed predecessor cut short. */
+		R.n_log = (size_t)snprintf(R.logbuf, LOG_LINE, "#\n");
 	}
 	R.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	setsockopt(R.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

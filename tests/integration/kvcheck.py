@@ -1,13 +1,14 @@
 """Checks of il-kvstore runs from the replicas' --log files: every PUT a writer was told was
-stable is applied exactly once, in its writer's order, by every replica that was up to apply
-it, and the replicas' states are what their logs replay to.
+stable is applied exactly once, in its writer's order, the replicas agree on every position
+they applied, and their states are what the logs replay to.
 
 A writer's PUTs are reproducible from (--seed, --id, --keys): the same splitmix64 draws as
-examples/kvstore/kvstore.c, two per PUT (key, then value | 1). A test gives each run of a
-writer its own seed, so the runs of one member id (its incarnations) are told apart by value."""
-import json
-from dataclasses import dataclass
-from pathlib import Path
+examples/kvstore/kvstore.c, two per PUT (key, then value | 1), PUT i carrying sender_seq i + 1.
+A test gives each run of a writer (each incarnation of its member id) its own seed. The logs
+are read as streams (a soak run writes gigabytes), merged by (epoch, global_seq): epochs are
+the appliance's start times in seconds, so they sort in the order they happened."""
+import heapq
+from dataclasses import dataclass, field
 
 M64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
@@ -19,16 +20,14 @@ def _mix(z):
     return z ^ (z >> 31)
 
 
-def writer_puts(seed, wid, count, keys):
-    """The (key, value) of each PUT a writer run sends, in order."""
+def writer_puts(seed, wid, keys):
+    """The (key, value) of each PUT a writer run sends, in order, without end."""
     s = (seed * 1000003 + wid) & M64
-    out = []
-    for _ in range(count):
+    while True:
         s = (s + GOLDEN) & M64
         key = _mix(s) % keys
         s = (s + GOLDEN) & M64
-        out.append((key, _mix(s) | 1))
-    return out
+        yield key, _mix(s) | 1
 
 
 def state_hash(vals):
@@ -40,90 +39,88 @@ def state_hash(vals):
     return f"{h:016x}"
 
 
-def read_log(path):
-    """[(epoch, global_seq, sender, sender_seq, key, value)] of a replica's --log."""
-    out = []
-    p = Path(path)
-    if not p.exists():
-        return out
-    for line in p.read_text().splitlines():
-        f = line.split()
-        if len(f) == 6:  # a replica killed mid-write may leave a partial last line
-            out.append(tuple(int(x) for x in f))
-    return out
+def iter_log(path):
+    """(epoch, global_seq, sender, sender_seq, key, value) of each line of a replica's --log,
+    checked to go forward: a replica never applies a position twice. Lines that are not six
+    numbers (the "#" a replica writes when it starts, a line cut by a SIGKILL) are skipped."""
+    last = None
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) != 6 or not all(p.isdigit() for p in parts):
+                continue
+            e = tuple(int(x) for x in parts)
+            assert last is None or e[:2] > last, f"{path}: {e} after {last}"
+            last = e[:2]
+            yield e
 
 
-def read_json(path):
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
+def merged(paths):
+    """One applied sequence from every replica's log: wherever two replicas applied the same
+    (epoch, global_seq) they must have applied the same PUT."""
+    prev = None
+    for e in heapq.merge(*(iter_log(p) for p in paths), key=lambda e: e[:2]):
+        if prev is not None and e[:2] == prev[:2]:
+            assert e == prev, f"two replicas applied different PUTs at {e[:2]}: {e} {prev}"
+            continue
+        prev = e
+        yield e
 
 
 @dataclass
 class WriterRun:
-    """One run (incarnation) of a writer: its id, seed and --count; `acked`: how many of its
-    PUTs it was told were stable (its last status before it was killed, or all of them when
-    it finished); `finished`: it exited 0, so every PUT it sent must be applied."""
+    """One run (incarnation) of a writer: its id and seed; `acked`: how many of its PUTs it was
+    told were stable (its last status before it was killed); `finished`: it exited 0, so all
+    `count` PUTs it sent must be applied."""
     wid: int
     seed: int
-    count: int
+    count: int = 0
     acked: int = 0
     finished: bool = False
+    applied: int = field(default=0, init=False)
 
 
-def merge_logs(logs):
-    """One applied sequence from every replica's log: each (epoch, global_seq) must name the
-    same PUT wherever it appears, and no replica applies one twice. Returns the merged
-    entries in delivery order (epochs in the order they were first seen)."""
-    seen = {}
-    first_epoch = {}
-    for name, entries in logs.items():
-        mine = set()
-        for e in entries:
-            at = (e[0], e[1])
-            assert at not in mine, f"{name} applied {at} twice"
-            mine.add(at)
-            first_epoch.setdefault(e[0], len(first_epoch))
-            if at in seen:
-                assert seen[at] == e, f"{name} applied {e}, another replica {seen[at]}"
-            else:
-                seen[at] = e
-    return [seen[k] for k in sorted(seen, key=lambda k: (first_epoch[k[0]], k[1]))]
-
-
-def check_exactly_once(merged, runs, keys):
-    """Every PUT in `merged` is one that some run of its sender sent, none is applied twice,
-    each run's applied PUTs are a prefix of what it sent, in its order, at least as long as
-    what it was told was stable (all of it for a run that finished). Returns per-run counts."""
-    by_value = {}
-    for i, r in enumerate(runs):
-        for n, (k, v) in enumerate(writer_puts(r.seed, r.wid, r.count, keys)):
-            assert (r.wid, v) not in by_value, "two PUTs share a value: pick other seeds"
-            by_value[(r.wid, v)] = (i, n, k)
-    applied = [[] for _ in runs]
-    for e in merged:
-        hit = by_value.get((e[2], e[5]))
-        assert hit is not None, f"applied a PUT nobody sent: {e}"
-        i, n, k = hit
-        assert e[4] == k, f"PUT {n} of run {i} applied with key {e[4]}, sent with {k}"
-        applied[i].append(n)
-    for i, (r, got) in enumerate(zip(runs, applied)):
-        assert len(set(got)) == len(got), \
-            f"run {i} (writer {r.wid}, seed {r.seed}): {len(got) - len(set(got))} PUTs " \
-            "applied twice"
-        assert got == list(range(len(got))), \
-            f"run {i} (writer {r.wid}, seed {r.seed}): not a prefix in order: " \
-            f"{got[:5]}... ({len(got)} applied)"
+def verify(paths, runs, keys):
+    """Walks the merged logs once. Each writer's runs appear in the order they ran, each as a
+    contiguous stretch of its PUTs from sender_seq 1 on, one more each time, the values being
+    the run's own: every PUT applied at most once, in order, and a prefix of what the run
+    sent; then each run must have at least what it was told was stable (all of it if it
+    finished). Returns (PUTs applied, the state hash the logs replay to)."""
+    by_wid = {}
+    for r in runs:
+        by_wid.setdefault(r.wid, []).append(r)
+    cur = {w: None for w in by_wid}      # the run being walked, and its PUT generator
+    nxt = {w: 0 for w in by_wid}         # index in by_wid[w] of the next run to start
+    vals, total = {}, 0
+    for e in merged(paths):
+        _, g, sender, sseq, key, value = e
+        assert sender in by_wid, f"applied a PUT of an unknown writer: {e}"
+        if sseq == 1:
+            # A new run of this writer starts here: the next one whose first PUT this is
+            # (runs that got nothing applied are passed over, checked at the end).
+            while True:
+                assert nxt[sender] < len(by_wid[sender]), f"no run of writer {sender} " \
+                    f"left to start at {e}"
+                r = by_wid[sender][nxt[sender]]
+                nxt[sender] += 1
+                gen = writer_puts(r.seed, r.wid, keys)
+                if next(gen) == (key, value):
+                    cur[sender] = (r, gen)
+                    break
+        else:
+            assert cur[sender] is not None, f"writer {sender}'s PUT {sseq} before its first: {e}"
+            r, gen = cur[sender]
+            assert sseq == r.applied + 1, \
+                f"writer {sender} (seed {r.seed}): PUT {sseq} after {r.applied}: {e}"
+            assert next(gen) == (key, value), f"writer {sender} (seed {r.seed}): PUT {sseq} " \
+                f"is not the one it sent: {e}"
+        r.applied += 1
+        vals[key] = value
+        total += 1
+    for r in runs:
         need = r.count if r.finished else r.acked
-        assert len(got) >= need, \
-            f"run {i} (writer {r.wid}, seed {r.seed}): {len(got)} applied, {need} " \
-            f"acknowledged as stable"
-    return [len(a) for a in applied]
-
-
-def replay_hash(merged):
-    vals = {}
-    for e in merged:
-        vals[e[4]] = e[5]
-    return state_hash(vals)
+        assert r.applied >= need, f"writer {r.wid} (seed {r.seed}): {r.applied} applied, " \
+            f"{need} acknowledged as stable"
+        assert not r.finished or r.applied == r.count, \
+            f"writer {r.wid} (seed {r.seed}): {r.applied} applied of {r.count} sent"
+    return total, state_hash(vals)

@@ -268,8 +268,7 @@ def test_writer_restarted_with_the_same_id(tmp_path, how):
     and the states are what the replicas' logs replay to. Before incarnations reached the
     receivers' FIFO, the second run's PUTs were skipped as duplicates of the first run's
     sender_seqs (in both cases) while it reported "pending 0"."""
-    from kvcheck import WriterRun, check_exactly_once, merge_logs, read_json, read_log, \
-        replay_hash
+    from kvcheck import WriterRun, iter_log, merged, verify
     n_rep, keys, rate = 3, 10_000, 4000
     with HostsRig(tmp_path, n_rep + 2, CTL) as rig:
         rst = {r: tmp_path / f"replica{r}.json" for r in range(1, n_rep + 1)}
@@ -295,7 +294,7 @@ def test_writer_restarted_with_the_same_id(tmp_path, how):
         a1 = writer("writerA1", n_rep + 1, wa, 7, 20_000)
 
         def acked(name):
-            s = read_json(tmp_path / f"{name}.json")
+            s = status(tmp_path / f"{name}.json")
             return s.get("sent", 0) - s.get("pending", 0) if s else 0
         if how == "killed":
             rig.wait_for(lambda: acked("writerA1") >= 4000, 60, "writer A's first run to be "
@@ -340,16 +339,14 @@ def test_writer_restarted_with_the_same_id(tmp_path, how):
         for r in rst:
             assert rig.kv_procs[f"replica{r}"].wait(timeout=20) == 0, logs()
         final = {r: status(rst[r]) for r in rst}
-    entries = {r: read_log(rlog[r]) for r in rst}
-    merged = merge_logs(entries)
+    runs = [WriterRun(wa, 7, acked=acked1), WriterRun(wa, 8, 10_000, finished=True),
+            WriterRun(wb, 5, 20_000, finished=True)]
+    total, replayed = verify(list(rlog.values()), runs, keys)
+    whole = list(merged(list(rlog.values())))
     for r in rst:
         # No replica was restarted: each applied the whole sequence itself.
-        assert entries[r] == merged, f"replica {r} applied {len(entries[r])} of {len(merged)}"
-        assert final[r]["hash"] == replay_hash(merged), final[r]
-        assert final[r]["applied"] == len(merged), final[r]
-    runs = [WriterRun(wa, 7, 20_000, acked=acked1), WriterRun(wa, 8, 10_000, finished=True),
-            WriterRun(wb, 5, 20_000, finished=True)]
-    got = check_exactly_once(merged, runs, keys)
+        assert list(iter_log(rlog[r])) == whole, f"replica {r}'s log is not the whole sequence"
+        assert final[r]["hash"] == replayed and final[r]["applied"] == total, final[r]
     print(f"\nwriter restarted with the same id ({how}): run 1 acknowledged {acked1}, "
-          f"applied {got[0]}; "
-          f"run 2 applied {got[1]}; writer B applied {got[2]}; {len(merged)} in all")
+          f"applied {runs[0].applied}; run 2 applied {runs[1].applied}; writer B applied "
+          f"{runs[2].applied}; {total} in all")
