@@ -133,6 +133,12 @@ static void parse(int argc, char **argv)
 	}
 	if (o->tx == NULL || o->rx == NULL || o->id == 0 || o->keys == 0)
 		usage();
+	if (o->seed > UINT32_MAX || o->count > UINT32_MAX) {
+		/* A PUT's value is the seed (high half) and its number (low half). */
+		fprintf(stderr, "il-kvstore: --seed and --count must be below 2^32, got %lu and %lu\n",
+			o->seed, o->count);
+		exit(2);
+	}
 }
 
 static struct il_ep *open_ep(void)
@@ -218,13 +224,15 @@ static int writer(void)
 				continue;
 			}
 		}
+		/* A random key; the value names the PUT: this run's seed, then
+		 * its number from 1 (so an applied PUT can be traced back). */
 		uint64_t r = rng_next(&rng);
 
-		kv_put_encode(put, (uint32_t)(r % o->keys), rng_next(&rng) | 1);
+		kv_put_encode(put, (uint32_t)(r % o->keys), (o->seed << 32) | (sent + 1));
 		rc = il_ep_send(ep, o->group, put, sizeof(put));
 		if (rc == -EAGAIN) {
 			/* The PUT is not sent: draw it again, the same one. */
-			rng -= 2 * 0x9e3779b97f4a7c15ull;
+			rng -= 0x9e3779b97f4a7c15ull;
 			il_ep_poll(ep, 1000);
 			continue;
 		}

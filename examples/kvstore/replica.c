@@ -8,12 +8,15 @@
  * keys x u64 values (0: unset), all big-endian. A donor that is itself
  * not a full replica closes the connection and the joiner tries the next.
  *
- * --log FILE appends one line per applied PUT, "epoch global_seq sender
- * sender_seq key value", so that a test can check every PUT was applied
- * exactly once (the state alone cannot show it: PUTs overwrite). Lines go
- * out with write(2) once per loop step, and the file is opened for
- * appending: a replica that is killed and restarted continues it, after a
- * line "#" (which also ends a line its predecessor's death cut short).
+ * --log FILE appends what the replica applies, so that a test can check
+ * that every PUT was applied exactly once (the state alone cannot show it:
+ * PUTs overwrite). One line per run of PUTs applied one after the other:
+ * "epoch global_seq sender sender_seq n value", n PUTs at global_seq..+n-1
+ * from one sender, its sender_seqs and values (a writer numbers its PUTs
+ * in the value's low half) each one more than the last. Lines go out with
+ * write(2) once per loop step, and the file is opened for appending: a
+ * replica that is killed and restarted continues it, after a line "#"
+ * (which also ends a line its predecessor's death cut short).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -55,19 +58,32 @@ static struct {
 		uint64_t at, since;
 	} req[MAX_REQ];
 	unsigned n_req;
-	/* --log: lines not yet written */
+	/* --log: lines not yet written, and the run of PUTs being extended */
 	int logfd;
 	char *logbuf;
 	size_t n_log;
+	struct pend run;
+	uint64_t run_n;
 } R = { .xfd = -1, .lfd = -1, .logfd = -1 };
 
 #define LOG_BUF (1u << 20)
 #define LOG_LINE 128u
 
+static void log_run_end(void)
+{
+	const struct pend *p = &R.run;
+
+	if (R.run_n)
+		R.n_log += (size_t)snprintf(R.logbuf + R.n_log, LOG_LINE, "%u %lu %u %lu %lu %lu\n",
+					    p->epoch, p->g, p->sender, p->sender_seq, R.run_n, p->val);
+	R.run_n = 0;
+}
+
 static void log_flush(void)
 {
 	size_t off = 0;
 
+	log_run_end();
 	while (off < R.n_log) {
 		ssize_t k = write(R.logfd, R.logbuf + off, R.n_log - off);
 
@@ -92,14 +108,22 @@ static uint64_t now_ms(void)
 
 static void apply(const struct pend *p)
 {
+	const struct pend *r = &R.run;
+
 	R.vals[p->key] = p->val;
 	R.applied++;
 	if (R.logfd < 0)
 		return;
-	if (R.n_log + LOG_LINE > LOG_BUF)
+	if (R.run_n && p->epoch == r->epoch && p->sender == r->sender && p->g == r->g + R.run_n &&
+	    p->sender_seq == r->sender_seq + R.run_n && p->val == r->val + R.run_n) {
+		R.run_n++;
+		return;
+	}
+	if (R.n_log + 2 * LOG_LINE > LOG_BUF)
 		log_flush();
-	R.n_log += (size_t)snprintf(R.logbuf + R.n_log, LOG_LINE, "%u %lu %u %lu %u %lu\n",
-				    p->epoch, p->g, p->sender, p->sender_seq, p->key, p->val);
+	log_run_end();
+	R.run = *p;
+	R.run_n = 1;
 }
 
 static void on_uto(void *user, const struct il_ep_msg *m)
@@ -405,7 +429,7 @@ int kv_replica(struct il_ep *ep, volatile bool *stop)
 			return 1;
 		}
 		uint64_t pos = il_ep_uto_next(ep, kv_opts.group);
-		if (R.n_log)
+		if (R.logfd >= 0 && (R.n_log || R.run_n))
 			log_flush();
 		xfer_step();
 		serve_step(pos);
@@ -414,7 +438,7 @@ int kv_replica(struct il_ep *ep, volatile bool *stop)
 			last_status = now_ms();
 		}
 	}
-	if (R.n_log)
+	if (R.logfd >= 0)
 		log_flush();
 	write_status(ep, il_ep_uto_next(ep, kv_opts.group));
 	il_ep_close(ep);

@@ -1,12 +1,14 @@
 """Checks of il-kvstore runs from the replicas' --log files: every PUT a writer was told was
-stable is applied exactly once, in its writer's order, the replicas agree on every position
-they applied, and their states are what the logs replay to.
+stable is applied exactly once and in its writer's order, the replicas agree on every position
+they applied, and (optionally) their states are what the logs replay to.
 
-A writer's PUTs are reproducible from (--seed, --id, --keys): the same splitmix64 draws as
-examples/kvstore/kvstore.c, two per PUT (key, then value | 1), PUT i carrying sender_seq i + 1.
-A test gives each run of a writer (each incarnation of its member id) its own seed. The logs
-are read as streams (a soak run writes gigabytes), merged by (epoch, global_seq): epochs are
-the appliance's start times in seconds, so they sort in the order they happened."""
+A writer names each PUT in its value: its --seed in the high 32 bits, the PUT's number from 1
+in the low 32 bits (examples/kvstore/kvstore.c); its key is splitmix64 draw number i of the
+seed. A test gives each run of a writer (each incarnation of its member id) its own seed. A
+replica logs runs of PUTs applied one after the other, "epoch global_seq sender sender_seq n
+value" (replica.c). The logs are read as streams (a soak run writes hundreds of megabytes),
+merged by (epoch, global_seq): epochs are the appliance's start times in seconds, so they sort
+in the order they happened."""
 import heapq
 from dataclasses import dataclass, field
 
@@ -20,14 +22,9 @@ def _mix(z):
     return z ^ (z >> 31)
 
 
-def writer_puts(seed, wid, keys):
-    """The (key, value) of each PUT a writer run sends, in order, without end."""
-    s = (seed * 1000003 + wid) & M64
-    while True:
-        s = (s + GOLDEN) & M64
-        key = _mix(s) % keys
-        s = (s + GOLDEN) & M64
-        yield key, _mix(s) | 1
+def put_key(seed, wid, i, keys):
+    """The key of PUT number i (from 0) of a writer run."""
+    return _mix((seed * 1000003 + wid + (i + 1) * GOLDEN) & M64) % keys
 
 
 def state_hash(vals):
@@ -40,31 +37,19 @@ def state_hash(vals):
 
 
 def iter_log(path):
-    """(epoch, global_seq, sender, sender_seq, key, value) of each line of a replica's --log,
+    """(epoch, global_seq, sender, sender_seq, n, value) of each run in a replica's --log,
     checked to go forward: a replica never applies a position twice. Lines that are not six
     numbers (the "#" a replica writes when it starts, a line cut by a SIGKILL) are skipped."""
-    last = None
+    end = None
     with open(path) as f:
         for line in f:
             parts = line.split()
             if len(parts) != 6 or not all(p.isdigit() for p in parts):
                 continue
             e = tuple(int(x) for x in parts)
-            assert last is None or e[:2] > last, f"{path}: {e} after {last}"
-            last = e[:2]
+            assert e[4] >= 1 and (end is None or e[:2] >= end), f"{path}: {e} before {end}"
+            end = (e[0], e[1] + e[4])
             yield e
-
-
-def merged(paths):
-    """One applied sequence from every replica's log: wherever two replicas applied the same
-    (epoch, global_seq) they must have applied the same PUT."""
-    prev = None
-    for e in heapq.merge(*(iter_log(p) for p in paths), key=lambda e: e[:2]):
-        if prev is not None and e[:2] == prev[:2]:
-            assert e == prev, f"two replicas applied different PUTs at {e[:2]}: {e} {prev}"
-            continue
-        prev = e
-        yield e
 
 
 @dataclass
@@ -80,47 +65,49 @@ class WriterRun:
     applied: int = field(default=0, init=False)
 
 
-def verify(paths, runs, keys):
-    """Walks the merged logs once. Each writer's runs appear in the order they ran, each as a
-    contiguous stretch of its PUTs from sender_seq 1 on, one more each time, the values being
-    the run's own: every PUT applied at most once, in order, and a prefix of what the run
-    sent; then each run must have at least what it was told was stable (all of it if it
-    finished). Returns (PUTs applied, the state hash the logs replay to)."""
-    by_wid = {}
+def verify(paths, runs, keys, replay=False):
+    """Walks the replicas' logs merged in global order once. Where logs overlap they must name
+    the same PUTs (same sender, sender_seq and value at each position). Each PUT first seen is
+    checked against its run: the next one the run has not had applied (so every PUT at most
+    once, in order, a prefix of what the run sent), with sender_seq = its number. Then each run
+    must have at least what it was told was stable (all of it if it finished). Returns (PUTs
+    applied, the state hash the logs replay to when `replay`, else None)."""
+    by_tag = {}
     for r in runs:
-        by_wid.setdefault(r.wid, []).append(r)
-    cur = {w: None for w in by_wid}      # the run being walked, and its PUT generator
-    nxt = {w: 0 for w in by_wid}         # index in by_wid[w] of the next run to start
+        assert (r.wid, r.seed) not in by_tag, f"two runs of writer {r.wid} with seed {r.seed}"
+        by_tag[(r.wid, r.seed)] = r
     vals, total = {}, 0
-    for e in merged(paths):
-        _, g, sender, sseq, key, value = e
-        assert sender in by_wid, f"applied a PUT of an unknown writer: {e}"
-        if sseq == 1:
-            # A new run of this writer starts here: the next one whose first PUT this is
-            # (runs that got nothing applied are passed over, checked at the end).
-            while True:
-                assert nxt[sender] < len(by_wid[sender]), f"no run of writer {sender} " \
-                    f"left to start at {e}"
-                r = by_wid[sender][nxt[sender]]
-                nxt[sender] += 1
-                gen = writer_puts(r.seed, r.wid, keys)
-                if next(gen) == (key, value):
-                    cur[sender] = (r, gen)
-                    break
-        else:
-            assert cur[sender] is not None, f"writer {sender}'s PUT {sseq} before its first: {e}"
-            r, gen = cur[sender]
-            assert sseq == r.applied + 1, \
-                f"writer {sender} (seed {r.seed}): PUT {sseq} after {r.applied}: {e}"
-            assert next(gen) == (key, value), f"writer {sender} (seed {r.seed}): PUT {sseq} " \
-                f"is not the one it sent: {e}"
-        r.applied += 1
-        vals[key] = value
-        total += 1
+    epoch, upto = None, 0      # the positions below `upto` of `epoch` are checked
+    recent = []                # checked runs that may overlap what comes next
+    for e in heapq.merge(*(iter_log(p) for p in paths), key=lambda e: e[:2]):
+        ep, g, sender, sseq, n, value = e
+        if ep != epoch:
+            epoch, upto, recent = ep, 0, []
+        recent = [x for x in recent if x[1] + x[4] > g]
+        for x in recent:  # the part another replica's log already gave: the same PUTs
+            assert (x[2], x[3] - x[1], x[5] - x[1]) == (sender, sseq - g, value - g), \
+                f"replicas applied different PUTs around {(ep, g)}: {e} and {x}"
+        recent.append(e)
+        if g + n <= upto:
+            continue
+        skip = max(0, upto - g)
+        g, sseq, value, n = g + skip, sseq + skip, value + skip, n - skip
+        upto = g + n
+        r = by_tag.get((sender, value >> 32))
+        assert r is not None, f"applied PUTs nobody sent: {e}"
+        i = (value & 0xFFFFFFFF) - 1
+        assert i == r.applied and sseq == i + 1, \
+            f"writer {r.wid} (seed {r.seed}): PUTs {i + 1}.. (sender_seq {sseq}) applied " \
+            f"after {r.applied}: {e}"
+        if replay:
+            for k in range(i, i + n):
+                vals[put_key(r.seed, r.wid, k, keys)] = (r.seed << 32) | (k + 1)
+        r.applied += n
+        total += n
     for r in runs:
         need = r.count if r.finished else r.acked
         assert r.applied >= need, f"writer {r.wid} (seed {r.seed}): {r.applied} applied, " \
             f"{need} acknowledged as stable"
         assert not r.finished or r.applied == r.count, \
             f"writer {r.wid} (seed {r.seed}): {r.applied} applied of {r.count} sent"
-    return total, state_hash(vals)
+    return total, state_hash(vals) if replay else None
