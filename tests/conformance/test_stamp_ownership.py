@@ -11,6 +11,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from interlink import Interlink, il_data
+from test_appliance import udp_ok
 
 STAMPED, RETRANS, STABLE_VALID, RAW, FIFO_START = 0x01, 0x02, 0x04, 0x08, 0x10
 EPOCH = 4242
@@ -45,35 +46,23 @@ def raw(i):
                                           b"payload %d" % i)
 
 
-def udp_ok(pkt):
-    got = pkt[UDP].chksum
-    if got == 0:
-        return True
-    q = pkt.copy()
-    del q[UDP].chksum
-    return Ether(bytes(q))[UDP].chksum == got
-
-
-@pytest.fixture
-def chan():
-    path = f"/dev/shm/ilso-{uuid.uuid4().hex[:8]}"
-    yield path
-    for suffix in ("", ".sock", ".mgmt"):
-        Path(path + suffix).unlink(missing_ok=True)
-
-
 @pytest.mark.parametrize("control", [False, True], ids=["sequencer", "with-control-stage"])
-def test_sender_cannot_forge_what_the_appliance_stamps(run_pcap, chan, control):
+def test_sender_cannot_forge_what_the_appliance_stamps(run_pcap, control):
     n = 2 * len(FORGED)
     frames = [native(i, chksum=i < len(FORGED)) for i in range(n)] + [raw(0), raw(1)]
     sets = [f"epoch={EPOCH}"]
+    chan = Path(f"/dev/shm/ilso-{uuid.uuid4().hex[:8]}")
     if control:
         # No control process: nothing becomes stable, so the watermark is 0 (a large history
         # keeps every frame).
         sets += ["stages.seq.history=64",
                  f"stages.ctrl={{type: control, sequencer: seq, chan: {chan}}}",
                  "pipeline.0.chains.0.stages=[classify, seq, ctrl, nak]"]
-    r = run_pcap(frames, sets=sets)
+    try:
+        r = run_pcap(frames, sets=sets)
+    finally:
+        for f in (chan, chan.with_name(chan.name + ".sock")):
+            f.unlink(missing_ok=True)
     data = [p for p in r.out if Interlink in p and p[Interlink].type == 1]
     assert len(data) == n + 2, r.log
     base = STAMPED | (STABLE_VALID if control else 0)

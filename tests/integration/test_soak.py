@@ -158,7 +158,7 @@ class Soak:
         first = ["replica", "writer", "control"]
         self.rng.shuffle(first)
         next_fault, next_line = t0 + self.rng.uniform(3, 8), t0 + 10
-        line_applied, line_t = self.applied()[0], t0
+        line_applied, line_t = max(self.applied()), t0
         while time.time() - t0 < SOAK_S:
             time.sleep(0.2)
             self.check_procs()
@@ -174,13 +174,14 @@ class Soak:
                 self.fault(kind)
                 next_fault = time.time() + self.rng.uniform(3, 8)
             if time.time() >= next_line:
-                a = self.applied()
+                # A replica that is down or fetching its state has no figure: not shown.
+                a = [x for x in self.applied() if x] or [0]
+                rate = (max(a) - line_applied) / (time.time() - line_t)
                 self.say(f"[soak {time.time() - t0:6.0f}s/{SOAK_S:.0f}s] applied "
-                         f"{min(a)}..{max(a)} PUTs ({(a[0] - line_applied) / (time.time() - line_t):.0f}"
-                         f"/s); writer runs {len(self.runs)} ({self.n['runs_done']} done, "
-                         f"{self.n['writer']} killed); replicas restarted {self.n['replica']}, "
-                         f"control restarted {self.n['control']}")
-                line_applied, line_t = a[0], time.time()
+                         f"{min(a)}..{max(a)} PUTs ({rate:.0f}/s); writer runs {len(self.runs)} "
+                         f"({self.n['runs_done']} done, {self.n['writer']} killed); replicas "
+                         f"restarted {self.n['replica']}, control restarted {self.n['control']}")
+                line_applied, line_t = max(a), time.time()
                 next_line += 10
 
     def drain(self):

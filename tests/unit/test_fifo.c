@@ -281,6 +281,18 @@ static void test_resume_repeated_after_the_interval(void **state)
 	assert_int_equal(ctr(ct, "tx_resume") >= 2, 1);
 }
 
+/* A message of the control process to group 1, zeroed but for its type. */
+static struct il_cmsg cmsg(uint16_t type, uint16_t len)
+{
+	struct il_cmsg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = type;
+	m.group = 1;
+	m.len = len;
+	return m;
+}
+
 /* With a window (the control process's CREDIT over the channel), a
  * resume notice repeats the sender's last grant: it never grants more
  * than the STABLEs behind it allow. */
@@ -304,10 +316,7 @@ static void test_resume_repeats_the_last_grant(void **state)
 	 * stage knows gets its grant, 601's is 1 + 64 (nothing stable). */
 	uint64_t credits = ctr(ct, "tx_credit");
 	assert_int_equal(il_chan_open(chan_path, IL_CHAN_CONTROL, NULL, &ch, err, sizeof(err)), 0);
-	memset(&m, 0, sizeof(m));
-	m.type = IL_CM_CREDIT;
-	m.group = 1;
-	m.len = sizeof(m.u.credit);
+	m = cmsg(IL_CM_CREDIT, sizeof(m.u.credit));
 	m.u.credit.epoch = 78;
 	m.u.credit.window = 64;
 	assert_int_equal(il_chan_send_burst(ch, &m, 1), 1);
@@ -386,10 +395,7 @@ static void test_new_incarnation_restarts_credits(void **state)
 	assert_int_equal(run(p, 21, out), 20);
 	/* All of it stable (the control process's watermark): 701's window
 	 * slides to 21 + 64. */
-	memset(&m, 0, sizeof(m));
-	m.type = IL_CM_WATERMARK;
-	m.group = 1;
-	m.len = sizeof(m.u.wm);
+	m = cmsg(IL_CM_WATERMARK, sizeof(m.u.wm));
 	m.u.wm.epoch = 78;
 	m.u.wm.stable_seq = seq->groups[0].next;
 	down(ch, &m);
@@ -404,16 +410,10 @@ static void test_new_incarnation_restarts_credits(void **state)
 	down(ch, &m);
 	assert_int_equal(take_grant(701, NULL, NULL), 6 + 64);
 	/* A VIEW (from the control process) names 701: incarnation 2, next 6. */
-	memset(&m, 0, sizeof(m));
-	m.type = IL_CM_VIEW;
-	m.group = 1;
-	m.len = sizeof(m.u.view);
+	m = cmsg(IL_CM_VIEW, sizeof(m.u.view));
 	m.u.view = (struct il_cm_view){ .epoch = 78, .view_id = 9, .n_members = 1, .window = 64 };
 	assert_int_equal(il_chan_send_burst(ch, &m, 1), 1);
-	memset(&m, 0, sizeof(m));
-	m.type = IL_CM_VIEW_MEMBERS;
-	m.group = 1;
-	m.len = sizeof(m.u.vm);
+	m = cmsg(IL_CM_VIEW_MEMBERS, sizeof(m.u.vm));
 	m.u.vm.view_id = 9;
 	m.u.vm.count = 1;
 	m.u.vm.m[0].id = 701;
