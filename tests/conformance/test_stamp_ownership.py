@@ -10,7 +10,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from interlink import Interlink, il_data
+from interlink_scapy import Interlink, il_data
 from test_appliance import udp_ok
 
 STAMPED, RETRANS, STABLE_VALID, RAW, FIFO_START = 0x01, 0x02, 0x04, 0x08, 0x10
