@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include <interlink/endpoint.h>
+#include <interlink/json.h>
 
 #include "kv.h"
 
@@ -177,7 +178,9 @@ static void writer_status(struct il_ep *ep, uint64_t sent, bool final)
 {
 	const struct opts *o = &kv_opts;
 	struct il_ep_stats st;
+	struct il_json j;
 	char tmp[512];
+	int failed;
 	FILE *f;
 
 	if (o->status == NULL)
@@ -187,12 +190,20 @@ static void writer_status(struct il_ep *ep, uint64_t sent, bool final)
 	f = fopen(tmp, "w");
 	if (f == NULL)
 		return;
-	fprintf(f, "{\"id\": %u, \"sent\": %lu, \"pending\": %lu, \"frames\": %lu, "
-		"\"packed\": %lu, \"deferred\": %lu, \"final\": %s}\n", o->id, sent,
-		il_ep_pending(ep, o->group), st.data_tx, st.msgs_packed, st.msgs_deferred,
-		final ? "true" : "false");
-	fclose(f);
-	rename(tmp, o->status);
+	il_json_begin(&j, f, 0);
+	il_json_obj(&j, NULL);
+	il_json_u64(&j, "id", o->id);
+	il_json_u64(&j, "sent", sent);
+	il_json_u64(&j, "pending", il_ep_pending(ep, o->group));
+	il_json_u64(&j, "frames", st.data_tx);
+	il_json_u64(&j, "packed", st.msgs_packed);
+	il_json_u64(&j, "deferred", st.msgs_deferred);
+	il_json_bool(&j, "final", final);
+	il_json_end(&j);
+	failed = il_json_finish(&j);
+	/* A reader sees the whole previous status or the whole new one. */
+	if (fclose(f) == 0 && !failed)
+		rename(tmp, o->status);
 }
 
 static int writer(void)

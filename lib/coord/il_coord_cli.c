@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <interlink/coord.h>
+#include <interlink/json.h>
 
 #define PROG "il-coord"
 
@@ -49,41 +50,56 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-/* Values here are the tests' own ASCII words; anything else is escaped. */
-static void print_str(const char *s, size_t n)
+/* One result per line: {"result": ..., the fields, "t_ms": ...}. */
+static void result_begin(struct il_json *j, const char *result)
 {
-	putchar('"');
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
+	il_json_begin(j, stdout, 0);
+	il_json_obj(j, NULL);
+	il_json_str(j, "result", result);
+}
 
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20 || ch >= 0x7f)
-			printf("\\u%04x", ch);
-		else
-			putchar(ch);
-	}
-	putchar('"');
+static void result_end(struct il_json *j, bool t_ms)
+{
+	if (t_ms)
+		il_json_fixed(j, "t_ms", now_ms(), 3);
+	il_json_end(j);
+	il_json_finish(j); /* a line, flushed */
 }
 
 static void print_kv(const char *what, const struct il_coord_kv *kv)
 {
-	printf("{\"result\":\"%s\",\"key\":", what);
-	print_str(kv->key ? kv->key : "", kv->key_len);
-	printf(",\"value\":");
-	print_str(kv->value ? kv->value : "", kv->value_len);
-	printf(",\"create_rev\":%lld,\"mod_rev\":%lld,\"version\":%lld,\"lease\":%lld,\"t_ms\":%.3f}\n",
-	       (long long)kv->create_rev, (long long)kv->mod_rev, (long long)kv->version,
-	       (long long)kv->lease, now_ms());
+	struct il_json j;
+
+	result_begin(&j, what);
+	il_json_strn(&j, "key", kv->key, kv->key_len);
+	il_json_strn(&j, "value", kv->value, kv->value_len);
+	il_json_i64(&j, "create_rev", kv->create_rev);
+	il_json_i64(&j, "mod_rev", kv->mod_rev);
+	il_json_i64(&j, "version", kv->version);
+	il_json_i64(&j, "lease", kv->lease);
+	result_end(&j, true);
 }
 
 static int fail(struct il_coord *c, const char *what, int rc)
 {
-	printf("{\"result\":\"error\",\"op\":\"%s\",\"rc\":%d,\"error\":", what, rc);
-	print_str(il_coord_strerror(c), strlen(il_coord_strerror(c)));
-	printf(",\"t_ms\":%.3f}\n", now_ms());
-	fflush(stdout);
+	struct il_json j;
+
+	result_begin(&j, "error");
+	il_json_str(&j, "op", what);
+	il_json_i64(&j, "rc", rc);
+	il_json_str(&j, "error", il_coord_strerror(c));
+	result_end(&j, true);
 	return 2;
+}
+
+/* {"result": "ok", "rev": rev}: a put or compare-and-swap that took. */
+static void print_ok(int64_t rev)
+{
+	struct il_json j;
+
+	result_begin(&j, "ok");
+	il_json_i64(&j, "rev", rev);
+	result_end(&j, true);
 }
 
 static int cmd_get(struct il_coord *c, char **av)
@@ -105,7 +121,7 @@ static int cmd_put(struct il_coord *c, char **av)
 
 	if (rc < 0)
 		return fail(c, "put", rc);
-	printf("{\"result\":\"ok\",\"rev\":%lld,\"t_ms\":%.3f}\n", (long long)rev, now_ms());
+	print_ok(rev);
 	return 0;
 }
 
@@ -118,7 +134,7 @@ static int cmd_cas(struct il_coord *c, char **av)
 	if (rc < 0)
 		return fail(c, "cas", rc);
 	if (rc == IL_COORD_OK)
-		printf("{\"result\":\"ok\",\"rev\":%lld,\"t_ms\":%.3f}\n", (long long)rev, now_ms());
+		print_ok(rev);
 	else
 		print_kv("failed", &cur);
 	il_coord_kv_free(&cur);
@@ -134,14 +150,16 @@ static int cmd_campaign(struct il_coord *c, const struct il_coord_cfg *cfg, char
 	int64_t lease, granted, rev, left;
 	struct il_coord_kv holder;
 	struct il_coord_watch *w = NULL;
+	struct il_json j;
 	char err[256];
 	int rc = il_coord_lease_grant(c, ttl, &lease, &granted);
 
 	if (rc < 0)
 		return fail(c, "lease_grant", rc);
-	printf("{\"result\":\"lease\",\"lease\":%lld,\"ttl\":%lld,\"t_ms\":%.3f}\n", (long long)lease,
-	       (long long)granted, now_ms());
-	fflush(stdout);
+	result_begin(&j, "lease");
+	il_json_i64(&j, "lease", lease);
+	il_json_i64(&j, "ttl", granted);
+	result_end(&j, true);
 	double renew = now_ms();
 	while (!stop) {
 		rc = il_coord_campaign(c, av[0], av[1], strlen(av[1]), lease, &rev, &holder);
@@ -153,7 +171,6 @@ static int cmd_campaign(struct il_coord *c, const struct il_coord_cfg *cfg, char
 		if (rc == IL_COORD_OK)
 			break;
 		print_kv("follower", &holder);
-		fflush(stdout);
 		if (w == NULL) {
 			/* From the revision after the holder's key: its delete
 			 * cannot slip between this read and the watch. */
@@ -182,17 +199,19 @@ static int cmd_campaign(struct il_coord *c, const struct il_coord_cfg *cfg, char
 	if (stop)
 		return 1;
 	double t0 = now_ms(), last_ka = renew;
-	printf("{\"result\":\"leader\",\"value\":");
-	print_str(av[1], strlen(av[1]));
-	printf(",\"rev\":%lld,\"lease\":%lld,\"t_ms\":%.3f}\n", (long long)rev, (long long)lease, t0);
-	fflush(stdout);
+	result_begin(&j, "leader");
+	il_json_str(&j, "value", av[1]);
+	il_json_i64(&j, "rev", rev);
+	il_json_i64(&j, "lease", lease);
+	il_json_fixed(&j, "t_ms", t0, 3);
+	result_end(&j, false);
 	bool lapsed = false;
 	while (!stop && (hold_ms == 0 || now_ms() - t0 < hold_ms)) {
 		if (lapse_ms && !lapsed && now_ms() - t0 >= lapse_ms) {
 			lapsed = true;
-			printf("{\"result\":\"lapse\",\"last_keepalive_ms\":%.3f,\"t_ms\":%.3f}\n",
-			       last_ka, now_ms());
-			fflush(stdout);
+			result_begin(&j, "lapse");
+			il_json_fixed(&j, "last_keepalive_ms", last_ka, 3);
+			result_end(&j, true);
 		}
 		if (!lapsed && now_ms() - last_ka >= (double)granted * 1000 / 3) {
 			double sent = now_ms();
@@ -201,8 +220,8 @@ static int cmd_campaign(struct il_coord *c, const struct il_coord_cfg *cfg, char
 			if (rc == IL_COORD_OK)
 				last_ka = sent;
 			else if (rc == IL_COORD_FAILED) {
-				printf("{\"result\":\"lost\",\"t_ms\":%.3f}\n", now_ms());
-				fflush(stdout);
+				result_begin(&j, "lost");
+				result_end(&j, true);
 				return 1;
 			}
 		}
@@ -220,13 +239,14 @@ static int cmd_watch(const struct il_coord_cfg *cfg, char **av, bool prefix, uns
 	struct il_coord_watch *w = il_coord_watch_open(cfg, av[0], prefix, 0, err, sizeof(err));
 	double until = now_ms() + timeout_ms;
 	unsigned got = 0;
+	struct il_json j;
 
 	if (w == NULL) {
 		fprintf(stderr, PROG ": %s\n", err);
 		return 2;
 	}
-	printf("{\"result\":\"watching\",\"t_ms\":%.3f}\n", now_ms());
-	fflush(stdout);
+	result_begin(&j, "watching");
+	result_end(&j, true);
 	while (!stop && got < count && now_ms() < until) {
 		struct il_coord_event ev;
 
@@ -235,11 +255,12 @@ static int cmd_watch(const struct il_coord_cfg *cfg, char **av, bool prefix, uns
 		got++;
 		print_kv(ev.type == IL_COORD_EV_PUT ? "put" : ev.type == IL_COORD_EV_DELETE ?
 			 "delete" : "reset", &ev.kv);
-		fflush(stdout);
 		il_coord_event_free(&ev);
 	}
-	printf("{\"result\":\"done\",\"events\":%u,\"reconnects\":%llu,\"t_ms\":%.3f}\n", got,
-	       (unsigned long long)il_coord_watch_reconnects(w), now_ms());
+	result_begin(&j, "done");
+	il_json_u64(&j, "events", got);
+	il_json_u64(&j, "reconnects", il_coord_watch_reconnects(w));
+	result_end(&j, true);
 	il_coord_watch_close(w);
 	return got >= count ? 0 : 1;
 }
@@ -286,9 +307,15 @@ static int cmd_bench(struct il_coord *c, char **av)
 		mod = rev;
 	}
 	qsort(lat, (size_t)n, sizeof(double), cmp_double);
-	printf("{\"result\":\"bench\",\"n\":%ld,\"min_ms\":%.3f,\"median_ms\":%.3f,"
-	       "\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f}\n", n, lat[0], lat[n / 2],
-	       lat[n * 90 / 100], lat[n * 99 / 100], lat[n - 1]);
+	struct il_json j;
+	result_begin(&j, "bench");
+	il_json_i64(&j, "n", n);
+	il_json_fixed(&j, "min_ms", lat[0], 3);
+	il_json_fixed(&j, "median_ms", lat[n / 2], 3);
+	il_json_fixed(&j, "p90_ms", lat[n * 90 / 100], 3);
+	il_json_fixed(&j, "p99_ms", lat[n * 99 / 100], 3);
+	il_json_fixed(&j, "max_ms", lat[n - 1], 3);
+	result_end(&j, false);
 	free(lat);
 	return 0;
 }
@@ -391,12 +418,16 @@ int main(int argc, char **argv)
 	else
 		rc = cmd_bench(c, av);
 	struct il_coord_stats st;
+	struct il_json j;
 	il_coord_get_stats(c, &st);
-	printf("{\"result\":\"stats\",\"calls\":%llu,\"requests\":%llu,\"failovers\":%llu,"
-	       "\"ambiguous\":%llu,\"unavailable\":%llu,\"endpoint\":\"%s\"}\n",
-	       (unsigned long long)st.calls, (unsigned long long)st.requests,
-	       (unsigned long long)st.failovers, (unsigned long long)st.ambiguous,
-	       (unsigned long long)st.unavailable, il_coord_endpoint(c));
+	result_begin(&j, "stats");
+	il_json_u64(&j, "calls", st.calls);
+	il_json_u64(&j, "requests", st.requests);
+	il_json_u64(&j, "failovers", st.failovers);
+	il_json_u64(&j, "ambiguous", st.ambiguous);
+	il_json_u64(&j, "unavailable", st.unavailable);
+	il_json_str(&j, "endpoint", il_coord_endpoint(c));
+	result_end(&j, false);
 	il_coord_close(c);
 	return rc;
 }

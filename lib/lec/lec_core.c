@@ -38,9 +38,9 @@ void il_lec_cfg_defaults(struct il_lec_cfg *cfg)
 #define RANGE(key, v, lo, hi, why)                                                       \
 	do {                                                                             \
 		if ((uint64_t)(v) < (uint64_t)(lo) || (uint64_t)(v) > (uint64_t)(hi))    \
-			LEC_FAIL("lec." key " = %llu is out of range; allowed: %llu..%llu%s", \
-			     (unsigned long long)(v), (unsigned long long)(lo),           \
-			     (unsigned long long)(hi), why);                              \
+			return ERR("lec." key " = %llu is out of range; allowed: %llu..%llu%s", \
+				   (unsigned long long)(v), (unsigned long long)(lo),       \
+				   (unsigned long long)(hi), why);                          \
 	} while (0)
 
 int il_lec_cfg_check(const struct il_lec_cfg *cfg, char *err, size_t errlen)
@@ -50,11 +50,11 @@ int il_lec_cfg_check(const struct il_lec_cfg *cfg, char *err, size_t errlen)
 	RANGE("r", cfg->r, 2, IL_LEC_MAX_R, " (with r = 1 a repair would only copy a message)");
 	RANGE("stagger", cfg->stagger, 1, IL_LEC_MAX_STAGGER, "");
 	if (cfg->xor_impl > IL_LEC_XOR_REF)
-		LEC_FAIL("lec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u)", cfg->xor_impl,
-		     IL_LEC_XOR_ISAL, IL_LEC_XOR_REF);
+		return ERR("lec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u)",
+			   cfg->xor_impl, IL_LEC_XOR_ISAL, IL_LEC_XOR_REF);
 	if (!(cfg->c > 0.0 && cfg->c <= IL_LEC_MAX_C))
-		LEC_FAIL("lec.c = %g is out of range; allowed: above 0, at most %g", cfg->c,
-		     IL_LEC_MAX_C);
+		return ERR("lec.c = %g is out of range; allowed: above 0, at most %g", cfg->c,
+			   IL_LEC_MAX_C);
 	RANGE("max_len", cfg->max_len, 1, IL_LEC_MAX_LEN, "");
 	RANGE("max_groups", cfg->max_groups, 1, IL_LEC_MAX_GROUPS, "");
 	RANGE("max_group_size", cfg->max_group_size, 1, 1u << 16, "");
@@ -67,23 +67,23 @@ int il_lec_cfg_check(const struct il_lec_cfg *cfg, char *err, size_t errlen)
 		RANGE("store_msgs", cfg->store_msgs, 4 * IL_LEC_MAX_R, 1u << 22,
 		      " (at least 4 x the largest repair)");
 		if (cfg->store_repairs > (1u << 20))
-			LEC_FAIL("lec.store_repairs = %u is out of range; allowed: 0 (immediate "
-			     "decoding only)..%u",
-			     cfg->store_repairs, 1u << 20);
+			return ERR("lec.store_repairs = %u is out of range; allowed: 0 (immediate "
+				   "decoding only)..%u",
+				   cfg->store_repairs, 1u << 20);
 		if (cfg->max_age_ns > 3600ull * 1000000000ull)
-			LEC_FAIL("lec.max_age_ns = %llu is out of range; allowed: 0 (no age limit) "
-			     "..3600 s",
-			     (unsigned long long)cfg->max_age_ns);
+			return ERR("lec.max_age_ns = %llu is out of range; allowed: 0 (no age "
+				   "limit) ..3600 s",
+				   (unsigned long long)cfg->max_age_ns);
 	}
 	if (cfg->defer_xor && cfg->decode)
-		LEC_FAIL("lec.defer_xor = true needs lec.decode = false: a decoding node keeps its "
-		     "own copies of the messages");
+		return ERR("lec.defer_xor = true needs lec.decode = false: a decoding node "
+			   "keeps its own copies of the messages");
 	if ((uint64_t)cfg->max_bins * cfg->stagger * lec_round(cfg->max_len, LEC_ALIGN) >
 	    (1ull << 32))
-		LEC_FAIL("lec.max_bins x lec.stagger x lec.max_len = %llu bytes of bins is too much; "
-		     "allowed: at most 4 GiB",
-		     (unsigned long long)cfg->max_bins * cfg->stagger *
-			     lec_round(cfg->max_len, LEC_ALIGN));
+		return ERR("lec.max_bins x lec.stagger x lec.max_len = %llu bytes of bins is "
+			   "too much; allowed: at most 4 GiB",
+			   (unsigned long long)cfg->max_bins * cfg->stagger *
+				   lec_round(cfg->max_len, LEC_ALIGN));
 	return 0;
 }
 

@@ -22,20 +22,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <interlink/err.h>
 #include <interlink/lec.h>
 
 #define LEC_ALIGN 64u
 #define LEC_NONE UINT32_MAX
 #define LEC_REF_MAX 8 /* stored repairs one awaited message can feed */
 #define LEC_EPS 1e-9  /* residual targets below this are spent */
-
-/* Writes the error message (when there is room) and returns -1. */
-#define LEC_FAIL(...)                                       \
-	do {                                                \
-		if (errlen)                                 \
-			snprintf(err, errlen, __VA_ARGS__); \
-		return -1;                                  \
-	} while (0)
 
 static inline uint32_t lec_round(uint32_t v, uint32_t a)
 {

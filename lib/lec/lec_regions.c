@@ -66,14 +66,14 @@ int il_lec_group_set(struct il_lec *l, uint16_t group, double c, const uint32_t 
 	if (c <= 0.0)
 		c = l->cfg.c;
 	if (!(c <= IL_LEC_MAX_C))
-		LEC_FAIL("lec group %u: c = %g is out of range; allowed: above 0, at most %g", group,
-		     c, IL_LEC_MAX_C);
+		return ERR("lec group %u: c = %g is out of range; allowed: above 0, at most %g",
+			   group, c, IL_LEC_MAX_C);
 	for (uint32_t i = 0; i < n; i++)
 		others += members[i] != l->cfg.self_id;
 	if (others > l->cfg.max_group_size)
-		LEC_FAIL("lec.max_group_size = %u is too small: group %u's view has %u other "
-		     "members",
-		     l->cfg.max_group_size, group, others);
+		return ERR("lec.max_group_size = %u is too small: group %u's view has %u "
+			   "other members",
+			   l->cfg.max_group_size, group, others);
 	if (!g) {
 		uint32_t s;
 
@@ -81,8 +81,9 @@ int il_lec_group_set(struct il_lec *l, uint16_t group, double c, const uint32_t 
 			if (l->grp[s].state == LEC_G_FREE)
 				break;
 		if (s == l->cfg.max_groups)
-			LEC_FAIL("lec.max_groups = %u is too small: joining group %u would make %u",
-			     l->cfg.max_groups, group, l->cfg.max_groups + 1);
+			return ERR("lec.max_groups = %u is too small: joining group %u would "
+				   "make %u",
+				   l->cfg.max_groups, group, l->cfg.max_groups + 1);
 		g = &l->grp[s];
 		memset(&g->st, 0, sizeof(g->st));
 		g->h_valid = false;
@@ -177,9 +178,9 @@ static int plan_neighbours(struct il_lec *l, uint32_t *nnb, char *err, size_t er
 				h = (h + 1) & l->nb_hash_mask;
 			if (!l->nb_hash[h]) {
 				if (n == l->cfg.max_members)
-					LEC_FAIL("lec.max_members = %u is too small: these views have "
-					     "more distinct neighbours",
-					     l->cfg.max_members);
+					return ERR("lec.max_members = %u is too small: these "
+						   "views have more distinct neighbours",
+						   l->cfg.max_members);
 				l->nb_ids[n] = m;
 				memset(l->nb_keys + (size_t)n * W, 0, 8 * W);
 				l->nb_hash[h] = ++n;
@@ -232,9 +233,9 @@ static int plan_entries(struct il_lec *l, const struct lec_regions *rg, uint32_t
 					m = l->resid[gs[k]];
 			if (m > LEC_EPS) {
 				if (ne == l->cfg.max_links)
-					LEC_FAIL("lec.max_links = %u is too small for these views' "
-					     "bin targets",
-					     l->cfg.max_links);
+					return ERR("lec.max_links = %u is too small for these "
+						   "views' bin targets",
+						   l->cfg.max_links);
 				memcpy(l->ent_keys + (size_t)ne * W, s, 8 * W);
 				l->ent_region[ne] = t;
 				l->ent_mean[ne] = m;

@@ -18,7 +18,7 @@ def telemetry(prefix, cmd):
         s.connect(path)
         json.loads(s.recv(16384).decode())  # greeting: version, pid, max_output_len
         s.send(cmd.encode())
-        return json.loads(s.recv(1 << 20).decode())[cmd]
+        return json.loads(s.recv(1 << 20).decode())[cmd.split(",")[0]]
 
 
 def test_telemetry_and_sigterm(tmp_path):
@@ -33,6 +33,10 @@ def test_telemetry_and_sigterm(tmp_path):
         assert stats["seq"]["stamped_msgs"] == 20000
         assert stats["seq"]["group1_next"] + stats["seq"]["group2_next"] == 20000 + 2
         assert stats["classify"]["data"] == 20000
+        # One group's state in every stage that keeps some.
+        g1 = telemetry(prefix, "/interlink/group,1")
+        assert g1["id"] == 1 and g1["seq"]["next"] == stats["seq"]["group1_next"]
+        assert telemetry(prefix, "/interlink/group,4242") is None  # no such group
         ports = telemetry(prefix, "/interlink/ports")
         assert ports["in"]["rx_packets"] >= 20000
         assert ports["out"]["tx_packets"] >= 20000
