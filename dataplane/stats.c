@@ -257,6 +257,7 @@ static int tel_info(const char *cmd, const char *params, struct rte_tel_data *d)
 void il_telemetry_register(struct il_app *app)
 {
 	tel_app = app;
+	il_telemetry_layout_register(app);
 	rte_telemetry_register_cmd("/interlink/info", tel_info,
 				   "Appliance identity and uptime. No parameters");
 	rte_telemetry_register_cmd("/interlink/stats", tel_stats,

@@ -11,6 +11,7 @@ PKGS=(
   python3 python3-scapy python3-pytest python3-matplotlib python3-yaml
   python3-venv python3-setuptools python3-wheel
   iproute2 iperf3 tcpdump ethtool procps psmisc tshark
+  tmux python3-prometheus-client prometheus
 )
 
 missing=()

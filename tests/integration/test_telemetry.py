@@ -40,6 +40,18 @@ def test_telemetry_and_sigterm(tmp_path):
         ports = telemetry(prefix, "/interlink/ports")
         assert ports["in"]["rx_packets"] >= 20000
         assert ports["out"]["tx_packets"] >= 20000
+        # The layout: stage types, which stats keys are counters, the group ids.
+        assert telemetry(prefix, "/interlink/stages") == {
+            "classify": "classify", "seq": "sequencer", "nak": "nak"}
+        counters = telemetry(prefix, "/interlink/counters")
+        assert set(counters) == set(stats)
+        for stage, names in counters.items():
+            assert names[:2] == ["pkts_in", "cycles"] and len(set(names)) == len(names)
+            assert set(names) <= set(stats[stage]), stage
+        assert "stamped_msgs" in counters["seq"] and "naks" in counters["nak"]
+        # State is not a counter.
+        assert "group1_next" in stats["seq"] and "group1_next" not in counters["seq"]
+        assert telemetry(prefix, "/interlink/groups") == [1, 2, 100]
         # SIGTERM: a clean stop with the summary written.
         rig.app.send_signal(signal.SIGTERM)
         assert rig.app.wait(timeout=20) == 0
