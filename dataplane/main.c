@@ -104,6 +104,11 @@ int main(int argc, char **argv)
 	char err[1024];
 	int c;
 
+	/* A log write must never stop the appliance: with stdout a pipe whose
+	 * reader went away (`interlink | head`), writes fail with EPIPE, which
+	 * stdio absorbs, instead of killing us mid-forwarding. */
+	signal(SIGPIPE, SIG_IGN);
+
 	while ((c = getopt_long(argc, argv, "c:s:d:i:j:qh", opts, NULL)) != -1) {
 		char *end;
 		switch (c) {

@@ -17,6 +17,7 @@
 
 #include <interlink/app.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "seq.h"
 #include "tu_frame.h"
@@ -54,36 +55,25 @@ static struct rte_mbuf *frame(uint16_t dport, uint8_t type, uint16_t group, uint
 	struct rte_mbuf *m = tu_udp_frame(app.pool, 0x0a000000u + sender, 0xef010100u + group,
 					  dport, plen, &h);
 	assert_non_null(m);
-	if (dport == 7400) {
-		h[0] = IL_VERSION;
-		h[1] = type;
-		h[2] = IL_HDR_LEN;
-		il_put16(h + IL_OFF_GROUP_ID, group);
-		il_put16(h + IL_OFF_MSG_COUNT, type == IL_T_DATA ? (uint16_t)n : 0);
-		il_put32(h + IL_OFF_SENDER_ID, sender);
-		il_put64(h + IL_OFF_SENDER_SEQ, sseq);
-		h += IL_HDR_LEN;
-	}
+	if (dport == 7400)
+		h = il_hdr_put(h, &(struct il_hdr_fields){
+					  .type = type, .group_id = group,
+					  .msg_count = type == IL_T_DATA ? (uint16_t)n : 0,
+					  .sender_id = sender, .sender_seq = sseq });
 	if (type == IL_T_DATA || dport != 7400)
-		for (unsigned i = 0; i < n; i++, h += IL_MSG_HDR_LEN + len) {
-			il_put16(h, (uint16_t)len);
-			memset(h + 4, (int)(i + 1), len);
+		for (unsigned i = 0; i < n; i++, h += len) {
+			h = il_rec_put(h, (uint16_t)len);
+			memset(h, (int)(i + 1), len);
 		}
-	if (csum) {
-		uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
-		struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
-		udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
-	}
+	if (csum)
+		il_udp_csum_set(rte_pktmbuf_mtod(m, uint8_t *) + IL_ETH_HLEN);
 	return m;
 }
 
 static struct rte_mbuf *nak(uint16_t group, uint64_t first, uint64_t last)
 {
 	struct rte_mbuf *m = frame(7400, IL_T_NAK, group, 0x10001, 0, 0, 0, false);
-	uint8_t *b = rte_pktmbuf_mtod(m, uint8_t *) + 42 + IL_HDR_LEN;
-	il_put64(b, first);
-	il_put64(b + 8, last);
+	il_range_put(rte_pktmbuf_mtod(m, uint8_t *) + IL_UDP_HDRS_LEN + IL_HDR_LEN, first, last);
 	return m;
 }
 
@@ -203,6 +193,61 @@ static void test_raw_mode_insertion(void **state)
 	/* The other frame is untouched. */
 	assert_int_equal(il_get16(rte_pktmbuf_mtod(p[1], uint8_t *) + 36), 9001);
 	rte_pktmbuf_free_bulk(p, n);
+}
+
+/* A sender's flags, epoch, global_seq and stable_seq mean nothing to the
+ * appliance: all are overwritten (a forged watermark must never reach a
+ * receiver), the UDP checksum follows, and such frames are counted. */
+static void test_stamp_overwrites_what_the_sender_forged(void **state)
+{
+	(void)state;
+	static const struct {
+		uint8_t flags;
+		uint32_t epoch;
+		uint64_t gseq, stable;
+		bool counted;
+	} forged[] = {
+		{ IL_F_STABLE_VALID, 0, 0, 1000, true },
+		{ 0, 0, 0, 5, false }, /* a sender's own stable_seq: legitimate, cleared */
+		{ IL_F_RETRANS | IL_F_RAW, 0, 0, 0, true },
+		{ IL_F_STAMPED | IL_F_FIFO_START, 0, 0, 0, true },
+		{ 0, 999, 0, 0, true },
+		{ 0, 0, 123456, 0, true },
+		{ 0, 0, 0, 0, false },
+	};
+	const unsigned k = sizeof(forged) / sizeof(forged[0]);
+	struct rte_mbuf *p[2 * 7];
+	uint64_t before = ctr(sq, "restamped_frames"), next = seq->groups[0].next;
+
+	for (unsigned i = 0; i < 2 * k; i++) {
+		/* Every case with and without a UDP checksum. */
+		p[i] = frame(7400, IL_T_DATA, 1, 7, 1 + i, 1, 13 + i, false);
+		uint8_t *f = rte_pktmbuf_mtod(p[i], uint8_t *), *h = f + 42;
+
+		h[IL_OFF_FLAGS] = forged[i % k].flags;
+		il_put32(h + IL_OFF_EPOCH, forged[i % k].epoch);
+		il_put64(h + IL_OFF_GLOBAL_SEQ, forged[i % k].gseq);
+		il_put64(h + IL_OFF_STABLE_SEQ, forged[i % k].stable);
+		if (i >= k)
+			((struct rte_udp_hdr *)(f + 34))->dgram_cksum = rte_ipv4_udptcp_cksum(
+				(struct rte_ipv4_hdr *)(f + 14), (struct rte_udp_hdr *)(f + 34));
+	}
+	assert_int_equal(run(p, (uint16_t)(2 * k)), 2 * k);
+	for (unsigned i = 0; i < 2 * k; i++) {
+		const uint8_t *f = rte_pktmbuf_mtod(p[i], uint8_t *), *h = f + 42;
+
+		assert_int_equal(h[IL_OFF_FLAGS], IL_F_STAMPED);
+		assert_int_equal(il_get32(h + IL_OFF_EPOCH), seq->epoch);
+		assert_int_equal(il_get64(h + IL_OFF_GLOBAL_SEQ), next + i);
+		assert_int_equal(il_get64(h + IL_OFF_STABLE_SEQ), 0);
+		assert_int_equal(((const struct rte_udp_hdr *)(f + 34))->dgram_cksum != 0, i >= k);
+		assert_true(udp_csum_valid(p[i]));
+	}
+	unsigned counted = 0;
+	for (unsigned i = 0; i < k; i++)
+		counted += forged[i].counted;
+	assert_int_equal(ctr(sq, "restamped_frames") - before, 2 * counted);
+	rte_pktmbuf_free_bulk(p, 2 * k);
 }
 
 static void test_nak_serves_history_unavail_and_future(void **state)
@@ -489,6 +534,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stamps_per_group_and_keeps_history),
 		cmocka_unit_test(test_history_evicts_oldest_and_releases_it),
 		cmocka_unit_test(test_raw_mode_insertion),
+		cmocka_unit_test(test_stamp_overwrites_what_the_sender_forged),
 		cmocka_unit_test(test_nak_serves_history_unavail_and_future),
 		cmocka_unit_test(test_tx_burst_order_and_drops),
 		cmocka_unit_test(test_made_packets_start_untagged),
