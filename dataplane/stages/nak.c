@@ -203,8 +203,16 @@ static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
 		const struct il_hist_ent *e = il_seq_hist_at(k->seq, gi, idx);
 		if (e->first > last)
 			break;
-		if (nak_budget_held(r, gi, false, e->first, e->first, now)) {
-			st->ctr[NAK_C_SUPPRESSED_FRAMES]++;
+		uint64_t held_to = nak_budget_held_to(r, gi, e->first, now);
+		if (held_to) {
+			/* Skip the whole held range at once: a NAK for a huge
+			 * range costs a lookup, not a walk. */
+			uint64_t upto = held_to < last ? held_to : last;
+			uint32_t next = il_seq_hist_find(k->seq, gi, upto + 1);
+			if (next <= idx)
+				next = idx + 1;
+			st->ctr[NAK_C_SUPPRESSED_FRAMES] += next - idx;
+			idx = next - 1;
 			continue;
 		}
 		if (sent == k->max_frames) {

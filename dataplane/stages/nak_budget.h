@@ -110,6 +110,20 @@ static inline bool nak_budget_held(const struct nak_requester *r, unsigned gi, b
 	return false;
 }
 
+/* For frames: the last sequence of the answered range that holds seq (the
+ * caller skips to the frame after it), 0 if none does. */
+static inline uint64_t nak_budget_held_to(const struct nak_requester *r, unsigned gi, uint64_t seq,
+					  uint64_t now)
+{
+	for (unsigned i = 0; i < NAK_RECENT; i++) {
+		const struct nak_range *x = &r->recent[i];
+		if (x->used && x->group_idx == gi && !x->unavail && now < x->until &&
+		    x->first <= seq && seq <= x->last)
+			return x->last;
+	}
+	return 0;
+}
+
 /* Remember that [first, last] of group gi was answered to r now. */
 void nak_budget_answered(struct nak_budget *b, struct nak_requester *r, unsigned gi, bool unavail,
 			 uint64_t first, uint64_t last, uint64_t now);

@@ -281,6 +281,9 @@ static void test_nak_budget_holds_buckets_and_eviction(void **state)
 	assert_false(nak_budget_held(a, 1, false, 12, 12, 999)); /* other group */
 	assert_false(nak_budget_held(a, 0, true, 12, 12, 999));  /* not an UNAVAIL */
 	assert_false(nak_budget_held(a, 0, false, 12, 12, 1000));
+	assert_int_equal(nak_budget_held_to(a, 0, 12, 999), 17);
+	assert_int_equal(nak_budget_held_to(a, 0, 18, 999), 0);
+	assert_int_equal(nak_budget_held_to(a, 0, 12, 1000), 0);
 	nak_budget_answered(&b, a, 0, false, 10, 17, 1000);
 	assert_true(nak_budget_held(a, 0, false, 17, 17, 2999));
 	assert_false(nak_budget_held(a, 0, false, 17, 17, 3000));
