@@ -2,7 +2,9 @@
  * nak: serves receivers' NAKs from the sequencer's history. Held frames
  * are retransmitted as they were stamped (same mbuf, one more reference),
  * within a packets-per-second budget; sequences older than the history get
- * an explicit UNAVAIL so no receiver waits forever.
+ * an explicit UNAVAIL so no receiver waits forever. Every answer is also
+ * paid from the requester's own budget and not repeated to it within the
+ * repair interval (nak_budget.h).
  */
 #include <stdio.h>
 #include <string.h>
