@@ -237,6 +237,7 @@ int main(int argc, char **argv)
 	uint64_t last_status = app.start_tsc, last_rx = 0, last_rx_change = app.start_tsc;
 	while (!app.quit) {
 		usleep(20000);
+		il_stage_logs(&app, stderr);
 		uint64_t now = rte_rdtsc();
 		double elapsed = (double)(now - app.start_tsc) / (double)hz;
 		if (duration > 0 && elapsed >= duration)
@@ -260,6 +261,7 @@ int main(int argc, char **argv)
 	rte_eal_mp_wait_lcore();
 	double elapsed = (double)(rte_rdtsc() - app.start_tsc) / (double)hz;
 	il_app_flush(&app);
+	il_stage_logs(&app, stderr);
 	il_summary(&app, elapsed, json);
 	il_app_stop(&app);
 	il_cfg_free(cfg);

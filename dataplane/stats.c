@@ -274,6 +274,15 @@ void il_telemetry_register(struct il_app *app)
 static struct port_totals last_ports[IL_MAX_PORTS];
 static uint64_t last_stamped;
 
+void il_stage_logs(struct il_app *app, FILE *out)
+{
+	for (unsigned i = 0; i < app->n_stages; i++) {
+		struct il_stage *st = app->stages[i];
+		if (st->type->log && st->ctx)
+			st->type->log(st, out);
+	}
+}
+
 void il_status_line(struct il_app *app, double elapsed, double dt)
 {
 	char buf[512];

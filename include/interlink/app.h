@@ -149,5 +149,7 @@ void il_telemetry_register(struct il_app *app);
 void il_telemetry_layout_register(const struct il_app *app);
 void il_status_line(struct il_app *app, double elapsed_s, double dt_s);
 void il_summary(struct il_app *app, double elapsed_s, const char *json_path);
+/* Every stage's warnings since the last call (stage type's log()). */
+void il_stage_logs(struct il_app *app, FILE *out);
 
 #endif
