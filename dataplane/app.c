@@ -308,6 +308,44 @@ static int create_stages(struct il_app *app, char *err, size_t errlen)
 	return 0;
 }
 
+/* Every stage of a chain must be given the per-packet metadata it reads
+ * (struct il_stage_type, meta_needs): set by an earlier stage, and not
+ * lost since (a stage that adds untagged packets to the burst). The tags
+ * are in m->hash, where a stage that reads them without a classify before
+ * it would find whatever the PMD or the mbuf's last user left there. */
+static int check_chain_meta(const struct il_chain *ch, const struct il_cfg *where, char *err,
+			    size_t errlen)
+{
+	const struct il_stage *setter = NULL, *loser = NULL;
+	unsigned have = 0;
+
+	for (uint16_t i = 0; i < ch->n_stages; i++) {
+		const struct il_stage *st = ch->stages[i];
+		const struct il_stage_type *t = st->type;
+
+		if (t->meta_needs & ~have) {
+			if (loser)
+				return ERR("config: key '%s': stage '%s' (%s) needs every packet "
+					   "tagged by a classify stage, but '%s' (%s) after '%s' "
+					   "adds untagged packets to the burst; put '%s' before "
+					   "'%s'", il_cfg_path(where), st->name, t->name,
+					   loser->name, loser->type->name, setter->name,
+					   loser->name, setter->name);
+			return ERR("config: key '%s': stage '%s' (%s) needs every packet tagged "
+				   "by a classify stage earlier in the chain; add one before it",
+				   il_cfg_path(where), st->name, t->name);
+		}
+		if (t->meta_loses & have)
+			loser = st;
+		have = (have & ~t->meta_loses) | t->meta_sets;
+		if (t->meta_sets) {
+			setter = st;
+			loser = NULL;
+		}
+	}
+	return 0;
+}
+
 static int place_stages(struct il_app *app, char *err, size_t errlen)
 {
 	static const char *const wkeys[] = {"lcore", "chains", NULL};
@@ -405,6 +443,8 @@ static int place_stages(struct il_app *app, char *err, size_t errlen)
 				if (st->type->poll)
 					ch->any_poll = true;
 			}
+			if (check_chain_meta(ch, sl, err, errlen))
+				return -1;
 			wk->n_chains++;
 		}
 		app->n_workers++;

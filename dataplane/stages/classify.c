@@ -6,11 +6,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <rte_ip.h>
 #include <rte_malloc.h>
+#include <rte_mbuf.h>
 
 #include <interlink/app.h>
 #include <interlink/err.h>
 #include <interlink/parse.h>
+#include <interlink/wire.h>
 
 enum {
 	CL_C_UNKNOWN_GROUP = IL_V_COUNT,
@@ -77,6 +80,37 @@ static inline bool is_drop(enum il_verdict v)
 	return v >= IL_V_DROP_FIRST;
 }
 
+/*
+ * A frame in several segments: the parser saw the first one only, which
+ * may end before the datagram does, so its verdict is not the frame's.
+ * The headers decide (read across segments, into a stack copy): IPv4/UDP
+ * to another port than Interlink's and matching no raw-mode filter is not
+ * ours and passes untouched. Anything else that did not parse as a whole
+ * from its first segment is dropped: the stages after classify read
+ * Interlink frames in place, in one segment.
+ */
+static bool multiseg_passes(const struct classify *c, const struct rte_mbuf *m)
+{
+	uint8_t buf[14 + 4 + 60 + 8];
+	uint32_t len = RTE_MIN(m->pkt_len, (uint32_t)sizeof(buf)), off = 14;
+	const uint8_t *f = rte_pktmbuf_read(m, 0, len, buf);
+
+	if (f == NULL || len < 14 + 4)
+		return false;
+	if (f[12] == 0x81 && f[13] == 0x00)
+		off += 4;
+	if (len < off + 20 + 8)
+		return false;
+	const uint8_t *ip = f + off;
+	uint32_t ihl = (ip[0] & 0x0fu) * 4u;
+	if (f[off - 2] != 0x08 || f[off - 1] != 0x00 || (ip[0] >> 4) != 4 || ihl < 20 ||
+	    len < off + ihl + 8 || ip[9] != IPPROTO_UDP || (il_get16(ip + 6) & 0x1fffu))
+		return false;
+	uint16_t dport = il_get16(ip + ihl + 2);
+	return dport != c->il_port &&
+	       (c->n_raw == 0 || raw_find(c, raw_key(il_get32(ip + 16), dport)) < 0);
+}
+
 static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct classify *c = st->ctx;
@@ -94,15 +128,18 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 		v = il_parse_frame(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, c->il_port, &p);
 		mt->kind = IL_K_NONE;
 		if (unlikely(m->nb_segs > 1) && v != IL_V_PASS && v != IL_V_UDP) {
-			il_drop(st, CL_C_DROP_MULTISEG, m);
-			continue;
+			if (!multiseg_passes(c, m)) {
+				il_drop(st, CL_C_DROP_MULTISEG, m);
+				continue;
+			}
+			v = IL_V_PASS;
 		}
-		st->ctr[v]++;
 		if (unlikely(is_drop(v))) {
-			rte_pktmbuf_free(m);
+			il_drop(st, v, m);
 			continue;
 		}
 		if (v == IL_V_PASS) {
+			st->ctr[v]++;
 			pkts[out++] = m;
 			continue;
 		}
@@ -110,6 +147,7 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 		mt->l4_off = p.l4_off;
 		mt->il_off = p.il_off;
 		if (v == IL_V_UDP) {
+			st->ctr[v]++;
 			int g = c->n_raw ? raw_find(c, raw_key(p.dst_ip, p.dst_port)) : -1;
 			if (g >= 0) {
 				mt->kind = IL_K_RAW;
@@ -120,15 +158,19 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 			continue;
 		}
 		if (v == IL_V_CONTROL) {
+			st->ctr[v]++;
 			mt->kind = IL_K_CONTROL;
 			pkts[out++] = m;
 			continue;
 		}
+		/* Counted as a kind or as a drop, never both: the kinds and
+		 * the drops add up to pkts_in. */
 		uint16_t gi = app->group_idx_by_id[p.group_id];
 		if (unlikely(!gi)) {
 			il_drop(st, CL_C_UNKNOWN_GROUP, m);
 			continue;
 		}
+		st->ctr[v]++;
 		mt->group_idx = (uint16_t)(gi - 1);
 		mt->kind = v == IL_V_DATA ? IL_K_DATA : IL_K_NAK;
 		pkts[out++] = m;
@@ -188,4 +230,5 @@ const struct il_stage_type il_stage_classify = {
 	.create = classify_create,
 	.process = classify_process,
 	.destroy = classify_destroy,
+	.meta_sets = IL_META_TAGS,
 };

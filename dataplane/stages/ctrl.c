@@ -634,4 +634,5 @@ const struct il_stage_type il_stage_control = {
 	.poll = true,
 	.destroy = ctrl_destroy,
 	.state = ctrl_state,
+	.meta_needs = IL_META_TAGS,
 };

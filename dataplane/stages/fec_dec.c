@@ -137,7 +137,7 @@ static void dec_deliver(void *arg, const uint8_t *span, uint32_t len,
 	void *p;
 
 	RTE_SET_USED(rec);
-	m = rte_pktmbuf_alloc(c->pool);
+	m = il_pktmbuf_alloc(c->pool);
 	if (unlikely(m == NULL)) {
 		st->ctr[CTR_DROP_NOMBUF]++;
 		return;
@@ -395,4 +395,7 @@ const struct il_stage_type il_stage_fec_dec = {
 	.poll = true,
 	.destroy = dec_destroy,
 	.state = dec_state,
+	/* Recovered packets join the burst untagged, and may be Interlink
+	 * frames: a classify goes after this stage, not before. */
+	.meta_loses = IL_META_TAGS,
 };

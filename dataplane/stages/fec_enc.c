@@ -306,7 +306,7 @@ static void enc_emit(void *arg, const uint8_t *msg, uint32_t len,
 {
 	struct fec_enc_ctx *c = arg;
 	struct il_stage *st = c->st;
-	struct rte_mbuf *m = rte_pktmbuf_alloc(c->pool);
+	struct rte_mbuf *m = il_pktmbuf_alloc(c->pool);
 	uint8_t *f;
 
 	st->ctr[CTR_REPAIRS]++;

@@ -47,6 +47,7 @@
 #include "ftcp.h"
 
 #include "ftcp_pkt.h"
+#include "ftcp_timer.h"
 
 static inline uint64_t tsc_us(const struct ftcp *f, uint64_t dt)
 {
@@ -116,7 +117,7 @@ static void make_seg(struct il_stage *st, struct ftcp_flow *fl, bool to_server, 
 {
 	struct ftcp *f = st->ctx;
 	const struct ftc_key *k = &fl->key;
-	struct rte_mbuf *m = rte_pktmbuf_alloc(f->app->pool);
+	struct rte_mbuf *m = il_pktmbuf_alloc(f->app->pool);
 	struct il_path p = {
 		.src_ip = rte_be_to_cpu_32(to_server ? k->cip : k->sip),
 		.dst_ip = rte_be_to_cpu_32(to_server ? k->sip : k->cip),
@@ -157,6 +158,7 @@ static void gen_ack(struct il_stage *st, struct ftcp_flow *fl)
 
 static void send_fab_syn(struct il_stage *st, struct ftcp_flow *fl)
 {
+	struct ftcp *f = st->ctx;
 	uint8_t opt[8] = {2, 4, (uint8_t)(fl->mss >> 8), (uint8_t)fl->mss, 1, 1, 1, 0};
 
 	/* The client's original options (minus SACK and timestamps), so the
@@ -170,6 +172,7 @@ static void send_fab_syn(struct il_stage *st, struct ftcp_flow *fl)
 	make_seg(st, fl, true, fl->fab_isn, 0, IL_TCP_F_SYN, fl->syn_win, opt, 8);
 	fl->syn_sent = true;
 	fl->syn_tsc = rte_rdtsc();
+	ftl_append(f, (int32_t)(fl - f->flows), FTL_SYN);
 	st->ctr[C_FAB_SYNS]++;
 }
 
@@ -191,6 +194,7 @@ static void flow_del(struct il_stage *st, struct ftcp_flow *fl)
 		st->ctr[C_LAG_BYTES] -= lag;
 	rte_pktmbuf_free(fl->held_synack);
 	rte_pktmbuf_free(fl->held_ack);
+	ftl_unlink_all(f, (int32_t)(fl - f->flows));
 	rte_hash_del_key(f->h, &fl->key);
 	memset(fl, 0, sizeof(*fl));
 	st->ctr[C_FLOWS_ACTIVE]--;
@@ -204,6 +208,7 @@ static void flow_closing(struct il_stage *st, struct ftcp_flow *fl)
 		return;
 	fl->state = FT_CLOSING;
 	fl->close_tsc = rte_rdtsc();
+	ftl_append(f, (int32_t)(fl - f->flows), FTL_CLOSING);
 	/* Compaction request; if the ring is full the logger's own close
 	 * rule (FIN seen both ways) still compacts it. */
 	log_rec(f, &fl->key, FR_CLOSED, 0, 0, 0, 0, 0, NULL, 0);
@@ -326,6 +331,8 @@ static void on_down(struct il_stage *st, const struct ftc_down *d)
 		st->ctr[C_RST_TO_SERVER]++;
 		fl->crash_rec_pending =
 			!log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0, 0, 0, 0, NULL, 0);
+		if (fl->crash_rec_pending)
+			ftl_append(f, (int32_t)(fl - f->flows), FTL_CRASH);
 		break;
 	case FD_RECOVER:
 		if (fl->state != FT_RECOVERING)
@@ -504,6 +511,7 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			fl->out_nxt = fl->server_seq;
 			fl->srv_nxt = s->seq + 1;
 			fl->crash_rec_pending = false;
+			ftl_unlink_all(f, (int32_t)(fl - f->flows)); /* nothing due any more */
 			log_rec(f, &k, FR_RECOVERED, s->seq, 0, 0, 0, 0, NULL, 0);
 			gen_ack(st, fl);
 			st->ctr[C_ACKS_GENERATED]--; /* a window update, counted below */
@@ -676,29 +684,43 @@ static void arp_learn(struct il_stage *st, struct rte_mbuf *m)
 	}
 }
 
-static void scan_flows(struct il_stage *st, uint64_t now)
+/* The timer tick: what fell due, in deadline order, at most budget flows.
+ * Returns true if that cut it short (the next poll goes on). */
+static bool tick_due(struct il_stage *st, uint64_t now, unsigned budget)
 {
 	struct ftcp *f = st->ctx;
-	const void *key;
-	void *data;
-	uint32_t it = 0;
 	int32_t pos;
 
-	while ((pos = rte_hash_iterate(f->h, &key, &data, &it)) >= 0) {
+	while ((pos = f->due[FTL_CLOSING].head) != FTL_NIL) {
 		struct ftcp_flow *fl = &f->flows[pos];
 
-		if (fl->state == FT_CLOSING && now - fl->close_tsc > f->linger_tsc) {
-			flow_del(st, fl);
-			continue;
-		}
-		if (fl->state != FT_RECOVERING)
-			continue;
-		if (fl->crash_rec_pending)
-			fl->crash_rec_pending = !log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0, 0,
-							 0, 0, NULL, 0);
-		if (fl->syn_sent && now - fl->syn_tsc > f->syn_rto_tsc)
-			send_fab_syn(st, fl);
+		if (now - fl->close_tsc <= f->linger_tsc || fl->close_tsc > now)
+			break;
+		if (budget-- == 0)
+			return true;
+		flow_del(st, fl);
 	}
+	while ((pos = f->due[FTL_CRASH].head) != FTL_NIL) {
+		struct ftcp_flow *fl = &f->flows[pos];
+
+		if (budget-- == 0)
+			return true;
+		if (!log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0, 0, 0, 0, NULL, 0))
+			break; /* the ring is still full: the rest would fail too */
+		fl->crash_rec_pending = false;
+		ftl_unlink(f, pos, ftl_slot[FTL_CRASH]);
+	}
+	while ((pos = f->due[FTL_SYN].head) != FTL_NIL) {
+		struct ftcp_flow *fl = &f->flows[pos];
+
+		/* A SYN re-sent by this tick went to the tail, stamped after now. */
+		if (now - fl->syn_tsc <= f->syn_rto_tsc || fl->syn_tsc > now)
+			break;
+		if (budget-- == 0)
+			return true;
+		send_fab_syn(st, fl); /* and back to the tail */
+	}
+	return false;
 }
 
 uint16_t ftcp_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
@@ -743,8 +765,11 @@ uint16_t ftcp_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 		post_burst(st);
 	now = rte_rdtsc();
 	if (now >= f->next_scan) {
-		f->next_scan = now + f->hz / 100;
-		scan_flows(st, now);
+		/* Once per 10 ms; sooner while a tick had more due than its
+		 * budget (a burst of closes, a crash with many flows). */
+		bool more = tick_due(st, now, FTCP_TICK_BUDGET);
+
+		f->next_scan = more ? now : now + f->hz / 100;
 	}
 	if (f->ring)
 		wake_logger(f);

@@ -26,6 +26,21 @@ enum ftcp_state {
 	FT_CLOSING,     /* both sides closed (or RST): lingers, then removed */
 };
 
+/* Lists of flows with something due (ftcp_timer.h). */
+enum ftcp_list_id { FTL_CLOSING, FTL_SYN, FTL_CRASH, FTL_COUNT };
+#define FTL_SLOTS 2
+#define FTL_NIL (-1)
+
+struct ftcp_link {
+	int32_t prev, next; /* flow positions */
+	uint8_t list;       /* 0: on none, else enum ftcp_list_id + 1 */
+};
+
+struct ftcp_list {
+	int32_t head, tail;
+	uint32_t len;
+};
+
 struct ftcp_flow {
 	struct ftc_key key;
 	uint8_t state;
@@ -63,6 +78,7 @@ struct ftcp_flow {
 	struct rte_mbuf *held_ack; /* Lazy: newest pure ack above stable_seq */
 	uint64_t lag_tsc;
 	uint64_t rec_tsc, syn_tsc, close_tsc;
+	struct ftcp_link link[FTL_SLOTS];
 };
 
 enum {
@@ -97,6 +113,7 @@ struct ftcp {
 	int wake_fd;
 	struct sockaddr_un wake_addr;
 	uint64_t hz, next_scan, linger_tsc, syn_rto_tsc;
+	struct ftcp_list due[FTL_COUNT];
 	char ring_path[256];
 	/* Flows whose stable_seq moved during this call: their Lazy release
 	 * or Eager/Conditional ack is made after the burst, so it carries the
@@ -105,6 +122,10 @@ struct ftcp {
 	uint16_t n_post;
 	int32_t post[64];
 };
+
+/* Flows a timer tick may expire or serve before the rest waits for the
+ * next poll: a bound on the work of one poll, whatever the flow count. */
+#define FTCP_TICK_BUDGET 64
 
 /* ftcp.c */
 uint16_t ftcp_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n);

@@ -21,6 +21,7 @@
 #include <interlink/stage.h>
 
 #include "ftcp.h"
+#include "ftcp_timer.h"
 
 const char *const ftcp_counter_names[C_COUNT] = {
 	"conns_protected", "segs_logged", "bytes_logged", "bytes_stable", "logger_lag_bytes",
@@ -132,6 +133,7 @@ static int ftcp_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	if (!f->h || !f->flows)
 		return ERR("cannot create the flow table of stage '%s' (%llu flows)", st->name,
 			   (unsigned long long)max_flows);
+	ftl_init(f);
 	f->ring = ftc_ring_open(ring, (uint32_t)ring_size, FTC_DATAPLANE, err, errlen);
 	if (!f->ring)
 		return -1;

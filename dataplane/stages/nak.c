@@ -188,7 +188,9 @@ static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
 			st->ctr[NAK_C_CAPPED]++;
 			break;
 		}
-		int lim = nak_budget_take(r, &k->budget, now);
+		/* No more than fit behind this burst (counted as the global
+		 * limit): the receiver asks again for the rest. */
+		int lim = il_emit_room(st) == 0 ? 2 : nak_budget_take(r, &k->budget, now);
 		if (lim) {
 			st->ctr[lim == 1 ? NAK_C_REQUESTER_LIMITED : NAK_C_RATE_LIMITED]++;
 			break;
@@ -324,4 +326,5 @@ const struct il_stage_type il_stage_nak = {
 	.process = nak_process,
 	.destroy = nak_destroy,
 	.log = nak_log,
+	.meta_needs = IL_META_TAGS,
 };

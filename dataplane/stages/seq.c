@@ -492,4 +492,5 @@ const struct il_stage_type il_stage_sequencer = {
 	.process = seq_process,
 	.destroy = seq_destroy,
 	.state = seq_state,
+	.meta_needs = IL_META_TAGS,
 };

@@ -127,7 +127,7 @@ static inline void il_app_group_path(const struct il_app *app, uint16_t tx, unsi
 static inline struct rte_mbuf *il_app_frame_alloc(const struct il_app *app, uint16_t len,
 						  uint8_t **f)
 {
-	struct rte_mbuf *m = rte_pktmbuf_alloc(app->pool);
+	struct rte_mbuf *m = il_pktmbuf_alloc(app->pool);
 
 	if (unlikely(m == NULL))
 		return NULL;

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <rte_mbuf.h>
 #include <rte_ethdev.h>
 
@@ -72,6 +73,24 @@ static inline struct il_meta *il_meta(struct rte_mbuf *m)
 	RTE_BUILD_BUG_ON(sizeof(struct il_meta) != sizeof(m->hash));
 	return (struct il_meta *)&m->hash;
 }
+
+/* Every mbuf a stage makes comes from here: rte_pktmbuf_alloc() leaves
+ * `hash` (il_meta) as the mbuf's last user left it, and a stage after this
+ * one would act on those stale tags. A made packet starts untagged
+ * (IL_K_NONE: not Interlink, pass through). */
+static inline struct rte_mbuf *il_pktmbuf_alloc(struct rte_mempool *mp)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(mp);
+
+	if (likely(m != NULL))
+		memset(il_meta(m), 0, sizeof(struct il_meta));
+	return m;
+}
+
+/* What a stage type needs of il_meta, and what it does to it (checked per
+ * chain when the pipeline is built: a chain that cannot give a stage what
+ * it needs is refused, naming the stages). */
+#define IL_META_TAGS 0x1u /* kind, offsets and group of every packet: classify */
 
 struct il_app;
 struct il_stage;
@@ -130,6 +149,10 @@ struct il_stage_type {
 	 * what the stage has found worth a warning since the last call. The
 	 * stage itself limits how often it has something to say. */
 	void (*log)(struct il_stage *st, FILE *out);
+	/* IL_META_* this stage reads on every packet it is given; sets on
+	 * every packet it passes on; loses (it adds packets to the burst that
+	 * may be Interlink frames but are not tagged as such). */
+	uint8_t meta_needs, meta_sets, meta_loses;
 };
 
 struct il_stage {
@@ -169,12 +192,23 @@ static inline void il_tx_burst(struct il_lcore_io *io, uint16_t port, struct rte
 	}
 }
 
-/* Send a packet a stage made or re-sends, after the current burst. */
+/* Room left for il_emit() in this poll iteration. */
+static inline uint16_t il_emit_room(const struct il_stage *st)
+{
+	return (uint16_t)(2 * IL_BURST_CAP - st->io->n_defer);
+}
+
+/* Send a packet a stage made or re-sends, after the current burst. With
+ * no room left it is dropped, counted as the port's tx_full: sending it
+ * now would put it ahead of the burst it belongs to (a retransmission
+ * before its original). Stages that emit many check il_emit_room(). */
 static inline void il_emit(struct il_stage *st, uint16_t port, struct rte_mbuf *m)
 {
 	struct il_lcore_io *io = st->io;
 	if (unlikely(io->n_defer == 2 * IL_BURST_CAP)) {
-		il_tx(io, port, m);
+		io->tx_queued[port]++;
+		io->tx_dropped[port]++;
+		rte_pktmbuf_free(m);
 		return;
 	}
 	io->defer_port[io->n_defer] = port;

@@ -359,3 +359,57 @@ def test_config_errors_name_the_key(run_pcap, sets, msg):
     r = run_pcap([], sets=sets, expect_rc=2)
     assert msg in r.log, r.log
     assert "Segmentation" not in r.log
+
+
+KINDS = ("pass", "udp", "data", "nak", "control")
+
+
+def classify_identity(summary):
+    """Every frame classify saw is counted once: as a kind or as a drop."""
+    cl = summary["stages"]["classify"]
+    counted = sum(v for k, v in cl.items() if k in KINDS or k.startswith("drop_"))
+    return counted, cl["pkts_in"]
+
+
+def test_kinds_and_drops_add_up_to_pkts_in(run_pcap):
+    # Frames of unknown groups (DATA and NAK) are drops, not also DATA/NAK; frames longer
+    # than an mbuf arrive in several segments (net_pcap chains them): plain UDP to another
+    # port passes through whole, Interlink is dropped as drop_multiseg.
+    big_udp = (Ether(dst="02:00:00:00:00:99") / IP(src="10.0.0.9", dst="10.0.0.10") /
+               UDP(sport=4000, dport=9999) / Raw(bytes(range(256)) * 14))
+    big_il = data_frame(1, 1, 1, [b"m" * 3500])
+    unknown = [Ether() / IP(dst="239.9.9.9") / UDP(dport=7400) / il_data(77, 1, 1, [b"?"]),
+               Ether() / IP(dst="239.9.9.9") / UDP(dport=7400) / il_nak(78, 1, 1, 1)]
+    frames = ([data_frame(1, 1, 1, [b"a"]), nak_frame(1, 1, 1, 1)] + unknown +
+              [big_udp, big_il, Ether() / ARP(), data_frame(2, 2, 1, [b"b"])])
+    r = run_pcap(frames)
+    cl = r.summary["stages"]["classify"]
+    counted, pkts_in = classify_identity(r.summary)
+    assert pkts_in == len(frames)
+    assert counted == pkts_in, cl
+    assert cl["drop_unknown_group"] == 2
+    assert cl["data"] == 2 and cl["nak"] == 1, cl
+    assert cl["drop_multiseg"] == 1, cl
+    assert cl["pass"] == 2, cl  # the ARP and the multi-segment UDP
+    big_out = [p for p in r.out if UDP in p and p[UDP].dport == 9999]
+    assert len(big_out) == 1 and bytes(big_out[0]) == bytes(big_udp)
+
+
+@pytest.mark.parametrize("chain, names", [
+    ("[classify, fecd, seq, nak]", ["'seq' (sequencer)", "'fecd' (fec_dec)", "'classify'"]),
+    ("[seq, nak]", ["'seq' (sequencer)", "classify stage earlier"]),
+    ("[nak]", ["'nak' (nak)"]),
+])
+def test_chain_without_the_tags_a_stage_needs_is_refused(run_pcap, chain, names):
+    fecd = "stages.fecd={type: fec_dec, local_ip: 192.0.2.2, peer_ip: 192.0.2.1}"
+    r = run_pcap([], sets=[fecd, f"pipeline.0.chains.0.stages={chain}"], expect_rc=2)
+    assert "pipeline[0].chains[0].stages" in r.log, r.log
+    for n in names:
+        assert n in r.log, r.log
+
+
+def test_fec_dec_before_classify_is_accepted(run_pcap):
+    fecd = "stages.fecd={type: fec_dec, local_ip: 192.0.2.2, peer_ip: 192.0.2.1}"
+    r = run_pcap([data_frame(1, 1, 1, [b"x"])],
+                 sets=[fecd, "pipeline.0.chains.0.stages=[fecd, classify, seq, nak]"])
+    assert len(r.out) == 1 and r.out[0][Interlink].flags & FLAG_STAMPED

@@ -141,6 +141,8 @@ static void test_stamps_per_group_and_keeps_history(void **state)
 	assert_int_equal(seq->groups[1].next, 2);
 	assert_int_equal(il_seq_hist_low(seq, 0), 1);
 	assert_int_equal(ctr(cl, "drop_unknown_group"), 1);
+	/* A drop, not also a DATA frame: kinds and drops add up to pkts_in. */
+	assert_int_equal(ctr(cl, "data"), 3);
 	rte_pktmbuf_free_bulk(p, n);
 }
 
@@ -298,6 +300,55 @@ static void test_nak_serves_history_unavail_and_future(void **state)
 	run(p, 1);
 	assert_true(io->n_defer <= 5 - 3);
 	assert_int_equal(ctr(nk, "rate_limited_frames"), limited + 1);
+	free_deferred();
+}
+
+/* A packet a stage makes (here the nak stage's UNAVAIL) starts untagged,
+ * whatever its mbuf carried before: a stage after it must not act on stale
+ * tags. */
+static void test_made_packets_start_untagged(void **state)
+{
+	(void)state;
+	struct il_lcore_io *io = nk->io;
+	struct rte_mbuf *p[1];
+	static const uint8_t zero[sizeof(struct il_meta)];
+
+	assert_true(tu_pool_dirty(app.pool) > 0);
+	free_deferred();
+	/* Sequence 1 is long evicted: an UNAVAIL answers (a requester of its
+	 * own, so no earlier answer holds this one back). */
+	p[0] = frame(7400, IL_T_NAK, 1, 0x30003, 0, 0, 0, false);
+	uint8_t *r = rte_pktmbuf_mtod(p[0], uint8_t *) + 42 + IL_HDR_LEN;
+	il_put64(r, 1);
+	il_put64(r + 8, 1);
+	assert_int_equal(run(p, 1), 0);
+	assert_int_equal(io->n_defer, 1);
+	const uint8_t *u = rte_pktmbuf_mtod(io->defer[0], uint8_t *);
+	assert_int_equal(u[42 + IL_OFF_TYPE], IL_T_UNAVAIL);
+	assert_memory_equal(il_meta(io->defer[0]), zero, sizeof(zero));
+	free_deferred();
+}
+
+/* What stages emit goes out after the burst that produced it. With the
+ * emit queue full, one more is dropped and counted (tx_full), never put in
+ * the port's tx buffer, which goes out before the burst. */
+static void test_emit_overflow_never_overtakes_the_burst(void **state)
+{
+	(void)state;
+	struct il_lcore_io *io = nk->io;
+	const uint16_t out = 1;
+	uint64_t dropped = io->tx_dropped[out], queued = io->tx_queued[out];
+	uint16_t buffered = io->txb[out]->length;
+
+	free_deferred();
+	for (unsigned i = 0; i < 2 * IL_BURST_CAP; i++)
+		il_emit(nk, out, frame(7400, IL_T_DATA, 1, 8, 1 + i, 1, 4, false));
+	assert_int_equal(io->n_defer, 2 * IL_BURST_CAP);
+	il_emit(nk, out, frame(7400, IL_T_DATA, 1, 8, 999, 1, 4, false));
+	assert_int_equal(io->n_defer, 2 * IL_BURST_CAP);
+	assert_int_equal(io->txb[out]->length, buffered);
+	assert_int_equal(io->tx_dropped[out], dropped + 1);
+	assert_int_equal(io->tx_queued[out], queued + 1);
 	free_deferred();
 }
 
@@ -575,6 +626,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_nak_serves_history_unavail_and_future),
 		cmocka_unit_test(test_nak_budget_holds_buckets_and_eviction),
 		cmocka_unit_test(test_tx_burst_order_and_drops),
+		cmocka_unit_test(test_made_packets_start_untagged),
+		cmocka_unit_test(test_emit_overflow_never_overtakes_the_burst),
 		cmocka_unit_test(test_raw_filters_hashed),
 		cmocka_unit_test(test_state_of_two_sequencers_over_many_groups),
 	};

@@ -78,7 +78,8 @@ PORT_HELP = {
                  "and for af_packet the kernel's ring drops).",
     "rx_errors": "Receive errors and mbuf allocation failures reported by the PMD.",
     "tx_errors": "Transmit errors reported by the PMD.",
-    "drop_tx_full": "Frames dropped because the port's tx ring was full.",
+    "drop_tx_full": "Frames dropped because the port's tx ring was full, or emitted by a stage "
+                    "while the poll's emit queue was full.",
 }
 
 

@@ -4,9 +4,10 @@
  * appliance (EAL --no-huge --no-shconf, net_ring ports, the real pool), driven
  * burst by burst with crafted IPv4/TCP frames; the test plays the logger: it
  * reads the records from the up ring and writes FD_STABLE / FD_CRASH /
- * FD_RECOVER on the down ring. Three stage instances (lazy, eager,
- * conditional) protect three server ports, each with its own ring file under
- * /dev/shm (per process, removed at the end).
+ * FD_RECOVER on the down ring. Four stage instances (lazy, eager,
+ * conditional, and a lazy one with a larger flow table) protect four server
+ * ports, each with its own ring file under /dev/shm (per process, removed at
+ * the end).
  *
  *  - handshake: the client SYN logged (FR_SYN) and passed, the SYN-ACK held
  *    until FD_STABLE with the ISNs flag, SACK-permitted and timestamps NOPed
@@ -22,7 +23,9 @@
  *    fabricated SYN (and its retransmission), SYN-ACK absorbed and answered,
  *    delta_seq applied both ways, counters;
  *  - unprotected traffic (ARP, UDP, another TCP port, IPv6, flows opened
- *    before the appliance) passes byte for byte.
+ *    before the appliance) passes byte for byte;
+ *  - timers: closing flows removed oldest first, none before its linger, at
+ *    most FTCP_TICK_BUDGET per poll.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,14 +82,16 @@ struct tst {
 	char path[96];
 };
 
-static struct tst T[3] = {
+static struct tst T[4] = {
 	{.name = "ftl", .sport = 5001}, /* lazy */
 	{.name = "fte", .sport = 5002}, /* eager */
 	{.name = "ftc", .sport = 5003}, /* conditional */
+	{.name = "ftb", .sport = 5004}, /* lazy, a larger flow table */
 };
 #define LAZY (&T[0])
 #define EAGER (&T[1])
 #define COND (&T[2])
+#define BULK (&T[3])
 
 /* ---- frames ------------------------------------------------------------ */
 
@@ -335,8 +340,8 @@ static int fresh(void **state)
 	struct rec r;
 
 	(void)state;
-	free_all(e, emitted(&T[0], e, port)); /* one io for the three stages */
-	for (unsigned s = 0; s < 3; s++)
+	free_all(e, emitted(&T[0], e, port)); /* one io for all the stages */
+	for (unsigned s = 0; s < RTE_DIM(T); s++)
 		while (up_pop(&T[s], &r))
 			;
 	return 0;
@@ -1136,14 +1141,14 @@ static void test_unprotected_traffic_untouched(void **state)
 		assert_true(len[i] <= sizeof(copy[i]));
 		memcpy(copy[i], rte_pktmbuf_mtod(p[i], uint8_t *), len[i]);
 	}
-	uint64_t before[3][IL_MAX_STAGE_COUNTERS];
-	for (unsigned s = 0; s < 3; s++) {
+	uint64_t before[RTE_DIM(T)][IL_MAX_STAGE_COUNTERS];
+	for (unsigned s = 0; s < RTE_DIM(T); s++) {
 		memcpy(before[s], T[s].st->ctr, sizeof(before[s]));
 		expect_ring_empty(&T[s]);
 	}
-	/* Through all three stages, as a chain would. */
+	/* Through all the stages, as a chain would. */
 	uint16_t k = (uint16_t)n;
-	for (unsigned s = 0; s < 3; s++) {
+	for (unsigned s = 0; s < RTE_DIM(T); s++) {
 		k = burst(&T[s], p, k);
 		expect_nothing_emitted(&T[s]);
 	}
@@ -1154,7 +1159,7 @@ static void test_unprotected_traffic_untouched(void **state)
 		assert_memory_equal(rte_pktmbuf_mtod(p[i], uint8_t *), copy[i], len[i]);
 	}
 	free_all(p, n);
-	for (unsigned s = 0; s < 3; s++) {
+	for (unsigned s = 0; s < RTE_DIM(T); s++) {
 		expect_ring_empty(&T[s]);
 		/* No counter moved, except the logger messages (none here). */
 		assert_memory_equal(before[s], T[s].st->ctr, sizeof(before[s]));
@@ -1251,7 +1256,7 @@ static void test_no_mbuf_leaked(void **state)
 	(void)state;
 	unsigned held = 0;
 
-	for (unsigned s = 0; s < 3; s++) {
+	for (unsigned s = 0; s < RTE_DIM(T); s++) {
 		struct ftcp *f = T[s].f;
 		const void *key;
 		void *data;
@@ -1264,15 +1269,74 @@ static void test_no_mbuf_leaked(void **state)
 	assert_int_equal(rte_mempool_avail_count(app.pool) + held, pool_avail0);
 }
 
+/* ---- 8. timers ----------------------------------------------------------- */
+
+static bool flow_exists(struct tst *t, uint16_t cport)
+{
+	struct conn c = {.t = t, .cport = cport};
+	struct ftc_key k = key_of(&c);
+
+	return rte_hash_lookup(t->f->h, &k) >= 0;
+}
+
+/* Closing flows are removed linger_ms after they closed, oldest first, and
+ * a timer tick removes at most FTCP_TICK_BUDGET of them: the rest go on the
+ * next polls, so no poll stalls however many fall due at once. */
+static void test_closing_flows_expire_oldest_first_within_a_budget(void **state)
+{
+	struct tst *t = BULK;
+	const unsigned n = 3 * FTCP_TICK_BUDGET + 5;
+	const uint64_t linger = t->f->linger_tsc, act0 = ctr(t, "flows_active");
+	struct rte_mbuf *e[2 * IL_BURST_CAP];
+	uint16_t port[2 * IL_BURST_CAP];
+	struct conn c = {.t = t, .c0 = 7000, .s0 = 9000};
+	struct rec r;
+	(void)state;
+
+	/* Each connection refused by the server (RST): closing at once. */
+	for (unsigned i = 0; i < n; i++) {
+		c.cport = (uint16_t)(30000 + i);
+		assert_true(pass1(t, c2s(&c, c.c0, 0, F_SYN, 64240, NULL, 0, NULL, 0), NULL, NULL,
+				  0));
+		assert_true(pass1(t, s2c(&c, 0, c.c0 + 1, F_RST | F_ACK, 0, NULL, 0, NULL, 0), NULL,
+				  NULL, 0));
+		expect_rec(&c, &r, FR_SYN, c.c0);
+		expect_rec(&c, &r, FR_CLOSED, 0);
+	}
+	assert_int_equal(ctr(t, "flows_active"), act0 + n);
+	/* Not due yet (linger 2 s): a tick removes nothing. */
+	t->f->next_scan = 0;
+	assert_int_equal(poll_stage(t, e, port), 0);
+	assert_int_equal(ctr(t, "flows_active"), act0 + n);
+
+	t->f->linger_tsc = 0;
+	t->f->next_scan = 0;
+	unsigned polls = 0, gone = 0;
+	while (gone < n) {
+		assert_int_equal(poll_stage(t, e, port), 0);
+		unsigned now_gone = (unsigned)(act0 + n - ctr(t, "flows_active"));
+		assert_true(now_gone > gone);
+		assert_true(now_gone - gone <= FTCP_TICK_BUDGET);
+		/* Oldest first: the first now_gone flows, none after them. */
+		assert_false(flow_exists(t, (uint16_t)(30000 + now_gone - 1)));
+		if (now_gone < n)
+			assert_true(flow_exists(t, (uint16_t)(30000 + now_gone)));
+		gone = now_gone;
+		polls++;
+	}
+	assert_int_equal(polls, (n + FTCP_TICK_BUDGET - 1) / FTCP_TICK_BUDGET);
+	t->f->linger_tsc = linger;
+}
+
 /* ---- main --------------------------------------------------------------- */
 
 int main(int argc, char **argv)
 {
-	char err[512], text[2048];
+	char err[512], text[4096];
 	int rc = 1;
 	(void)argc;
 
-	for (unsigned s = 0; s < 3; s++) {
+	for (unsigned s = 0; s < RTE_DIM(T); s++) {
 		snprintf(T[s].path, sizeof(T[s].path), "/dev/shm/ilft-stage-test-%d-%s", (int)getpid(),
 			 T[s].name);
 		unlink(T[s].path);
@@ -1294,12 +1358,15 @@ int main(int argc, char **argv)
 		 "  ftc: { type: ftcp, client_port: client, server_port: server,\n"
 		 "         strategy: conditional, ring: %s, ring_size: 65536, max_flows: 64,\n"
 		 "         protect: [ { address: 10.77.0.2, port: 5003 } ] }\n"
+		 "  ftb: { type: ftcp, client_port: client, server_port: server, strategy: lazy,\n"
+		 "         ring: %s, ring_size: 65536, max_flows: 1024,\n"
+		 "         protect: [ { address: 10.77.0.2, port: 5004 } ] }\n"
 		 "pipeline:\n"
 		 "  - lcore: 1\n"
 		 "    chains:\n"
-		 "      - { rx: client, stages: [ftl, fte, ftc], tx: server }\n"
-		 "      - { rx: server, stages: [ftl, fte, ftc], tx: client }\n",
-		 T[0].path, T[1].path, T[2].path);
+		 "      - { rx: client, stages: [ftl, fte, ftc, ftb], tx: server }\n"
+		 "      - { rx: server, stages: [ftl, fte, ftc, ftb], tx: client }\n",
+		 T[0].path, T[1].path, T[2].path, T[3].path);
 
 	/* --no-shconf: no shared config file to lock, so runs from other
 	 * build dirs at the same time do not meet. */
@@ -1319,7 +1386,7 @@ int main(int argc, char **argv)
 	}
 	P_CLIENT = (uint16_t)il_app_port_index(&app, "client");
 	P_SERVER = (uint16_t)il_app_port_index(&app, "server");
-	for (unsigned s = 0; s < 3; s++) {
+	for (unsigned s = 0; s < RTE_DIM(T); s++) {
 		T[s].st = il_app_stage(&app, T[s].name);
 		if (!T[s].st) {
 			fprintf(stderr, "no stage %s\n", T[s].name);
@@ -1346,16 +1413,17 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_recovery_fabricated_syn_and_shift, fresh),
 		cmocka_unit_test_setup(test_unprotected_traffic_untouched, fresh),
 		cmocka_unit_test_setup(test_failover_arp_moves_server_mac, fresh),
+		cmocka_unit_test_setup(test_closing_flows_expire_oldest_first_within_a_budget, fresh),
 		cmocka_unit_test_setup(test_no_mbuf_leaked, fresh),
 	};
 	rc = cmocka_run_group_tests_name("ftcp_stage", tests, NULL, NULL);
-	for (unsigned s = 0; s < 3; s++)
+	for (unsigned s = 0; s < RTE_DIM(T); s++)
 		ftc_ring_close(T[s].ring);
 	il_app_stop(&app);
 	il_cfg_free(cfg);
 	rte_eal_cleanup();
 out:
-	for (unsigned s = 0; s < 3; s++)
+	for (unsigned s = 0; s < RTE_DIM(T); s++)
 		unlink(T[s].path);
 	return rc;
 }
