@@ -6,7 +6,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include <string.h>
+
 #include <interlink/json.h>
+#include <interlink/version.h>
 #include <interlink/wire.h>
 
 static void field(struct il_json *j, const char *name, size_t offset, size_t size)
@@ -20,9 +23,12 @@ static void field(struct il_json *j, const char *name, size_t offset, size_t siz
 
 #define FIELD(j, s, f) field(j, #f, offsetof(struct s, f), sizeof(((struct s *)0)->f))
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct il_json js, *j = &js;
+
+	if (argc > 1 && strcmp(argv[1], "--version") == 0)
+		return il_print_version("il-wire-dump");
 
 	il_json_begin(j, stdout, 2);
 	il_json_obj(j, NULL);

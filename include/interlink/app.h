@@ -87,6 +87,9 @@ struct il_app {
 
 /* Reads everything but the EAL-dependent parts; errors name the key. */
 int il_app_configure(struct il_app *app, struct il_cfg *cfg, char *err, size_t errlen);
+/* Before EAL: stage types and the pipeline's names and structure (the
+ * lcores' existence and each stage's parameters are checked after). */
+int il_app_precheck(struct il_app *app, char *err, size_t errlen);
 /* Builds the EAL argument vector (ports become --vdev / -a). */
 int il_app_eal_args(const struct il_app *app, const char *prog, char **argv, int max,
 		    char *err, size_t errlen);

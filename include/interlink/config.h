@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 enum il_cfg_kind { IL_CFG_SCALAR, IL_CFG_MAP, IL_CFG_SEQ };
 
@@ -17,6 +18,13 @@ struct il_cfg;
 struct il_cfg *il_cfg_load_file(const char *path, char *err, size_t errlen);
 struct il_cfg *il_cfg_load_string(const char *yaml, const char *origin, char *err, size_t errlen);
 void il_cfg_free(struct il_cfg *root);
+
+/* While on, getters add the defaults they use to the tree (marked as
+ * defaults), so il_cfg_dump() prints the effective configuration. */
+void il_cfg_record_defaults(bool on);
+/* The tree as YAML that loads back into the same tree; defaults a getter
+ * added are followed by "# default" when mark_defaults. */
+void il_cfg_dump(FILE *f, const struct il_cfg *root, bool mark_defaults);
 
 /* Set a scalar by dotted path ("groups.0.port"), creating maps on the way.
  * A value of the form "[a, b]" or "{k: v}" is parsed as YAML. */
