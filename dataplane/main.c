@@ -267,14 +267,16 @@ int main(int argc, char **argv)
 		double elapsed = (double)(now - app.start_tsc) / (double)hz;
 		if (duration > 0 && elapsed >= duration)
 			break;
-		if (idle_ms > 0) {
-			uint64_t rx = rx_total();
-			if (rx != last_rx) {
-				last_rx = rx;
-				last_rx_change = now;
-			} else if ((double)(now - last_rx_change) * 1000.0 / (double)hz >= idle_ms) {
-				break;
-			}
+		uint64_t rx = rx_total();
+		if (rx != last_rx) {
+			if (!app.first_rx_tsc) /* it began within the last poll period */
+				app.first_rx_tsc = now - hz / 50;
+			app.last_rx_tsc = now;
+			last_rx = rx;
+			last_rx_change = now;
+		} else if (idle_ms > 0 &&
+			   (double)(now - last_rx_change) * 1000.0 / (double)hz >= idle_ms) {
+			break;
 		}
 		if (!quiet && interval_ms &&
 		    (double)(now - last_status) * 1000.0 / (double)hz >= (double)interval_ms) {
@@ -286,7 +288,9 @@ int main(int argc, char **argv)
 	rte_eal_mp_wait_lcore();
 	double elapsed = (double)(rte_rdtsc() - app.start_tsc) / (double)hz;
 	il_app_flush(&app);
-	il_summary(&app, elapsed, json);
+	il_summary(&app, elapsed,
+		   app.first_rx_tsc ? (double)(app.last_rx_tsc - app.first_rx_tsc) / (double)hz : 0,
+		   json);
 	il_app_stop(&app);
 	il_cfg_free(cfg);
 	rte_eal_cleanup();

@@ -56,6 +56,20 @@ struct il_worker {
 	struct il_chain chains[IL_MAX_CHAINS];
 	struct il_lcore_io io;
 	uint64_t loops, busy_loops;
+	uint32_t cmd_seen;             /* last runtime command this loop applied */
+	uint32_t cmd_done;             /* its acknowledgement (__atomic, runtime.c) */
+};
+
+/* The runtime command being handed to the poll loops (dataplane/runtime.c):
+ * written by a telemetry thread, then published by bumping seq. */
+enum il_rt_kind { IL_RT_RESET, IL_RT_SET };
+struct il_rt_cmd {
+	uint32_t seq;                   /* __atomic: published last */
+	enum il_rt_kind kind;
+	struct il_stage *st;            /* IL_RT_SET: the stage, on its lcore */
+	const struct il_cfg *params;    /* IL_RT_SET: its new parameters */
+	int rc;
+	char err[256];
 };
 
 struct il_app {
@@ -81,8 +95,10 @@ struct il_app {
 
 	struct rte_mempool *pool;
 	unsigned pool_size;
+	struct il_rt_cmd rt;
 	volatile bool quit;
 	uint64_t start_tsc;
+	uint64_t first_rx_tsc, last_rx_tsc; /* seen by the main lcore (0: no traffic yet) */
 };
 
 /* Reads everything but the EAL-dependent parts; errors name the key. */
@@ -107,6 +123,10 @@ static inline const struct il_group *il_app_group_by_id(const struct il_app *app
 	return i ? &app->groups[i - 1] : NULL;
 }
 
+/* Runtime commands: telemetry /interlink/reset and /interlink/set. */
+void il_runtime_register(struct il_app *app);
+void il_runtime_apply(struct il_app *app, struct il_worker *w, uint32_t seq);
+
 /* Pipeline loop of one worker (dataplane/pipeline.c). */
 int il_worker_main(void *arg);
 /* The app the telemetry callbacks read. */
@@ -114,6 +134,7 @@ void il_telemetry_register(struct il_app *app);
 /* /interlink/stages, /interlink/counters, /interlink/groups (stats_layout.c). */
 void il_telemetry_layout_register(const struct il_app *app);
 void il_status_line(struct il_app *app, double elapsed_s, double dt_s);
-void il_summary(struct il_app *app, double elapsed_s, const char *json_path);
+/* traffic_s: from the first frame received to the last (rates use it). */
+void il_summary(struct il_app *app, double elapsed_s, double traffic_s, const char *json_path);
 
 #endif

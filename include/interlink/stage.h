@@ -125,6 +125,12 @@ struct il_stage_type {
 	/* Optional: state beyond the counters (queue depths, per-group
 	 * sequence numbers...), each value handed to the sink as it is read. */
 	void (*state)(const struct il_stage *st, struct il_state_sink *sink);
+	/* Optional: change parameters at run time (interlink-ctl set). Called
+	 * by the poll loop of the stage's lcore between two bursts, so it may
+	 * change any state without a lock; params is a map of the keys to
+	 * change, read with the config's getters (errors name the key and
+	 * what is allowed; -1 leaves the stage as it was). */
+	int (*set)(struct il_stage *st, const struct il_cfg *params, char *err, size_t errlen);
 };
 
 struct il_stage {
@@ -136,7 +142,9 @@ struct il_stage {
 	int lcore;              /* -1 until placed */
 	uint64_t ctr[IL_MAX_STAGE_COUNTERS];
 	uint64_t pkts_in;       /* packets handed to process() */
-	uint64_t tsc_busy;      /* cycles spent in process() (IL_STAGE_CYCLES) */
+	uint64_t tsc_busy;      /* cycles in process() with packets (IL_STAGE_CYCLES) */
+	uint64_t tsc_poll;      /* cycles in process() polled without packets: timers
+				 * and housekeeping, not a cost per packet */
 };
 
 /* Queue a packet on app port index `port`, directly. A full tx ring frees
