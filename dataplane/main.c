@@ -35,8 +35,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: interlink [EAL options] -- [options]\n"
 		"       interlink [options]      (no EAL options but the config's)\n"
-		"EAL options (-l 0-1, --vdev ..., -m ...) override the config's 'eal' list\n"
-		"option by option; see dpdk-testpmd --help for them.\n"
+		"EAL options given here override the config's 'eal' list option by option.\n"
 		"  -c, --config FILE     YAML config (default: the embedded sequencer config,\n"
 		"                        see --print-config)\n"
 		"  -s, --set KEY=VALUE   override a config key, e.g. --set groups.0.id=7\n"
