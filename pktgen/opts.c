@@ -17,7 +17,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: interlink-pktgen --tx DEV [--rx DEV] [options] [-- EAL options]\n"
-"       interlink-pktgen --help | --version\n"
+"       interlink-pktgen -h, --help | --version\n"
 "  --tx DEV              port to send on (PCI address or vdev string)\n"
 "  --rx DEV              port to receive on (default: the tx port)\n"
 "  --mode M              native (Interlink DATA, default) | raw (plain UDP to\n"

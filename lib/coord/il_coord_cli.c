@@ -329,7 +329,7 @@ static void usage(FILE *f)
 		"  campaign KEY VALUE [--ttl S] [--hold-ms MS] [--lapse-ms MS]\n"
 		"  watch KEY [--prefix] [--count N] [--timeout-ms MS]\n"
 		"  bench-txn KEY N\n"
-		"       " PROG " --help | --version\n"
+		"       " PROG " -h, --help | --version\n"
 		"One JSON object per line; exit 0 ok, 1 not done (compare failed, absent,\n"
 		"lost), 2 error.\n");
 }
