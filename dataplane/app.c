@@ -221,27 +221,16 @@ int il_app_configure(struct il_app *app, struct il_cfg *cfg, char *err, size_t e
 int il_app_eal_args(const struct il_app *app, const char *prog, char **argv, int max, char *err,
 		    size_t errlen)
 {
-	const struct il_cfg *eal = il_cfg_get(app->cfg, "eal");
-	int n = 0;
+	int n = il_cfg_str_list(app->cfg, "eal", (const char **)argv + 1, max - 3, err, errlen);
 	bool pci = false, prefix = false;
 	static char prefix_arg[IL_NAME_LEN + 16];
 
-	argv[n++] = (char *)prog;
-	if (eal) {
-		if (il_cfg_expect(eal, IL_CFG_SEQ, err, errlen))
-			return -1;
-		for (unsigned i = 0; i < il_cfg_len(eal); i++) {
-			const char *s = il_cfg_scalar(il_cfg_at(eal, i));
-			if (!s)
-				return ERR("config: '%s' must be a list of strings",
-					   il_cfg_path(il_cfg_at(eal, i)));
-			if (n >= max - 2)
-				return ERR("config: 'eal' has too many arguments");
-			if (!strncmp(s, "--file-prefix", 13))
-				prefix = true;
-			argv[n++] = (char *)s;
-		}
-	}
+	if (n < 0)
+		return -1;
+	argv[0] = (char *)prog;
+	for (int i = 1; i <= n; i++)
+		prefix |= !strncmp(argv[i], "--file-prefix", 13);
+	n++;
 	for (unsigned i = 0; i < app->n_ports; i++) {
 		if (n >= max - 3)
 			return ERR("config: too many EAL arguments");

@@ -152,28 +152,17 @@ static size_t put_item(char *buf, size_t len, size_t off, const char *s)
 	return off + (size_t)snprintf(buf + off, off < len ? len - off : 0, "\"");
 }
 
-int il_eal_merge(const struct il_cfg *eal, const struct il_cmdline *cl, char *out, size_t len,
+int il_eal_merge(const struct il_cfg *cfg, const struct il_cmdline *cl, char *out, size_t len,
 		 char *err, size_t errlen)
 {
-	char *cargv[IL_CMDLINE_MAX];
+	const char *cargv[IL_CMDLINE_MAX];
 	struct il_eal_opt copt[IL_CMDLINE_MAX];
-	int nc = 0;
+	int nc = il_cfg_str_list(cfg, "eal", cargv, IL_CMDLINE_MAX, err, errlen);
 	size_t off;
 
-	if (eal) {
-		if (il_cfg_expect(eal, IL_CFG_SEQ, err, errlen))
-			return -1;
-		for (unsigned i = 0; i < il_cfg_len(eal); i++) {
-			const char *s = il_cfg_scalar(il_cfg_at(eal, i));
-			if (!s)
-				return ERR("config: '%s' must be a list of strings",
-					   il_cfg_path(il_cfg_at(eal, i)));
-			if (nc == IL_CMDLINE_MAX)
-				return ERR("config: 'eal' has too many arguments");
-			cargv[nc++] = (char *)s;
-		}
-	}
-	nc = split_opts(cargv, 0, nc, copt, IL_CMDLINE_MAX, err, errlen);
+	if (nc < 0)
+		return -1;
+	nc = split_opts((char **)cargv, 0, nc, copt, IL_CMDLINE_MAX, err, errlen);
 	if (nc < 0)
 		return -1;
 	off = (size_t)snprintf(out, len, "[");

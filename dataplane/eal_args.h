@@ -36,7 +36,7 @@ int il_cmdline_split(int argc, char **argv, struct il_cmdline *cl, char *err, si
  * on the command line replaces the config's options of its group (-l
  * replaces --lcores, -m replaces --socket-mem, --file-prefix replaces
  * --file-prefix); repeatable ones (--vdev, -a, --log-level) add up. */
-int il_eal_merge(const struct il_cfg *eal, const struct il_cmdline *cl, char *out, size_t len,
+int il_eal_merge(const struct il_cfg *cfg, const struct il_cmdline *cl, char *out, size_t len,
 		 char *err, size_t errlen);
 
 #endif

@@ -197,7 +197,7 @@ int main(int argc, char **argv)
 	/* The command line's EAL options replace the config's of their kind. */
 	if (cl.n_eal) {
 		static char eal_yaml[8192];
-		if (il_eal_merge(il_cfg_get(cfg, "eal"), &cl, eal_yaml, sizeof(eal_yaml), err,
+		if (il_eal_merge(cfg, &cl, eal_yaml, sizeof(eal_yaml), err,
 				 sizeof(err)) ||
 		    il_cfg_set(cfg, "eal", eal_yaml, err, sizeof(err))) {
 			fprintf(stderr, "interlink: %s\n", err);

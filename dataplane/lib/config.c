@@ -484,6 +484,33 @@ int il_cfg_enum(const struct il_cfg *m, const char *key, const char *const *allo
 	return -1;
 }
 
+int il_cfg_str_list(const struct il_cfg *m, const char *key, const char **out, int max,
+		    char *err, size_t errlen)
+{
+	char kp[256];
+	const struct il_cfg *l = il_cfg_get(m, key);
+	int n = 0;
+
+	if (!l)
+		return 0;
+	if (il_cfg_expect(l, IL_CFG_SEQ, err, errlen))
+		return -1;
+	for (unsigned i = 0; i < l->n; i++) {
+		if (l->kids[i]->kind != IL_CFG_SCALAR) {
+			seterr(err, errlen, "config: '%s' must be a list of strings",
+			       l->kids[i]->path);
+			return -1;
+		}
+		if (n == max) {
+			seterr(err, errlen, "config: '%s' has more than %d entries",
+			       keypath(m, key, kp, sizeof(kp)), max);
+			return -1;
+		}
+		out[n++] = l->kids[i]->scalar;
+	}
+	return n;
+}
+
 int il_cfg_ipv4(const struct il_cfg *m, const char *key, uint32_t def, uint32_t *out, char *err,
 		size_t errlen)
 {

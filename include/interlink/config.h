@@ -51,6 +51,10 @@ int il_cfg_str(const struct il_cfg *map, const char *key, const char *def, const
 /* allowed: NULL-terminated list; *out = index of the match. */
 int il_cfg_enum(const struct il_cfg *map, const char *key, const char *const *allowed, int def,
 		int *out, char *err, size_t errlen);
+/* A list of strings (absent: none) into out[0..max): the count, or -1
+ * naming the key when it is not a list of strings or is longer than max. */
+int il_cfg_str_list(const struct il_cfg *map, const char *key, const char **out, int max,
+		    char *err, size_t errlen);
 /* IPv4 dotted quad into host byte order. */
 int il_cfg_ipv4(const struct il_cfg *map, const char *key, uint32_t def, uint32_t *out,
 		char *err, size_t errlen);

@@ -39,6 +39,15 @@ def memif_sets(tmp, tag):
                      "socket-abstract=no"]
 
 
+def stop(proc, sig, timeout):
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def cleanup(tag):
     shutil.rmtree(f"/var/run/dpdk/cli{tag}", ignore_errors=True)
 
@@ -244,19 +253,9 @@ def test_control_stage_without_control_process(tmp_path):
         rc, out, err = ctl(f"cli{tag}", "show", "ctrl")
         assert json.loads(out)["control_attached"] == 1, out
     finally:
-        app.send_signal(signal.SIGINT)
-        try:
-            app.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            app.kill()
-            app.wait()
+        stop(app, signal.SIGINT, 30)
         if ctl_proc is not None:
-            ctl_proc.send_signal(signal.SIGTERM)
-            try:
-                ctl_proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                ctl_proc.kill()
-                ctl_proc.wait()
+            stop(ctl_proc, signal.SIGTERM, 10)
         cleanup(tag)
         for suffix in ("", ".sock", ".mgmt"):
             Path(chan + suffix).unlink(missing_ok=True)
