@@ -74,10 +74,21 @@ static int post_and_wait(void)
 	return -1;
 }
 
+/* {"error": "...", "error_1": "...", ...}: a telemetry string holds at most
+ * RTE_TEL_MAX_STRING_LEN - 1 bytes, so a long message comes in pieces that
+ * interlink-ctl joins in order. */
 static int reply_error(struct rte_tel_data *d, const char *msg)
 {
+	const size_t piece = RTE_TEL_MAX_STRING_LEN - 1;
+	char buf[RTE_TEL_MAX_STRING_LEN], name[24];
+
 	rte_tel_data_start_dict(d);
-	rte_tel_data_add_dict_string(d, "error", msg);
+	for (unsigned i = 0; *msg; i++) {
+		snprintf(buf, sizeof(buf), "%.*s", (int)piece, msg);
+		snprintf(name, sizeof(name), i ? "error_%u" : "error", i);
+		rte_tel_data_add_dict_string(d, name, buf);
+		msg += strlen(buf);
+	}
 	return 0;
 }
 
@@ -161,16 +172,16 @@ static int tel_set(const char *cmd, const char *params, struct rte_tel_data *d)
 	app->rt.params = il_cfg_get(il_cfg_get(root, "stages"), stage);
 	app->rt.rc = 0;
 	app->rt.err[0] = '\0';
-	rc = post_and_wait();
-	if (rc == 0 && app->rt.rc != 0)
-		snprintf(err, sizeof(err), "%s", app->rt.err);
-	else if (rc)
+	bool unanswered = post_and_wait() != 0;
+	rc = unanswered ? -1 : app->rt.rc;
+	if (unanswered)
 		snprintf(err, sizeof(err), "the poll loop of lcore %d did not answer within 5 s",
 			 st->lcore);
-	rc = rc ? rc : app->rt.rc;
+	else if (rc)
+		snprintf(err, sizeof(err), "%s", app->rt.err);
 	pthread_mutex_unlock(&rt_lock);
-	/* A worker that never answered may still read the tree: keep it. */
-	if (rc == 0 || app->rt.rc != 0)
+	/* A loop that never answered may read the tree later: it stays. */
+	if (!unanswered)
 		il_cfg_free(root);
 	if (rc)
 		return reply_error(d, err);
