@@ -28,7 +28,7 @@ if [ ! -f build-san/build.ninja ]; then
 fi
 ninja -C build-san
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  meson test -C build-san --print-errorlogs --num-processes 1 --suite core --suite stages \
+  meson test -C build-san --print-errorlogs --num-processes 1 --suite core --suite wire --suite stages \
   --suite impair --suite control --suite fec --suite util --suite coord --suite lec \
   --timeout-multiplier 4
 

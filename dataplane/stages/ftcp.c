@@ -41,6 +41,7 @@
 
 #include <interlink/app.h>
 #include <interlink/csum.h>
+#include <interlink/frame.h>
 #include <interlink/stage.h>
 
 #include "ftcp.h"
@@ -117,43 +118,26 @@ static void make_seg(struct il_stage *st, struct ftcp_flow *fl, bool to_server, 
 		     uint8_t optlen)
 {
 	struct ftcp *f = st->ctx;
+	const struct ftc_key *k = &fl->key;
 	struct rte_mbuf *m = rte_pktmbuf_alloc(f->app->pool);
-	struct rte_ether_hdr *eth;
-	struct rte_ipv4_hdr *ip;
-	struct rte_tcp_hdr *t;
-	uint16_t len = (uint16_t)(sizeof(*eth) + sizeof(*ip) + sizeof(*t) + optlen);
+	struct il_path p = {
+		.src_ip = rte_be_to_cpu_32(to_server ? k->cip : k->sip),
+		.dst_ip = rte_be_to_cpu_32(to_server ? k->sip : k->cip),
+		.src_port = rte_be_to_cpu_16(to_server ? k->cport : k->sport),
+		.dst_port = rte_be_to_cpu_16(to_server ? k->sport : k->cport),
+		.ttl = 64,
+		.df = true,
+	};
+	struct il_tcp_seg ts = { .seq = seq, .ack = ack, .flags = flags, .win = win,
+				 .opt = opt, .optlen = optlen };
 
 	if (!m) {
 		st->ctr[C_DROP_NO_MBUF]++;
 		return;
 	}
-	eth = (struct rte_ether_hdr *)rte_pktmbuf_append(m, len);
-	ip = (struct rte_ipv4_hdr *)(eth + 1);
-	t = (struct rte_tcp_hdr *)(ip + 1);
-	memcpy(&eth->dst_addr, to_server ? fl->smac : fl->cmac, 6);
-	memcpy(&eth->src_addr, to_server ? fl->cmac : fl->smac, 6);
-	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-	memset(ip, 0, sizeof(*ip));
-	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(len - sizeof(*eth)));
-	ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
-	ip->time_to_live = 64;
-	ip->next_proto_id = IPPROTO_TCP;
-	ip->src_addr = to_server ? fl->key.cip : fl->key.sip;
-	ip->dst_addr = to_server ? fl->key.sip : fl->key.cip;
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	t->src_port = to_server ? fl->key.cport : fl->key.sport;
-	t->dst_port = to_server ? fl->key.sport : fl->key.cport;
-	t->sent_seq = rte_cpu_to_be_32(seq);
-	t->recv_ack = rte_cpu_to_be_32(ack);
-	t->data_off = (uint8_t)(((sizeof(*t) + optlen) / 4) << 4);
-	t->tcp_flags = flags;
-	t->rx_win = rte_cpu_to_be_16(win);
-	t->tcp_urp = 0;
-	if (optlen)
-		memcpy(t + 1, opt, optlen);
-	t->cksum = 0;
-	t->cksum = rte_ipv4_udptcp_cksum(ip, t);
+	memcpy(p.dst_mac, to_server ? fl->smac : fl->cmac, 6);
+	memcpy(p.src_mac, to_server ? fl->cmac : fl->smac, 6);
+	il_tcp_frame_put((uint8_t *)rte_pktmbuf_append(m, il_tcp_frame_len(&ts)), &p, 0, &ts);
 	il_emit(st, to_server ? f->sport : f->cport, m);
 }
 
@@ -169,7 +153,7 @@ static void gen_ack(struct il_stage *st, struct ftcp_flow *fl)
 	uint32_t edge = fl->last_asn + fl->last_win_bytes;
 	uint64_t w = ftc_seq_lt(ack, edge) ? edge - ack : 0;
 
-	make_seg(st, fl, false, fl->out_nxt, ack, TCP_F_ACK, edge_window(fl, ack, w), NULL, 0);
+	make_seg(st, fl, false, fl->out_nxt, ack, IL_TCP_F_ACK, edge_window(fl, ack, w), NULL, 0);
 	st->ctr[C_ACKS_GENERATED]++;
 	st->ctr[C_ACKS_TO_CLIENT]++;
 }
@@ -186,7 +170,7 @@ static void send_fab_syn(struct il_stage *st, struct ftcp_flow *fl)
 		opt[7] = fl->cws;
 		opt[4] = 1;
 	}
-	make_seg(st, fl, true, fl->fab_isn, 0, TCP_F_SYN, fl->syn_win, opt, 8);
+	make_seg(st, fl, true, fl->fab_isn, 0, IL_TCP_F_SYN, fl->syn_win, opt, 8);
 	fl->syn_sent = true;
 	fl->syn_tsc = rte_rdtsc();
 	st->ctr[C_FAB_SYNS]++;
@@ -341,7 +325,7 @@ static void on_down(struct il_stage *st, const struct ftc_down *d)
 		fl->held_synack = NULL;
 		/* Kill the dead process's socket so the fabricated SYN meets the
 		 * listener, not a lingering FIN_WAIT socket (seq = its rcv_nxt). */
-		make_seg(st, fl, true, fl->c2s_next, 0, TCP_F_RST, 0, NULL, 0);
+		make_seg(st, fl, true, fl->c2s_next, 0, IL_TCP_F_RST, 0, NULL, 0);
 		st->ctr[C_RST_TO_SERVER]++;
 		fl->crash_rec_pending =
 			!log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0, 0, 0, 0, NULL, 0);
@@ -378,7 +362,7 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 		return false;
 	}
 	fl = flow_get(f, &k);
-	if ((s->flags & (TCP_F_SYN | TCP_F_ACK)) == TCP_F_SYN) {
+	if ((s->flags & (IL_TCP_F_SYN | IL_TCP_F_ACK)) == IL_TCP_F_SYN) {
 		uint16_t mss = 536;
 		uint8_t ws = 0;
 		bool has_ws = false, changed;
@@ -440,8 +424,8 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	if (fl->state == FT_RECOVERING) {
 		/* Keep the client waiting, not retransmitting into the void:
 		 * a closed window at stable_seq (Sec. IV-E step 1). */
-		if (!(s->flags & TCP_F_RST)) {
-			make_seg(st, fl, false, fl->out_nxt, fl->stable_seq, TCP_F_ACK, 0, NULL, 0);
+		if (!(s->flags & IL_TCP_F_RST)) {
+			make_seg(st, fl, false, fl->out_nxt, fl->stable_seq, IL_TCP_F_ACK, 0, NULL, 0);
 			st->ctr[C_CLOSED_WINDOW_ACKS]++;
 			st->ctr[C_ACKS_TO_CLIENT]++;
 		}
@@ -459,7 +443,7 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	 * arp_learn), whatever the client's ARP cache says. */
 	memcpy(&s->eth->dst_addr, fl->smac, 6);
 	fl->last_cwin = rte_be_to_cpu_16(s->tcp->rx_win);
-	end = s->seq + s->plen + ((s->flags & TCP_F_FIN) ? 1 : 0);
+	end = s->seq + s->plen + ((s->flags & IL_TCP_F_FIN) ? 1 : 0);
 	if (ftc_seq_lt(fl->c2s_next, end) && fl->state != FT_SYN) {
 		st->ctr[C_LAG_BYTES] += end - fl->c2s_next;
 		fl->c2s_next = end;
@@ -468,7 +452,7 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			fl->lag_seq = end;
 		}
 	}
-	if (s->flags & TCP_F_ACK) {
+	if (s->flags & IL_TCP_F_ACK) {
 		/* After recovery the client may ack bytes the new server has not
 		 * regenerated yet (they reached the client before the crash but
 		 * their ack was never logged). Linux ignores an ack of unsent
@@ -479,9 +463,9 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			a = fl->srv_nxt;
 		set32(s->tcp, OFF_ACK, a);
 	}
-	if (s->flags & TCP_F_FIN)
+	if (s->flags & IL_TCP_F_FIN)
 		fl->fin_c = true;
-	if (s->flags & TCP_F_RST)
+	if (s->flags & IL_TCP_F_RST)
 		flow_closing(st, fl);
 	else if (fl->fin_c && fl->fin_s)
 		flow_closing(st, fl);
@@ -504,7 +488,7 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 		il_drop(st, C_DROP_FENCED, m);
 		return false;
 	}
-	if ((s->flags & (TCP_F_SYN | TCP_F_ACK)) == (TCP_F_SYN | TCP_F_ACK)) {
+	if ((s->flags & (IL_TCP_F_SYN | IL_TCP_F_ACK)) == (IL_TCP_F_SYN | IL_TCP_F_ACK)) {
 		uint8_t ws = 0;
 		bool has_ws = false;
 
@@ -517,7 +501,7 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			fl->delta_seq = fl->server_seq - (s->seq + 1);
 			fl->last_asn = s->ack;
 			fl->last_win_bytes = rte_be_to_cpu_16(s->tcp->rx_win);
-			make_seg(st, fl, true, fl->fab_isn + 1, s->seq + 1, TCP_F_ACK, fl->last_cwin,
+			make_seg(st, fl, true, fl->fab_isn + 1, s->seq + 1, IL_TCP_F_ACK, fl->last_cwin,
 				 NULL, 0);
 			fl->state = FT_EST;
 			fl->out_nxt = fl->server_seq;
@@ -564,43 +548,43 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	if (fl->state == FT_RECOVERING) {
 		/* The dead process's socket still talks: reset it at the
 		 * sequence number it expects (its ack). */
-		if (!(s->flags & TCP_F_RST) && (s->flags & TCP_F_ACK)) {
-			make_seg(st, fl, true, s->ack, 0, TCP_F_RST, 0, NULL, 0);
+		if (!(s->flags & IL_TCP_F_RST) && (s->flags & IL_TCP_F_ACK)) {
+			make_seg(st, fl, true, s->ack, 0, IL_TCP_F_RST, 0, NULL, 0);
 			st->ctr[C_RST_TO_SERVER]++;
 		}
 		il_drop(st, C_DROP_SERVER_DEAD, m);
 		return false;
 	}
 	if (fl->state == FT_SYN || fl->state == FT_SYNACK_HELD) {
-		if (s->flags & TCP_F_RST) /* refused: the port is closed */
+		if (s->flags & IL_TCP_F_RST) /* refused: the port is closed */
 			flow_closing(st, fl);
 		return true;
 	}
-	if (!fl->close_ok && fl->state != FT_CLOSING && (s->flags & (TCP_F_FIN | TCP_F_RST))) {
+	if (!fl->close_ok && fl->state != FT_CLOSING && (s->flags & (IL_TCP_F_FIN | IL_TCP_F_RST))) {
 		/* A FIN or RST the shim did not announce comes from a killed
 		 * process's kernel: the client must never see it (Sec. VI-A). */
-		il_drop(st, (s->flags & TCP_F_RST) ? C_DROP_UNANNOUNCED_RST : C_DROP_UNANNOUNCED_FIN,
+		il_drop(st, (s->flags & IL_TCP_F_RST) ? C_DROP_UNANNOUNCED_RST : C_DROP_UNANNOUNCED_FIN,
 			m);
 		return false;
 	}
 	if (fl->delta_seq)
 		set32(s->tcp, OFF_SEQ, s->seq + fl->delta_seq);
-	end = s->seq + s->plen + ((s->flags & TCP_F_FIN) ? 1 : 0);
+	end = s->seq + s->plen + ((s->flags & IL_TCP_F_FIN) ? 1 : 0);
 	if (ftc_seq_lt(fl->srv_nxt, end))
 		fl->srv_nxt = end;
 	end += fl->delta_seq;
 	if (ftc_seq_lt(fl->out_nxt, end))
 		fl->out_nxt = end;
-	if (s->flags & TCP_F_RST) {
+	if (s->flags & IL_TCP_F_RST) {
 		flow_closing(st, fl);
 		return true;
 	}
-	if (s->flags & TCP_F_FIN)
+	if (s->flags & IL_TCP_F_FIN)
 		fl->fin_s = true;
-	if (s->flags & TCP_F_ACK) {
+	if (s->flags & IL_TCP_F_ACK) {
 		uint32_t asn = s->ack;
 		uint64_t wb = (uint64_t)rte_be_to_cpu_16(s->tcp->rx_win) << fl->sws_cur;
-		bool pure = s->plen == 0 && !(s->flags & (TCP_F_SYN | TCP_F_FIN | TCP_F_RST));
+		bool pure = s->plen == 0 && !(s->flags & (IL_TCP_F_SYN | IL_TCP_F_FIN | IL_TCP_F_RST));
 
 		fl->last_asn = asn;
 		fl->last_win_bytes = (uint32_t)(wb > UINT32_MAX ? UINT32_MAX : wb);
