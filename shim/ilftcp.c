@@ -35,7 +35,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include "ftcp_proto.h"
+#include <interlink/ftcp_proto.h>
 
 #define MAX_FD 4096
 #define UNACKED 4096 /* read lengths kept for re-sending after a logger restart */

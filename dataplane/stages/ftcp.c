@@ -65,10 +65,10 @@ static inline uint64_t mono_ns(void)
 static void wake_logger(struct ftcp *f)
 {
 	if (f->pend) {
-		ftc_up_publish(f->ring, f->head);
+		il_shm_publish(&f->ring->tx);
 		f->pend = false;
 	}
-	if (f->wake_fd >= 0 && ftc_up_wants_wake(f->ring)) {
+	if (f->wake_fd >= 0 && il_shm_wake_due(&f->ring->tx)) {
 		char b = 1;
 		/* One datagram per logger sleep; never blocks, harmless if the
 		 * logger is down (it drains the ring when it comes back). */
@@ -82,16 +82,14 @@ static bool log_rec(struct ftcp *f, const struct ftc_key *k, uint16_t type, uint
 		    uint32_t plen)
 {
 	uint32_t len = ftc_rec_size(plen);
-	uint64_t nh;
 	struct ftc_rec *r;
 
 	if (!f->ring)
 		return false;
-	r = (struct ftc_rec *)ftc_up_reserve(f->ring, f->head, &f->cached_tail, len, &nh);
-	if (!r) {
-		f->ring->up_drops++;
+	/* A full ring counts the drop in the ring's own counter. */
+	r = il_shm_reserve(&f->ring->tx, len);
+	if (!r)
 		return false;
-	}
 	r->len = len;
 	r->type = type;
 	r->plen = (uint16_t)plen;
@@ -106,7 +104,6 @@ static bool log_rec(struct ftcp *f, const struct ftc_key *k, uint16_t type, uint
 	if (plen)
 		memcpy(r + 1, p, plen);
 	/* Published once per burst (wake_logger), not per record. */
-	f->head = nh;
 	f->pend = true;
 	return true;
 }
@@ -715,7 +712,7 @@ uint16_t ftcp_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 	/* Logger messages first: a CLOSE_OK published before the shim closed
 	 * is seen before the FIN it allows. */
 	if (f->ring)
-		while ((nd = ftc_down_recv(f->ring, d, 32)) > 0)
+		while ((nd = il_shm_recv(&f->ring->rx, d, 32)) > 0)
 			for (unsigned i = 0; i < nd; i++)
 				on_down(st, &d[i]);
 	for (uint16_t i = 0; i < n; i++) {
