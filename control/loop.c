@@ -6,7 +6,7 @@
  *   READ    on the eventfd the data plane writes when we sleep
  *   TIMEOUT housekeeping tick (resend what a full ring refused, notice a
  *           peer restart, later: heartbeats and failure detection)
- *   READ    on a signalfd (SIGINT, SIGTERM: clean shutdown)
+ *   READ    on a signalfd (SIGINT, SIGTERM, SIGHUP: clean shutdown)
  *   RECVMSG on the management datagram socket
  *   ACCEPT  on the wake socket (hands the eventfd to the data plane)
  *
@@ -579,6 +579,7 @@ static int setup(struct ctl *c)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) != 0 ||
 	    (c->sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0) {
 		logmsg(c, 0, "signalfd: %s", strerror(errno));

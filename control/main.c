@@ -109,8 +109,9 @@ static void usage(FILE *f)
 		"  -h, --help             this text\n"
 		"  -V, --version          print the version and the channel layout version\n"
 		"\n"
-		"SIGINT or SIGTERM stops it cleanly (exit status 0). Exit status 2: bad\n"
-		"arguments; 1: run-time failure. See docs/control.md.\n",
+		"SIGINT, SIGTERM or SIGHUP stops it cleanly (exit status 0; its socket files\n"
+		"are removed). Exit status 2: bad arguments; 1: run-time failure. See\n"
+		"docs/control.md.\n",
 		IL_CHAN_MIN_SLOTS, IL_CHAN_MAX_SLOTS, IL_CHAN_UP_SLOTS_DEFAULT,
 		IL_CHAN_DOWN_SLOTS_DEFAULT);
 }
@@ -311,11 +312,17 @@ int main(int argc, char **argv)
 		return 2;
 	if (rc > 0)
 		return 0;
+	/* A log line to a pipe nobody reads, or a data plane that hangs up
+	 * while we hand it the eventfd, must fail a write, not kill us with
+	 * our socket files left behind. */
+	signal(SIGPIPE, SIG_IGN);
 	/* Signals are the control loop's (a signalfd): block them before any
-	 * thread exists, so the logger thread inherits the mask. */
+	 * thread exists, so the logger thread inherits the mask. SIGHUP (the
+	 * terminal went away) stops us cleanly like SIGINT and SIGTERM. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	if (o.ft_dir[0]) {
 		struct ftlog_opts fo = {

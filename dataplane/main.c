@@ -112,6 +112,11 @@ int main(int argc, char **argv)
 	static struct il_cmdline cl;
 	int c;
 
+	/* A log write must never stop the appliance: with stdout a pipe whose
+	 * reader went away (`interlink | head`), writes fail with EPIPE, which
+	 * stdio absorbs, instead of killing us mid-forwarding. */
+	signal(SIGPIPE, SIG_IGN);
+
 	if (il_cmdline_split(argc, argv, &cl, err, sizeof(err))) {
 		fprintf(stderr, "interlink: %s\n", err);
 		return 2;

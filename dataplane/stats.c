@@ -297,6 +297,18 @@ void il_status_line(struct il_app *app, double elapsed, double dt)
 	size_t off = 0;
 	uint64_t stamped = counter_sum(app, "stamped_msgs");
 
+	/* Nobody reads our stdout any more (a closed pipe): say so once on
+	 * stderr, and stop formatting lines for nobody. */
+	static bool gone;
+	if (gone)
+		return;
+	if (ferror(stdout)) {
+		gone = true;
+		fprintf(stderr, "interlink: writing to stdout failed; status lines stop, "
+			"forwarding goes on\n");
+		return;
+	}
+
 	off += (size_t)snprintf(buf + off, sizeof(buf) - off, "[%6.1fs]", elapsed);
 	for (unsigned p = 0; p < app->n_ports && off < sizeof(buf); p++) {
 		struct port_totals t;
@@ -346,13 +358,78 @@ void il_status_line(struct il_app *app, double elapsed, double dt)
 
 /* ---- final summary ---------------------------------------------------- */
 
+/* The --json file: the same figures as the summary, for scripts. */
+static void write_json(struct il_app *app, double elapsed, double traffic_s,
+		       const char *json_path)
+{
+	FILE *j = fopen(json_path, "w");
+	struct il_json js;
+
+	if (!j) {
+		perror(json_path);
+		return;
+	}
+	il_json_begin(&js, j, 2);
+	il_json_obj(&js, NULL);
+	il_json_str(&js, "name", app->name);
+	il_json_u64(&js, "epoch", app->epoch);
+	il_json_fixed(&js, "elapsed_s", elapsed, 6);
+	il_json_fixed(&js, "traffic_s", traffic_s, 6);
+	il_json_obj(&js, "ports");
+	for (unsigned p = 0; p < app->n_ports; p++) {
+		struct port_totals t;
+		port_totals(app, p, &t);
+		il_json_obj(&js, app->ports[p].name);
+		il_json_u64(&js, "rx", t.rx);
+		il_json_u64(&js, "tx", t.tx);
+		il_json_u64(&js, "rx_missed", t.missed);
+		il_json_u64(&js, "rx_errors", t.rx_err);
+		il_json_u64(&js, "tx_errors", t.tx_err);
+		il_json_u64(&js, "drop_tx_full", t.tx_dropped);
+		il_json_end(&js);
+	}
+	il_json_end(&js);
+	il_json_obj(&js, "stages");
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		const struct il_stage *st = app->stages[s];
+		il_json_obj(&js, st->name);
+		il_json_str(&js, "type", st->type->name);
+		il_json_u64(&js, "pkts_in", st->pkts_in);
+		if (IL_STAGE_CYCLES) {
+			il_json_u64(&js, "cycles", st->tsc_busy);
+			il_json_u64(&js, "poll_cycles", st->tsc_poll);
+		}
+		for (unsigned c = 0; c < st->type->n_counters; c++)
+			il_json_u64(&js, st->type->counter_names[c], st->ctr[c]);
+		if (st->type->state && st->ctx) {
+			struct json_state jst = {
+				.sink = {.put = json_state_put},
+				.j = &js,
+				.app = app,
+			};
+			st->type->state(st, &jst.sink);
+		}
+		il_json_end(&js);
+	}
+	il_json_end(&js);
+	il_json_u64(&js, "messages_ordered", counter_sum(app, "stamped_msgs"));
+	il_json_u64(&js, "frames_ordered", counter_sum(app, "stamped_frames"));
+	il_json_u64(&js, "drops_total", drops_total(app));
+	il_json_end(&js);
+	if (il_json_finish(&js) | fclose(j))
+		fprintf(stderr, "interlink: cannot write %s\n", json_path);
+}
+
 void il_summary(struct il_app *app, double elapsed, double traffic_s, const char *json_path)
 {
 	uint64_t stamped = counter_sum(app, "stamped_msgs");
 	uint64_t frames = counter_sum(app, "stamped_frames");
 	char r1[32], r2[32];
-	FILE *j = NULL;
 
+	/* The JSON file first: whatever befalls the text below (stdout a
+	 * closed pipe) cannot cost it. */
+	if (json_path)
+		write_json(app, elapsed, traffic_s, json_path);
 	if (status_in_place)
 		printf("\n");
 	printf("\n==== interlink summary: %s, epoch %u, %.2f s ====\n", app->name, app->epoch,
@@ -418,63 +495,4 @@ void il_summary(struct il_app *app, double elapsed, double traffic_s, const char
 		       " (%" PRIu64 " gave up after 200 ms)\n", il_guard_waits(),
 		       il_guard_timeouts());
 	fflush(stdout);
-
-	if (!json_path)
-		return;
-	j = fopen(json_path, "w");
-	if (!j) {
-		perror(json_path);
-		return;
-	}
-	struct il_json js;
-	il_json_begin(&js, j, 2);
-	il_json_obj(&js, NULL);
-	il_json_str(&js, "name", app->name);
-	il_json_u64(&js, "epoch", app->epoch);
-	il_json_fixed(&js, "elapsed_s", elapsed, 6);
-	il_json_fixed(&js, "traffic_s", traffic_s, 6);
-	il_json_obj(&js, "ports");
-	for (unsigned p = 0; p < app->n_ports; p++) {
-		struct port_totals t;
-		port_totals(app, p, &t);
-		il_json_obj(&js, app->ports[p].name);
-		il_json_u64(&js, "rx", t.rx);
-		il_json_u64(&js, "tx", t.tx);
-		il_json_u64(&js, "rx_missed", t.missed);
-		il_json_u64(&js, "rx_errors", t.rx_err);
-		il_json_u64(&js, "tx_errors", t.tx_err);
-		il_json_u64(&js, "drop_tx_full", t.tx_dropped);
-		il_json_end(&js);
-	}
-	il_json_end(&js);
-	il_json_obj(&js, "stages");
-	for (unsigned s = 0; s < app->n_stages; s++) {
-		const struct il_stage *st = app->stages[s];
-		il_json_obj(&js, st->name);
-		il_json_str(&js, "type", st->type->name);
-		il_json_u64(&js, "pkts_in", st->pkts_in);
-		if (IL_STAGE_CYCLES) {
-			il_json_u64(&js, "cycles", st->tsc_busy);
-			il_json_u64(&js, "poll_cycles", st->tsc_poll);
-		}
-		for (unsigned c = 0; c < st->type->n_counters; c++)
-			il_json_u64(&js, st->type->counter_names[c], st->ctr[c]);
-		if (st->type->state && st->ctx) {
-			struct json_state jst = {
-				.sink = {.put = json_state_put},
-				.j = &js,
-				.app = app,
-			};
-			st->type->state(st, &jst.sink);
-		}
-		il_json_end(&js);
-	}
-	il_json_end(&js);
-	il_json_u64(&js, "messages_ordered", stamped);
-	il_json_u64(&js, "frames_ordered", frames);
-	il_json_u64(&js, "drops_total", drops_total(app));
-	il_json_end(&js);
-	if (il_json_finish(&js))
-		fprintf(stderr, "interlink: cannot write %s\n", json_path);
-	fclose(j);
 }

@@ -145,13 +145,16 @@ uint64_t ep_credit_room(const struct ep_credit *c)
 	return c->limit > c->next ? c->limit - c->next : 0;
 }
 
-void ep_credit_grant(struct ep_credit *c, uint64_t limit, uint32_t window)
+bool ep_credit_grant(struct ep_credit *c, uint64_t limit, uint32_t window)
 {
+	if (limit > window && limit - window > c->next)
+		return false;
 	if (!c->seen || limit > c->limit) {
 		c->limit = limit;
 		c->window = window;
 	}
 	c->seen = true;
+	return true;
 }
 
 uint64_t ep_credit_unstable(const struct ep_credit *c)

@@ -62,8 +62,11 @@ struct ep_credit {
 void ep_credit_init(struct ep_credit *c, bool wait);
 /* Messages that may go now. */
 uint64_t ep_credit_room(const struct ep_credit *c);
-/* A grant: limits only grow (a reordered older CREDIT changes nothing). */
-void ep_credit_grant(struct ep_credit *c, uint64_t limit, uint32_t window);
+/* A grant: limits only grow (a reordered older CREDIT changes nothing).
+ * One that would make stable more than we ever sent (limit - window >
+ * next) was not meant for us (a previous incarnation's) and is refused:
+ * returns false. */
+bool ep_credit_grant(struct ep_credit *c, uint64_t limit, uint32_t window);
 /* Our messages not yet known stable: the grant says limit - window are. */
 uint64_t ep_credit_unstable(const struct ep_credit *c);
 
@@ -100,6 +103,7 @@ struct ep_slot {
 	uint32_t sender;
 	uint16_t len;
 	uint8_t state;
+	bool fifo_start; /* its sender's new incarnation starts here (IL_F_FIFO_START) */
 };
 
 struct ep_rxw {

@@ -312,12 +312,16 @@ void ep_timers(struct il_ep *ep, uint64_t now)
 }
 
 /* A message its sender re-sent into a new epoch may be stamped twice:
- * every receiver sees both copies in the same order and skips the later. */
-static bool fifo_new(struct ep_fifo *f, uint32_t sender, uint64_t sseq)
+ * every receiver sees both copies in the same order and skips the later.
+ * A message marked FIFO_START begins a new incarnation of its sender,
+ * whose numbering starts again: the appliance marked the first frame it
+ * stamped of it, so every receiver restarts the sender's FIFO at the same
+ * point of the group's order. */
+static bool fifo_new(struct ep_fifo *f, uint32_t sender, uint64_t sseq, bool start)
 {
 	for (unsigned i = 0; i < f->n; i++)
 		if (f->s[i].id == sender) {
-			if (sseq < f->s[i].next)
+			if (sseq < f->s[i].next && !start)
 				return false;
 			f->s[i].next = sseq + 1;
 			return true;
@@ -341,8 +345,8 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 
 		if (s->state == EP_S_EMPTY)
 			break;
-		if (s->state == EP_S_MSG && fifo_new(&g->po_fifo, s->sender, s->sender_seq) &&
-		    g->cb.po) {
+		if (s->state == EP_S_MSG &&
+		    fifo_new(&g->po_fifo, s->sender, s->sender_seq, s->fifo_start) && g->cb.po) {
 			m.sender = s->sender;
 			m.sender_seq = s->sender_seq;
 			m.global_seq = w->po;
@@ -357,7 +361,8 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 	while (w->uto < w->po && (w->uto < w->stable || g->cb.uto == NULL)) {
 		struct ep_slot *s = ep_rxw_slot(w, w->uto);
 
-		if (s->state == EP_S_MSG && !fifo_new(&g->uto_fifo, s->sender, s->sender_seq)) {
+		if (s->state == EP_S_MSG &&
+		    !fifo_new(&g->uto_fifo, s->sender, s->sender_seq, s->fifo_start)) {
 			ep->st.fifo_dup++;
 			ep_frame_put(s->fr);
 		} else if (s->state == EP_S_MSG) {
@@ -439,7 +444,8 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 		fr->refs++;
 		*s = (struct ep_slot){ .fr = fr, .data = fr->data + off + IL_MSG_HDR_LEN,
 				       .sender_seq = sseq + i, .sender = sender, .len = ml,
-				       .state = EP_S_MSG };
+				       .state = EP_S_MSG,
+				       .fifo_start = i == 0 && (h[IL_OFF_FLAGS] & IL_F_FIFO_START) };
 		off += IL_MSG_HDR_LEN + ml;
 	}
 }
@@ -447,12 +453,12 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h,
 		    const struct il_parsed *p)
 {
-	uint32_t members[256], sids[256];
+	uint32_t members[256], sids[256], sinc[256];
 	uint64_t snext[256];
 	struct il_ep_view v = { .group = g->id, .epoch = ep->epoch,
 				.start_seq = il_get64(h + IL_OFF_GLOBAL_SEQ) };
 	struct il_view_body vb;
-	bool in = false;
+	bool in = false, stale = false;
 
 	if (il_view_get(h + p->hdr_len, p->payload_len - p->hdr_len, &vb) != 0 ||
 	    vb.n_members > 256 || vb.n_senders > 256) {
@@ -469,11 +475,22 @@ static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h,
 	}
 	for (unsigned i = 0; i < v.n_senders; i++) {
 		sids[i] = il_view_sender_id(&vb, i);
+		sinc[i] = il_view_sender_inc(&vb, i);
 		snext[i] = il_view_sender_next(&vb, i);
+		/* A view made before the appliance saw our JOIN names a
+		 * previous incarnation of our id: not ours (its credits are
+		 * not either). */
+		stale = stale || ((g->roles & IL_EP_SENDER) && sids[i] == ep->member_id &&
+				  sinc[i] != 0 && sinc[i] != ep->incarnation);
 	}
 	v.members = members;
 	v.sender_ids = sids;
 	v.sender_next = snext;
+	v.sender_inc = sinc;
+	if (g->st == EP_G_JOINING && in && stale) {
+		ep->st.view_stale++;
+		return;
+	}
 	if (g->st == EP_G_JOINING && in) {
 		/* Fast-Join: our stream starts at the view's start; anything
 		 * held from before is not ours to deliver. */
@@ -502,11 +519,13 @@ static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h,
 		g->view_id = v.view_id;
 		v.event = IL_EP_VIEW_CHANGED;
 	} else if (g->st == EP_G_MEMBER && !in) {
-		/* Excluded (we were silent too long): rejoin as a new
-		 * incarnation; the control process starts us afresh. */
+		/* Excluded (we were silent too long): rejoin. The control
+		 * process starts us afresh at our new join point; we keep our
+		 * incarnation, so the sequencer goes on with our numbering
+		 * (a new one would restart it, and the messages we sent but
+		 * do not know stable would be stamped twice). */
 		g->st = EP_G_JOINING;
 		g->join_ns = 0;
-		ep->incarnation++;
 		if (g->roles & IL_EP_RECEIVER)
 			ep_release_held(g);
 		v.event = IL_EP_VIEW_EXCLUDED;
@@ -706,14 +725,17 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 	case IL_T_CREDIT: {
 		struct il_credit_body cr;
 
+		/* Only once a VIEW named us: before that, a CREDIT for our
+		 * member id was meant for a previous incarnation of it. */
 		if (il_credit_get(b, body, &cr) != 0 ||
-		    il_get32(d + IL_OFF_SENDER_ID) != ep->member_id || !(g->roles & IL_EP_SENDER))
+		    il_get32(d + IL_OFF_SENDER_ID) != ep->member_id || !(g->roles & IL_EP_SENDER) ||
+		    g->st != EP_G_MEMBER)
 			break;
 		ep->st.credit_rx++;
 		/* limit_seq 0: no grant, only a resume notice (a group
 		 * without a window) */
-		if (cr.limit_seq != 0)
-			ep_credit_grant(&g->cr, cr.limit_seq, cr.window);
+		if (cr.limit_seq != 0 && !ep_credit_grant(&g->cr, cr.limit_seq, cr.window))
+			ep->st.credit_stale++;
 		/* WAN groups: the TCP-friendly rate (0: none), paced with
 		 * a token bucket on top of the window. */
 		ep_pace_set(&g->pace, cr.rate_kbps, 2 * ep->max_frame, now);

@@ -567,6 +567,9 @@ static int serve(void)
 
 int main(int argc, char **argv)
 {
+	/* A closed stdout (`interlink-pktgen | head`) fails writes, it does
+	 * not stop the run: the JSON summary is still written. */
+	signal(SIGPIPE, SIG_IGN);
 	int first = pg_parse_args(argc, argv, &S.c);
 	char err[256];
 	if (first < 0)

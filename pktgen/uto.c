@@ -10,7 +10,8 @@
  *     below it held) every --ack-every messages or --ack-us microseconds,
  *     buffer_free 0xffffffff (no limit), and every member a HEARTBEAT each
  *     --heartbeat-ms; a VIEW without a member that was in one makes it join
- *     again with a new incarnation (counted: exclusions);
+ *     again (counted: exclusions), a receiver as a new incarnation, a
+ *     sender as the same one (its numbering goes on);
  *   - senders send sender_seq below their CREDIT's limit_seq (instead of
  *     pktgen's own --window), at its rate_kbps when that is not 0, and go
  *     back to a resume notice's sender_seq (go-back-N);
@@ -230,9 +231,11 @@ static void on_view(struct pg_state *s, unsigned gi, const uint8_t *h, const uin
 	for (unsigned i = 0; i < c->senders; i++) {
 		bool in = il_view_has(&v, i + 1);
 		if (!in && u->s[i][gi].member) {
+			/* Rejoin with the same incarnation: the sequencer goes
+			 * on with this sender's numbering (a new incarnation
+			 * would restart its FIFO, docs/control.md 12). */
 			u->exclusions++;
 			u->snd_last_join[i][gi] = 0;
-			u->s[i][gi].inc++;
 		}
 		u->s[i][gi].member = in;
 	}

@@ -158,15 +158,19 @@ static void frames(struct il_json *j)
 	b = il_view_put(il_frame_put(f, &path, 0, &h, (uint16_t)il_view_len(2, 1)), 6, 2, 1);
 	b = il_view_member_put(b, 7, IL_ROLE_SENDER);
 	b = il_view_member_put(b, 0x10001, IL_ROLE_RECEIVER);
-	b = il_view_sender_put(b, 7, 33);
+	b = il_view_sender_put(b, 7, 4, 33);
 	frame_begin(j, &h);
 	il_json_u64(j, "view_id", 6);
 	il_json_arr(j, "members");
 	pair(j, 7, IL_ROLE_SENDER);
 	pair(j, 0x10001, IL_ROLE_RECEIVER);
 	il_json_end(j);
-	il_json_arr(j, "senders");
-	pair(j, 7, 33);
+	il_json_arr(j, "senders"); /* [id, incarnation, next_sender_seq] */
+	il_json_arr(j, NULL);
+	il_json_u64(j, NULL, 7);
+	il_json_u64(j, NULL, 4);
+	il_json_u64(j, NULL, 33);
+	il_json_end(j);
 	il_json_end(j);
 	frame_end(j, f, b);
 	/* CREDIT, with a resume notice */
@@ -295,7 +299,7 @@ int main(int argc, char **argv)
 	il_json_end(j);
 	il_json_arr(j, "view_sender");
 	FIELD(j, il_view_sender, sender_id);
-	FIELD(j, il_view_sender, reserved);
+	FIELD(j, il_view_sender, incarnation);
 	FIELD(j, il_view_sender, next_sender_seq);
 	il_json_end(j);
 	il_json_arr(j, "credit");
@@ -317,6 +321,7 @@ int main(int argc, char **argv)
 	il_json_i64(j, "RETRANS", IL_F_RETRANS);
 	il_json_i64(j, "STABLE_VALID", IL_F_STABLE_VALID);
 	il_json_i64(j, "RAW", IL_F_RAW);
+	il_json_i64(j, "FIFO_START", IL_F_FIFO_START);
 	il_json_end(j);
 	il_json_end(j);
 	return il_json_finish(j) ? 1 : 0;

@@ -96,6 +96,7 @@ int main(int argc, char **argv)
 		usage();
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
+	signal(SIGPIPE, SIG_IGN); /* a closed stdout must not end the member */
 
 	struct il_ep_config cfg;
 	char err[256];

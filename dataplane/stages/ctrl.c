@@ -482,6 +482,8 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 	il_chan_wake_flush(c->ch);
 
 	uint64_t now = rte_rdtsc();
+	if (unlikely(c->seq->inc_due))
+		ctrl_new_incarnations(st, c);
 	if (unlikely(c->seq->resume_due))
 		ctrl_send_resumes(st, c, now);
 	if (c->last_call && now - c->last_call > c->max_gap)

@@ -60,6 +60,7 @@ struct cmember {
 
 struct csender {
 	uint32_t id;
+	uint64_t from_seq;    /* its incarnation's frames start at this global seq */
 	uint64_t stable_next; /* its sender_seq after its last stable message */
 	uint64_t limit_sent;  /* limit of the last CREDIT frame */
 	/* WAN groups (max-min split of the rate, docs/control.md 12): */
@@ -130,6 +131,7 @@ void ctrl_credits_advance(struct il_stage *st, struct ctrl *c, unsigned gi);
 void ctrl_credits_all(struct il_stage *st, struct ctrl *c, unsigned gi, bool only_grown);
 void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi);
 void ctrl_send_resumes(struct il_stage *st, struct ctrl *c, uint64_t now_tsc);
+void ctrl_new_incarnations(struct il_stage *st, struct ctrl *c);
 void ctrl_rate_split(struct il_stage *st, struct ctrl *c, unsigned gi, uint64_t now_tsc);
 void ctrl_rate_rescale(struct cgroup *g, uint32_t old_kbps);
 

@@ -164,6 +164,32 @@ void ctrl_send_resumes(struct il_stage *st, struct ctrl *c, uint64_t now_tsc)
 	}
 }
 
+/* The sequencer saw senders join as new incarnations (restarted, with
+ * their sender_seq from 1 again): their credits start afresh, and frames
+ * of their previous incarnation, which may still become stable, no longer
+ * move their window. Otherwise the new incarnation would be granted (and
+ * told stable) what its predecessor sent. */
+void ctrl_new_incarnations(struct il_stage *st, struct ctrl *c)
+{
+	c->seq->inc_due = false;
+	for (unsigned gi = 0; gi < c->app->n_groups; gi++) {
+		struct il_seq_group *sg = &c->seq->groups[gi];
+
+		for (unsigned i = 0; sg->n_fifo && i < IL_SEQ_FIFO_SLOTS; i++) {
+			struct il_seq_fifo *f = &sg->fifo[i];
+
+			if (!f->used || !f->ctl_reset)
+				continue;
+			f->ctl_reset = false;
+			struct csender *cs = sender_get(st, &c->g[gi], f->id);
+			if (cs == NULL)
+				continue;
+			*cs = (struct csender){ .id = cs->id, .from_seq = f->join_seq,
+						.stable_next = 1 };
+		}
+	}
+}
+
 /* The watermark moved: every frame newly below it is stable, so its
  * sender's window slides. Each history frame is walked once. */
 void ctrl_credits_advance(struct il_stage *st, struct ctrl *c, unsigned gi)
@@ -180,11 +206,12 @@ void ctrl_credits_advance(struct il_stage *st, struct ctrl *c, unsigned gi)
 			break;
 		g->walked = e->first + e->count;
 		struct csender *cs = sender_get(st, g, e->sender);
-		if (cs != NULL && e->sender_seq + e->count > cs->stable_next)
+		if (cs == NULL || e->first < cs->from_seq)
+			continue; /* a previous incarnation's */
+		if (e->sender_seq + e->count > cs->stable_next)
 			cs->stable_next = e->sender_seq + e->count;
 		/* WAN groups: what each sender got through, for the split. */
-		if (cs != NULL && g->rate_kbps && e->m != NULL &&
-		    rte_pktmbuf_pkt_len(e->m) > IL_UDP_HDRS_LEN)
+		if (g->rate_kbps && e->m != NULL && rte_pktmbuf_pkt_len(e->m) > IL_UDP_HDRS_LEN)
 			cs->bytes += rte_pktmbuf_pkt_len(e->m) - IL_UDP_HDRS_LEN;
 	}
 	if (g->window == 0)
@@ -221,20 +248,20 @@ void ctrl_credits_all(struct il_stage *st, struct ctrl *c, unsigned gi, bool onl
 }
 
 /* Each sender's next sender_seq at global sequence `start`: the first of
- * its frames at or after start, else one past its last frame before it.
- * The history holds every frame above the watermark (UTO), and start is
- * at or above it. */
-static uint64_t sender_next_at(const struct ctrl *c, unsigned gi, uint32_t sender,
-			       uint64_t start, uint64_t fallback)
+ * its frames at or after start, else one past its last frame before it,
+ * within its current incarnation. The history holds every frame above the
+ * watermark (UTO), and start is at or above it. */
+static uint64_t sender_next_at(const struct ctrl *c, unsigned gi, const struct csender *cs,
+			       uint64_t start)
 {
 	const struct il_seq *s = c->seq;
 	const struct il_seq_group *sg = &s->groups[gi];
-	uint64_t next = fallback;
+	uint64_t next = cs->stable_next;
 
 	for (uint32_t idx = il_seq_hist_find(s, gi, c->g[gi].wm); idx < sg->n; idx++) {
 		const struct il_hist_ent *e = il_seq_hist_at(s, gi, idx);
 
-		if (e->sender != sender)
+		if (e->sender != cs->id || e->first < cs->from_seq)
 			continue;
 		if (e->first >= start)
 			return e->sender_seq;
@@ -294,10 +321,12 @@ void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi)
 	b = il_view_put(b, g->view_id, nm, ns);
 	for (uint16_t i = 0; i < nm; i++)
 		b = il_view_member_put(b, g->m[i].id, g->m[i].roles);
-	for (uint16_t i = 0; i < ns; i++)
-		b = il_view_sender_put(b, g->s[i].id,
-				       sender_next_at(c, gi, g->s[i].id, g->view_start,
-						      g->s[i].stable_next));
+	for (uint16_t i = 0; i < ns; i++) {
+		const struct il_seq_fifo *f = il_seq_fifo_get(c->seq, gi, g->s[i].id, false);
+
+		b = il_view_sender_put(b, g->s[i].id, f != NULL ? f->incarnation : 0,
+				       sender_next_at(c, gi, &g->s[i], g->view_start));
+	}
 	frame_send(st, c, mb);
 	st->ctr[CT_C_TX_VIEW]++;
 	ctrl_credits_all(st, c, gi, false);

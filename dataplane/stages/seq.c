@@ -33,6 +33,7 @@ static const char *const seq_counter_names[SEQ_C_COUNT] = {
 	[SEQ_C_DROP_FIFO_GAP] = "drop_fifo_gap",
 	[SEQ_C_FIFO_TABLE_FULL] = "fifo_table_full",
 	[SEQ_C_FIFO_RESETS] = "fifo_resets",
+	[SEQ_C_RESTAMPED] = "restamped_frames",
 };
 
 struct raw_key {
@@ -75,7 +76,15 @@ static inline uint64_t sum8(const uint8_t *p)
 	return (v & 0xffffffffu) + (v >> 32);
 }
 
-static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
+/* Native DATA: epoch, global_seq, stable_seq and every flag are the
+ * appliance's to say, whatever the sender put there (a receiver trusts a
+ * watermark only the appliance may give): all are overwritten, and a frame
+ * that came in with flags, epoch or global_seq set is counted. The
+ * sender's own stable_seq (its oldest unstable message) was read by the
+ * FIFO check before this. `fifo_start`: the first frame of a sender's new
+ * incarnation (IL_F_FIFO_START). */
+static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m,
+				uint8_t fifo_start)
 {
 	const struct il_meta *mt = il_meta(m);
 	uint8_t *base = rte_pktmbuf_mtod(m, uint8_t *);
@@ -83,26 +92,31 @@ static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rt
 	uint8_t *udp = base + mt->l4_off;
 	struct il_seq_group *g = &s->groups[mt->group_idx];
 	uint16_t cnt = il_get16(h + IL_OFF_MSG_COUNT);
-	uint64_t gs = g->next;
-	uint8_t fl = IL_F_STAMPED;
+	uint64_t gs = g->next, stable = 0, was_seq;
+	uint32_t was_epoch;
+	uint8_t fl = IL_F_STAMPED | fifo_start;
 	uint16_t ucs;
 
 	g->next += cnt;
-	if (s->uto)
+	if (s->uto) {
 		fl |= IL_F_STABLE_VALID;
+		stable = g->stable;
+		g->carried = g->stable;
+	}
+	memcpy(&was_epoch, h + IL_OFF_EPOCH, 4);
+	memcpy(&was_seq, h + IL_OFF_GLOBAL_SEQ, 8);
+	if (unlikely((h[IL_OFF_FLAGS] & IL_F_APPLIANCE_OWNED) | was_epoch | was_seq))
+		st->ctr[SEQ_C_RESTAMPED]++;
 	memcpy(&ucs, udp + 6, 2);
 	if (ucs) {
 		/* RFC 1624 over the words that change: bytes 0..15 of the header
 		 * (flags, epoch) and 24..39 (global_seq, stable_seq), summed 32
 		 * bits at a time: new - old = new + ~old in one's complement. */
 		uint64_t old = sum8(h) + sum8(h + 8) + sum8(h + 24) + sum8(h + 32);
-		h[IL_OFF_FLAGS] |= fl;
+		h[IL_OFF_FLAGS] = fl; /* the parser refused reserved bits */
 		il_put32(h + IL_OFF_EPOCH, s->epoch);
 		il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
-		if (s->uto) {
-			il_put64(h + IL_OFF_STABLE_SEQ, g->stable);
-			g->carried = g->stable;
-		}
+		il_put64(h + IL_OFF_STABLE_SEQ, stable);
 		uint64_t neu = sum8(h) + sum8(h + 8) + sum8(h + 24) + sum8(h + 32);
 		/* ~old as 16-bit words: fold old to 16 bits, then complement. */
 		old = (old & 0xffffffffu) + (old >> 32);
@@ -117,13 +131,10 @@ static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rt
 		ucs = il_udp_csum_fix((uint16_t)~acc);
 		memcpy(udp + 6, &ucs, 2);
 	} else {
-		h[IL_OFF_FLAGS] |= fl;
+		h[IL_OFF_FLAGS] = fl; /* the parser refused reserved bits */
 		il_put32(h + IL_OFF_EPOCH, s->epoch);
 		il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
-		if (s->uto) {
-			il_put64(h + IL_OFF_STABLE_SEQ, g->stable);
-			g->carried = g->stable;
-		}
+		il_put64(h + IL_OFF_STABLE_SEQ, stable);
 	}
 	hist_push(s, st, g, m, gs, cnt, il_get32(h + IL_OFF_SENDER_ID),
 		  il_get64(h + IL_OFF_SENDER_SEQ));
@@ -254,8 +265,10 @@ static inline bool hist_full_unstable(const struct il_seq *s, unsigned gi)
  * counter to drop under. Frames lost before us show as a gap: the frame
  * is refused and the control stage tells the sender where to resume;
  * one below the next was stamped already (a re-send). sender_seq 0 means
- * the sender does not number its frames: not checked. */
-static inline int fifo_check(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
+ * the sender does not number its frames: not checked. *fifo_start: the
+ * frame starts a new incarnation's FIFO (the first stamped since its JOIN). */
+static inline int fifo_check(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m,
+			     uint8_t *fifo_start)
 {
 	const struct il_meta *mt = il_meta(m);
 	const uint8_t *h = rte_pktmbuf_mtod(m, const uint8_t *) + mt->il_off;
@@ -280,6 +293,10 @@ static inline int fifo_check(struct il_seq *s, struct il_stage *st, struct rte_m
 	}
 	if (likely(sseq == f->next)) {
 		f->next += il_get16(h + IL_OFF_MSG_COUNT);
+		if (unlikely(f->mark)) {
+			f->mark = false;
+			*fifo_start = IL_F_FIFO_START;
+		}
 		return 0;
 	}
 	if (sseq < f->next && sseq + il_get16(h + IL_OFF_MSG_COUNT) <= f->next)
@@ -291,33 +308,50 @@ static inline int fifo_check(struct il_seq *s, struct il_stage *st, struct rte_m
 	return sseq < f->next ? SEQ_C_DROP_FIFO_DUP : SEQ_C_DROP_FIFO_GAP;
 }
 
-/* A sender's JOIN (seen here, in order with its DATA; the control stage
- * consumes it after us): a new incarnation (restarted, or rejoining after
- * an exclusion) may number its messages afresh, so its next sender_seq is
- * learnt again from its next frame. A repeated JOIN changes nothing. */
-static void fifo_join(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
+/* A sender's JOIN or HEARTBEAT, seen here in order with its DATA (the
+ * control stage consumes it after us). A JOIN of an incarnation we do not
+ * know (the process restarted, or the first we hear of it) starts a new
+ * FIFO: its sender_seq is learnt again from its next frame, which is
+ * stamped FIFO_START so that every receiver restarts the sender's FIFO at
+ * exactly that point of the group's order, and the control stage forgets
+ * the old incarnation's credits. A repeated JOIN changes nothing (a sender
+ * that was excluded while alive rejoins with the same incarnation and
+ * goes on with its numbering). A HEARTBEAT only names the incarnation of
+ * a sender whose frames we stamped without knowing it (after a restart of
+ * this appliance, senders go on without joining again). */
+static void fifo_member(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
 {
 	const struct il_meta *mt = il_meta(m);
 	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
 	const uint8_t *h = f + mt->il_off;
+	uint8_t type = h[IL_OFF_TYPE];
 
-	if (h[IL_OFF_TYPE] != IL_T_JOIN ||
+	if ((type != IL_T_JOIN && type != IL_T_HEARTBEAT) ||
 	    il_get16(f + mt->l4_off + 4) < 8u + h[IL_OFF_HDR_LEN] + IL_MEMBER_MSG_LEN)
 		return;
 	const uint8_t *b = h + h[IL_OFF_HDR_LEN];
 	if (!(il_get32(b) & IL_ROLE_SENDER))
 		return;
-	struct il_seq_fifo *e = il_seq_fifo_get(s, mt->group_idx, il_get32(h + IL_OFF_SENDER_ID),
-						true);
 	uint32_t inc = il_get32(b + 4);
+	struct il_seq_fifo *e = il_seq_fifo_get(s, mt->group_idx, il_get32(h + IL_OFF_SENDER_ID),
+						type == IL_T_JOIN);
 	if (e == NULL || e->incarnation == inc)
 		return;
+	if (type == IL_T_HEARTBEAT) {
+		if (e->incarnation == 0)
+			e->incarnation = inc;
+		return;
+	}
 	if (e->next != 0)
 		st->ctr[SEQ_C_FIFO_RESETS]++;
 	e->incarnation = inc;
 	e->next = 0;
 	e->notify = false;
 	e->told_next = 0;
+	e->mark = true;
+	e->ctl_reset = true;
+	e->join_seq = s->groups[mt->group_idx].next;
+	s->inc_due = true;
 }
 
 static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
@@ -328,7 +362,7 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 	prefetch_victims(s, pkts, n);
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
-		uint8_t kind = il_meta(m)->kind;
+		uint8_t kind = il_meta(m)->kind, fifo_start = 0;
 
 		if (unlikely(s->uto) && (kind == IL_K_DATA || kind == IL_K_RAW)) {
 			if (hist_full_unstable(s, il_meta(m)->group_idx)) {
@@ -339,16 +373,16 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 				il_drop(st, SEQ_C_DROP_HIST_FULL_UNSTABLE, m);
 				continue;
 			}
-			int c = kind == IL_K_DATA ? fifo_check(s, st, m) : 0;
+			int c = kind == IL_K_DATA ? fifo_check(s, st, m, &fifo_start) : 0;
 			if (c) {
 				il_drop(st, (unsigned)c, m);
 				continue;
 			}
 		} else if (unlikely(s->uto) && kind == IL_K_CONTROL) {
-			fifo_join(s, st, m);
+			fifo_member(s, st, m);
 		}
 		if (likely(kind == IL_K_DATA)) {
-			stamp_native(s, st, m);
+			stamp_native(s, st, m, fifo_start);
 		} else if (kind == IL_K_RAW) {
 			int c = stamp_raw(s, st, m);
 			if (c) {

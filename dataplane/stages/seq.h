@@ -32,10 +32,14 @@ struct il_hist_ent {
 
 struct il_seq_fifo {
 	uint32_t id;
-	uint32_t incarnation; /* from its last JOIN; 0: not known */
+	uint32_t incarnation; /* from its last JOIN (or a HEARTBEAT); 0: not known */
 	uint64_t next;        /* next sender_seq expected; 0: learn from the next frame */
 	bool used;
 	bool notify;          /* refused a frame: the control stage tells it `next` */
+	bool mark;            /* a new incarnation: its next stamped frame gets FIFO_START */
+	bool ctl_reset;       /* ... and the control stage must forget its old credits */
+	uint64_t join_seq;    /* the group's next global seq at that JOIN: frames below
+			       * it belong to older incarnations */
 	uint64_t told_next;   /* control stage: `next` of the last notice, and when */
 	uint64_t told_tsc;
 };
@@ -64,6 +68,7 @@ struct il_seq {
 	uint32_t epoch;
 	bool uto;           /* a control stage is attached: see il_seq_group.stable */
 	bool resume_due;    /* some il_seq_fifo.notify is set */
+	bool inc_due;       /* some il_seq_fifo.ctl_reset is set */
 	struct il_seq_group *groups; /* app->n_groups entries */
 	struct rte_hash *raw_senders; /* (group, ip, port) -> per-sender seq slot */
 	uint64_t *raw_sender_seq;
@@ -86,6 +91,7 @@ enum seq_ctr {
 	SEQ_C_DROP_FIFO_GAP,
 	SEQ_C_FIFO_TABLE_FULL,
 	SEQ_C_FIFO_RESETS,
+	SEQ_C_RESTAMPED,
 	SEQ_C_COUNT
 };
 

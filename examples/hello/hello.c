@@ -8,6 +8,7 @@
  * With MEMBERS, it starts sending once a view has that many members and
  * waits for COUNT x MEMBERS U-deliveries (everyone's messages).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,9 @@ int main(int argc, char **argv)
 	struct app a = { 0 };
 	char err[256];
 
+	/* A member that prints must not die because its reader went away
+	 * (`il-hello ... | head`): it would leave the group mid-run. */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 4) {
 		fprintf(stderr, "usage: il-hello TX_IF RX_IF MEMBER_ID [COUNT [MEMBERS]]\n");
 		return 2;

@@ -16,7 +16,7 @@
 #define KV_PUT_LEN 12
 
 struct opts {
-	const char *tx, *rx, *mcast, *status;
+	const char *tx, *rx, *mcast, *status, *log;
 	uint32_t id, keys;
 	uint16_t group;
 	uint64_t count, seed, rate; /* rate: PUTs/s per writer, 0 = credits only */

@@ -2,9 +2,9 @@
  * il-kvstore: a replicated key-value store on libinterlink (docs/libinterlink.md).
  *
  *   il-kvstore writer  --tx IF --rx IF --id N --count C [--keys K] [--seed S]
- *                      [--rate PUTS_PER_S]
+ *                      [--rate PUTS_PER_S] [--status FILE]
  *   il-kvstore replica --tx IF --rx IF --id N --listen IP:PORT [--peer IP:PORT]...
- *                      [--recover] [--keys K] [--status FILE]
+ *                      [--recover] [--keys K] [--status FILE] [--log FILE]
  *
  * Writers send PUT(key, value) messages to the group. Replicas apply them
  * in uniform total order (the UTO callback): a PUT is applied only once
@@ -77,7 +77,7 @@ static void usage(void)
 		"usage: il-kvstore writer|replica --tx IF --rx IF --id N [--group G] [--mcast ADDR]\n"
 		"       writer:  --count C [--keys K] [--seed S] [--rate PUTS_PER_S] [--status FILE]\n"
 		"       replica: --listen IP:PORT [--peer IP:PORT]... [--recover] [--keys K]\n"
-		"                [--status FILE]\n"
+		"                [--status FILE] [--log FILE]\n"
 		"       il-kvstore --version\n");
 	exit(2);
 }
@@ -91,7 +91,7 @@ static void parse(int argc, char **argv)
 		{ "group", 1, 0, 'g' },	 { "mcast", 1, 0, 'm' },  { "count", 1, 0, 'c' },
 		{ "keys", 1, 0, 'k' },	 { "seed", 1, 0, 's' },	  { "status", 1, 0, 'S' },
 		{ "listen", 1, 0, 'l' }, { "peer", 1, 0, 'p' },	  { "recover", 0, 0, 'R' },
-		{ "rate", 1, 0, 'q' },
+		{ "rate", 1, 0, 'q' },	 { "log", 1, 0, 'L' },
 		{ 0, 0, 0, 0 },
 	};
 	struct opts *o = &kv_opts;
@@ -108,6 +108,7 @@ static void parse(int argc, char **argv)
 		case 'k': o->keys = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 's': o->seed = strtoull(optarg, NULL, 0); break;
 		case 'S': o->status = optarg; break;
+		case 'L': o->log = optarg; break;
 		case 'l':
 			if (parse_addr(optarg, &o->listen))
 				usage();
@@ -135,6 +136,12 @@ static void parse(int argc, char **argv)
 	}
 	if (o->tx == NULL || o->rx == NULL || o->id == 0 || o->keys == 0)
 		usage();
+	if (o->seed > UINT32_MAX || o->count > UINT32_MAX) {
+		/* A PUT's value is the seed (high half) and its number (low half). */
+		fprintf(stderr, "il-kvstore: --seed and --count must be below 2^32, got %lu and %lu\n",
+			o->seed, o->count);
+		exit(2);
+	}
 }
 
 static struct il_ep *open_ep(void)
@@ -166,11 +173,46 @@ static uint64_t rng_next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
+/* What the writer has done so far: PUTs sent, and of them the ones not yet
+ * known stable (held by every live replica). Rewritten while it runs, so
+ * that whoever kills it knows which PUTs it had been told were stable. */
+static void writer_status(struct il_ep *ep, uint64_t sent, bool final)
+{
+	const struct opts *o = &kv_opts;
+	struct il_ep_stats st;
+	struct il_json j;
+	char tmp[512];
+	int failed;
+	FILE *f;
+
+	if (o->status == NULL)
+		return;
+	il_ep_get_stats(ep, &st);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", o->status);
+	f = fopen(tmp, "w");
+	if (f == NULL)
+		return;
+	il_json_begin(&j, f, 0);
+	il_json_obj(&j, NULL);
+	il_json_u64(&j, "id", o->id);
+	il_json_u64(&j, "sent", sent);
+	il_json_u64(&j, "pending", il_ep_pending(ep, o->group));
+	il_json_u64(&j, "frames", st.data_tx);
+	il_json_u64(&j, "packed", st.msgs_packed);
+	il_json_u64(&j, "deferred", st.msgs_deferred);
+	il_json_bool(&j, "final", final);
+	il_json_end(&j);
+	failed = il_json_finish(&j);
+	/* A reader sees the whole previous status or the whole new one. */
+	if (fclose(f) == 0 && !failed)
+		rename(tmp, o->status);
+}
+
 static int writer(void)
 {
 	const struct opts *o = &kv_opts;
 	struct il_ep *ep = open_ep();
-	uint64_t rng = o->seed * 1000003u + o->id, sent = 0, t0 = now_ms();
+	uint64_t rng = o->seed * 1000003u + o->id, sent = 0, t0 = now_ms(), shown = 0;
 	uint64_t burst = o->rate >= 10 ? o->rate / 10 : 1;
 	int rc = il_ep_join(ep, o->group, o->mcast, IL_EP_SENDER, NULL, NULL);
 
@@ -181,6 +223,10 @@ static int writer(void)
 	while (!stop && sent < o->count) {
 		uint8_t put[KV_PUT_LEN];
 
+		if (now_ms() - shown >= 200) {
+			writer_status(ep, sent, false);
+			shown = now_ms();
+		}
 		if (o->rate && sent % burst == 0) {
 			/* Ten bursts a second: burst number sent/burst is due
 			 * sent/rate seconds after t0. */
@@ -191,11 +237,15 @@ static int writer(void)
 				continue;
 			}
 		}
+		/* A random key; the value names the PUT: this run's seed, then
+		 * its number from 1 (so an applied PUT can be traced back). */
 		uint64_t r = rng_next(&rng);
 
-		kv_put_encode(put, (uint32_t)(r % o->keys), rng_next(&rng) | 1);
+		kv_put_encode(put, (uint32_t)(r % o->keys), (o->seed << 32) | (sent + 1));
 		rc = il_ep_send(ep, o->group, put, sizeof(put));
 		if (rc == -EAGAIN) {
+			/* The PUT is not sent: draw it again, the same one. */
+			rng -= 0x9e3779b97f4a7c15ull;
 			il_ep_poll(ep, 1000);
 			continue;
 		}
@@ -208,8 +258,13 @@ static int writer(void)
 	}
 	/* Done when every PUT is stable: held by every live replica. */
 	uint64_t deadline = now_ms() + 120000;
-	while (!stop && il_ep_pending(ep, o->group) > 0 && now_ms() < deadline)
+	while (!stop && il_ep_pending(ep, o->group) > 0 && now_ms() < deadline) {
 		il_ep_poll(ep, 2000);
+		if (now_ms() - shown >= 200) {
+			writer_status(ep, sent, false);
+			shown = now_ms();
+		}
+	}
 	uint64_t pending = il_ep_pending(ep, o->group);
 	struct il_ep_stats st;
 
@@ -218,23 +273,7 @@ static int writer(void)
 	       "credits %lu, sync sends %lu, failed sends %lu, re-sent %lu (epochs %lu)\n", o->id,
 	       sent, pending, (double)(now_ms() - t0) / 1e3, st.data_tx, st.msgs_packed,
 	       st.msgs_deferred, st.credit_rx, st.tx_sync, st.tx_fail, st.resent, st.epochs);
-	if (o->status) {
-		FILE *f = fopen(o->status, "w");
-		if (f) {
-			struct il_json j;
-			il_json_begin(&j, f, 0);
-			il_json_obj(&j, NULL);
-			il_json_u64(&j, "id", o->id);
-			il_json_u64(&j, "sent", sent);
-			il_json_u64(&j, "pending", pending);
-			il_json_u64(&j, "frames", st.data_tx);
-			il_json_u64(&j, "packed", st.msgs_packed);
-			il_json_u64(&j, "deferred", st.msgs_deferred);
-			il_json_end(&j);
-			il_json_finish(&j);
-			fclose(f);
-		}
-	}
+	writer_status(ep, sent, true);
 	il_ep_close(ep);
 	return pending == 0 && sent == o->count ? 0 : 1;
 }

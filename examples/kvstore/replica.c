@@ -7,6 +7,16 @@
  * the donor's position P >= S: "KVS1", u32 keys, u64 P, u64 applied, then
  * keys x u64 values (0: unset), all big-endian. A donor that is itself
  * not a full replica closes the connection and the joiner tries the next.
+ *
+ * --log FILE appends what the replica applies, so that a test can check
+ * that every PUT was applied exactly once (the state alone cannot show it:
+ * PUTs overwrite). One line per run of PUTs applied one after the other:
+ * "epoch global_seq sender sender_seq n value", n PUTs at global_seq..+n-1
+ * from one sender, its sender_seqs and values (a writer numbers its PUTs
+ * in the value's low half) each one more than the last. Lines go out with
+ * write(2) once per loop step, and the file is opened for appending: a
+ * replica that is killed and restarted continues it, after a line "#"
+ * (which also ends a line its predecessor's death cut short).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,9 +37,8 @@
 #define MAX_REQ 16
 
 struct pend {
-	uint64_t g;
-	uint32_t key;
-	uint64_t val;
+	uint64_t g, sender_seq, val;
+	uint32_t key, sender, epoch;
 };
 
 static struct {
@@ -52,7 +61,45 @@ static struct {
 		uint64_t at, since;
 	} req[MAX_REQ];
 	unsigned n_req;
-} R = { .xfd = -1, .lfd = -1 };
+	/* --log: lines not yet written, and the run of PUTs being extended */
+	int logfd;
+	char *logbuf;
+	size_t n_log;
+	struct pend run;
+	uint64_t run_n;
+} R = { .xfd = -1, .lfd = -1, .logfd = -1 };
+
+#define LOG_BUF (1u << 20)
+#define LOG_LINE 128u
+
+static void log_run_end(void)
+{
+	const struct pend *p = &R.run;
+
+	if (R.run_n)
+		R.n_log += (size_t)snprintf(R.logbuf + R.n_log, LOG_LINE, "%u %lu %u %lu %lu %lu\n",
+					    p->epoch, p->g, p->sender, p->sender_seq, R.run_n, p->val);
+	R.run_n = 0;
+}
+
+static void log_flush(void)
+{
+	size_t off = 0;
+
+	log_run_end();
+	while (off < R.n_log) {
+		ssize_t k = write(R.logfd, R.logbuf + off, R.n_log - off);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			perror("il-kvstore: --log");
+			exit(1);
+		}
+		off += (size_t)k;
+	}
+	R.n_log = 0;
+}
 
 static uint64_t now_ms(void)
 {
@@ -62,10 +109,24 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void apply(uint32_t key, uint64_t val)
+static void apply(const struct pend *p)
 {
-	R.vals[key] = val;
+	const struct pend *r = &R.run;
+
+	R.vals[p->key] = p->val;
 	R.applied++;
+	if (R.logfd < 0)
+		return;
+	if (R.run_n && p->epoch == r->epoch && p->sender == r->sender && p->g == r->g + R.run_n &&
+	    p->sender_seq == r->sender_seq + R.run_n && p->val == r->val + R.run_n) {
+		R.run_n++;
+		return;
+	}
+	if (R.n_log + 2 * LOG_LINE > LOG_BUF)
+		log_flush();
+	log_run_end();
+	R.run = *p;
+	R.run_n = 1;
 }
 
 static void on_uto(void *user, const struct il_ep_msg *m)
@@ -84,8 +145,10 @@ static void on_uto(void *user, const struct il_ep_msg *m)
 	}
 	if (m->global_seq < R.skip_below)
 		return; /* already in the snapshot we loaded */
+	const struct pend p = { .g = m->global_seq, .sender_seq = m->sender_seq, .val = val,
+				.key = key, .sender = m->sender, .epoch = m->epoch };
 	if (R.ready) {
-		apply(key, val);
+		apply(&p);
 		return;
 	}
 	if (R.n_buf == R.cap_buf) {
@@ -96,7 +159,7 @@ static void on_uto(void *user, const struct il_ep_msg *m)
 			exit(1);
 		}
 	}
-	R.buf[R.n_buf++] = (struct pend){ m->global_seq, key, val };
+	R.buf[R.n_buf++] = p;
 }
 
 static void xfer_abort(void)
@@ -195,7 +258,7 @@ static void xfer_done(void)
 		qsort(R.buf, R.n_buf, sizeof(*R.buf), cmp_pend);
 	for (size_t i = 0; i < R.n_buf; i++)
 		if (R.buf[i].g >= pos)
-			apply(R.buf[i].key, R.buf[i].val);
+			apply(&R.buf[i]);
 	printf("replica %u: state transfer done: snapshot at %lu (start %lu), %zu buffered\n",
 	       kv_opts.id, pos, R.want, R.n_buf);
 	R.n_buf = 0;
@@ -357,6 +420,16 @@ int kv_replica(struct il_ep *ep, volatile bool *stop)
 	R.vals = calloc(kv_opts.keys, sizeof(*R.vals));
 	R.xbuf = malloc(SNAP_HDR + 8u * kv_opts.keys);
 	R.need_transfer = kv_opts.recover;
+	if (kv_opts.log != NULL) {
+		R.logfd = open(kv_opts.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		R.logbuf = malloc(LOG_BUF);
+		if (R.logfd < 0 || R.logbuf == NULL) {
+			perror("il-kvstore: --log");
+			return 1;
+		}
+		/* A line of its own: ends a line a killed predecessor cut short. */
+		R.n_log = (size_t)snprintf(R.logbuf, LOG_LINE, "#\n");
+	}
 	R.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	setsockopt(R.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (R.vals == NULL || R.xbuf == NULL ||
@@ -378,6 +451,8 @@ int kv_replica(struct il_ep *ep, volatile bool *stop)
 			return 1;
 		}
 		uint64_t pos = il_ep_uto_next(ep, kv_opts.group);
+		if (R.logfd >= 0 && (R.n_log || R.run_n))
+			log_flush();
 		xfer_step();
 		serve_step(pos);
 		if (now_ms() - last_status >= 200) {
@@ -385,6 +460,8 @@ int kv_replica(struct il_ep *ep, volatile bool *stop)
 			last_status = now_ms();
 		}
 	}
+	if (R.logfd >= 0)
+		log_flush();
 	write_status(ep, il_ep_uto_next(ep, kv_opts.group));
 	il_ep_close(ep);
 	return 0;

@@ -37,7 +37,9 @@ struct il_ep_config {
 	const char *tx_ifname;  /* interface towards the appliance's "in" port */
 	const char *rx_ifname;  /* interface on its "out" port (group multicast) */
 	uint32_t member_id;     /* unique in the group (0: the TX IPv4 address) */
-	uint32_t incarnation;   /* 0: from the clock, so every start differs */
+	uint32_t incarnation;   /* 0: from the clock, so every start differs. A new
+				 * incarnation numbers its messages from 1 again: it
+				 * must differ from the previous run's */
 	uint16_t port;          /* Interlink UDP port (7400) */
 	uint16_t mtu;           /* of the TX path; frames never exceed it (1500) */
 	unsigned ack_every;     /* cumulative ACK after this many messages (64) */
@@ -74,9 +76,10 @@ struct il_ep_msg {
 enum il_ep_view_event {
 	IL_EP_VIEW_JOINED,   /* a VIEW named us: delivery starts at start_seq */
 	IL_EP_VIEW_CHANGED,  /* a new view that still names us */
-	IL_EP_VIEW_EXCLUDED, /* a VIEW without us: we rejoin (new incarnation);
-			      * what was not yet U-delivered is gone, the next
-			      * JOINED says where the stream starts again */
+	IL_EP_VIEW_EXCLUDED, /* a VIEW without us: we rejoin (the same incarnation:
+			      * our messages keep their numbering); what was not
+			      * yet U-delivered is gone, the next JOINED says
+			      * where the stream starts again */
 	IL_EP_VIEW_NEW_EPOCH, /* the sequencer restarted: everything below the old
 			       * epoch's final watermark was U-delivered, global
 			       * sequences start again at start_seq (1); messages
@@ -93,7 +96,8 @@ struct il_ep_view {
 	const uint32_t *members;
 	uint16_t n_senders;
 	const uint32_t *sender_ids;   /* each sender's next FIFO sequence at */
-	const uint64_t *sender_next;  /* the view's start */
+	const uint64_t *sender_next;  /* the view's start, */
+	const uint32_t *sender_inc;   /* in this incarnation (0: not known) */
 };
 
 struct il_ep_callbacks {
@@ -115,6 +119,8 @@ struct il_ep_stats {
 	/* senders: resume notices acted on (frames lost before the sequencer)
 	 * and the messages they sent again; resend timeouts and theirs */
 	uint64_t resume_rx, resent_resume, resend_timeouts, resent_timeout;
+	/* senders: VIEWs and CREDITs for a previous incarnation of our id, ignored */
+	uint64_t view_stale, credit_stale;
 };
 
 void il_ep_config_init(struct il_ep_config *cfg);

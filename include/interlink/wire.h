@@ -53,7 +53,12 @@ enum il_type {
 #define IL_F_RETRANS 0x02      /* reserved: frame is a retransmission */
 #define IL_F_STABLE_VALID 0x04 /* stable_seq carries a watermark */
 #define IL_F_RAW 0x08          /* header inserted by the appliance (raw mode) */
-#define IL_F_KNOWN_MASK 0x0f   /* bits 4..7 are reserved and must be zero */
+#define IL_F_FIFO_START 0x10   /* the first frame the appliance stamped of a sender's
+				* new incarnation: its FIFO (sender_seq) restarts here */
+#define IL_F_KNOWN_MASK 0x1f   /* bits 5..7 are reserved and must be zero */
+/* Every known flag is the appliance's to say: it overwrites all of them on
+ * each DATA frame it stamps, whatever the sender put there. */
+#define IL_F_APPLIANCE_OWNED IL_F_KNOWN_MASK
 
 /* Common header, 40 bytes. Offsets are part of the contract. */
 struct il_hdr {
@@ -172,10 +177,11 @@ struct il_view_member {
 #define IL_VIEW_MEMBER_LEN 8u
 IL_STATIC_ASSERT(sizeof(struct il_view_member) == IL_VIEW_MEMBER_LEN, "il_view_member size");
 
-/* Each sender's next FIFO sequence at the view's start. */
+/* Each sender's next FIFO sequence at the view's start, in its incarnation
+ * (from its last JOIN or HEARTBEAT; 0: not known to the appliance). */
 struct il_view_sender {
 	uint32_t sender_id;
-	uint32_t reserved;
+	uint32_t incarnation;
 	uint64_t next_sender_seq;
 } __attribute__((packed));
 #define IL_VIEW_SENDER_LEN 16u

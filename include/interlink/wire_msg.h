@@ -258,10 +258,10 @@ static inline uint8_t *il_view_member_put(uint8_t *b, uint32_t member_id, uint32
 }
 
 static inline uint8_t *il_view_sender_put(uint8_t *b, uint32_t sender_id,
-					  uint64_t next_sender_seq)
+					  uint32_t incarnation, uint64_t next_sender_seq)
 {
 	il_put32(b, sender_id);
-	il_put32(b + 4, 0);
+	il_put32(b + 4, incarnation);
 	il_put64(b + 8, next_sender_seq);
 	return b + IL_VIEW_SENDER_LEN;
 }
@@ -311,6 +311,12 @@ static inline bool il_view_has(const struct il_view_body *v, uint32_t member_id)
 static inline uint32_t il_view_sender_id(const struct il_view_body *v, unsigned i)
 {
 	return il_get32(v->senders + (size_t)i * IL_VIEW_SENDER_LEN);
+}
+
+/* The sender's incarnation the appliance knows (0: none yet). */
+static inline uint32_t il_view_sender_inc(const struct il_view_body *v, unsigned i)
+{
+	return il_get32(v->senders + (size_t)i * IL_VIEW_SENDER_LEN + 4);
 }
 
 static inline uint64_t il_view_sender_next(const struct il_view_body *v, unsigned i)

@@ -23,7 +23,7 @@ IL_TYPES = {
     13: "FTCP_LOG",
 }
 # Bit i of the flags byte, least significant first.
-IL_FLAGS = ["STAMPED", "RETRANS", "STABLE_VALID", "RAW", "R4", "R5", "R6", "R7"]
+IL_FLAGS = ["STAMPED", "RETRANS", "STABLE_VALID", "RAW", "FIFO_START", "R5", "R6", "R7"]
 
 
 class ILMsg(Packet):
@@ -98,7 +98,7 @@ class ILViewMember(Packet):
 
 class ILViewSender(Packet):
     name = "InterlinkViewSender"
-    fields_desc = [IntField("sender_id", 0), IntField("reserved", 0),
+    fields_desc = [IntField("sender_id", 0), IntField("incarnation", 0),
                    LongField("next_sender_seq", 0)]
 
     def extract_padding(self, s):

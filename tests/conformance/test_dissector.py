@@ -39,7 +39,8 @@ IPV4 = {"ilink.fec.id.src", "ilink.fec.id.dst"}
 # Containers and values the dissector computes (not on the wire) are not compared.
 SKIP = {"ilink.msg", "ilink.view.member", "ilink.view.sender", "ilink.fec.id",
         "ilink.msg.global_seq", "ilink.fec.id.packet"}
-FLAG_BITS = [("stamped", 0x01), ("retrans", 0x02), ("stable_valid", 0x04), ("raw", 0x08)]
+FLAG_BITS = [("stamped", 0x01), ("retrans", 0x02), ("stable_valid", 0x04), ("raw", 0x08),
+             ("fifo_start", 0x10)]
 
 
 def frame(il, port=7400, src="10.0.0.1", group=1):
@@ -54,7 +55,7 @@ def scapy_fields(il):
         out.append((f"ilink.{name}", int(il.getfieldval(name))))
     flags = int(il.flags)
     out += [(f"ilink.flags.{n}", int(bool(flags & bit))) for n, bit in FLAG_BITS]
-    out.append(("ilink.flags.reserved", flags >> 4))
+    out.append(("ilink.flags.reserved", flags >> 5))
     for name in ("group_id", "msg_count", "sender_id", "epoch", "sender_seq", "global_seq",
                  "stable_seq"):
         out.append((f"ilink.{name}", il.getfieldval(name)))
@@ -144,7 +145,7 @@ def control_frames():
               ILView(view_id=7, members=[ILViewMember(member_id=1, roles=3),
                                          ILViewMember(member_id=0x10002, roles=2)],
                      senders=[ILViewSender(sender_id=1, next_sender_seq=42),
-                              ILViewSender(sender_id=3, reserved=0, next_sender_seq=1 << 33)])),
+                              ILViewSender(sender_id=3, incarnation=7, next_sender_seq=1 << 33)])),
         frame(Interlink(type=9, group_id=2, global_seq=1) / ILView(view_id=1), group=2),
         frame(Interlink(type=10, group_id=1, sender_id=3, sender_seq=17) /
               ILCredit(limit_seq=300, window=256, rate_kbps=12000)),

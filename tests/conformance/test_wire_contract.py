@@ -149,14 +149,14 @@ def test_view_layout_by_example():
     """VIEW's counted lists: the fixed part as in the header, then members, then senders."""
     c = c_wire()
     v = ILView(view_id=7, members=[ILViewMember(member_id=1, roles=3)],
-               senders=[ILViewSender(sender_id=9, next_sender_seq=42)])
+               senders=[ILViewSender(sender_id=9, incarnation=5, next_sender_seq=42)])
     b = bytes(v)
     fixed = {f["name"]: f for f in c["view"]}
     assert len(b) == 8 + 8 + 16
     assert b[fixed["n_members"]["offset"]:][:2] == (1).to_bytes(2, "big")
     assert b[fixed["n_senders"]["offset"]:][:2] == (1).to_bytes(2, "big")
     assert b[8:16] == (1).to_bytes(4, "big") + (3).to_bytes(4, "big")
-    assert b[16:] == (9).to_bytes(4, "big") + bytes(4) + (42).to_bytes(8, "big")
+    assert b[16:] == (9).to_bytes(4, "big") + (5).to_bytes(4, "big") + (42).to_bytes(8, "big")
     # and it dissects behind a header
     pkt = Interlink(bytes(Interlink(type=9, group_id=1, global_seq=5) / v))
     assert pkt[ILView].senders[0].next_sender_seq == 42
@@ -272,8 +272,8 @@ def test_library_frames_dissect_as_built():
             v = pkt[ILView]
             assert v.view_id == body["view_id"]
             assert [[m.member_id, m.roles] for m in v.members] == body["members"]
-            assert [[s.sender_id, s.next_sender_seq] for s in v.senders] == body["senders"]
-            assert all(s.reserved == 0 for s in v.senders)
+            assert [[s.sender_id, s.incarnation, s.next_sender_seq]
+                    for s in v.senders] == body["senders"]
         else:
             layer = il.payload
             for k, v in body.items():

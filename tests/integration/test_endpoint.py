@@ -97,3 +97,34 @@ def test_two_hosts_agree_on_order_and_deliver_uniformly(tmp_path, app_sets):
         print(f"\nloss before the sequencer: drop_fifo_gap {seq['drop_fifo_gap']} "
               f"drop_fifo_dup {seq['drop_fifo_dup']} tx_resume {ctrl['tx_resume']}; hosts "
               f"(resume_rx, resent_resume, resend_timeouts, resent_timeout): {resends}")
+
+
+def test_hello_twice_with_the_same_ids(tmp_path):
+    """il-hello run twice on the same hosts with the same member ids: the second run's
+    processes are new incarnations whose sender_seqs start at 1 again. They must deliver
+    each other's messages as the first run did (before, every receiver skipped them as
+    duplicates of the first run's and the second run hung until its 60 s limit)."""
+    count = 500
+    with HostsRig(tmp_path, 2, CTL) as rig:
+        ids = (rig.id_base + 1, rig.id_base + 2)
+        outs = []
+        for run in (1, 2):
+            procs = [rig.kv_procs.setdefault(f"hello{run}-{i}", subprocess.Popen(
+                ["ip", "netns", "exec", rig.ns(i), str(HELLO), "tx0", "rx0", str(ids[i - 1]),
+                 str(count), "2"],
+                stdout=open(tmp_path / f"hello{run}-{i}.out", "w"),
+                stderr=open(tmp_path / f"hello{run}-{i}.err", "w"), start_new_session=True))
+                for i in (1, 2)]
+            for p in procs:
+                p.wait(timeout=90)
+            for i, p in zip((1, 2), procs):
+                out = (tmp_path / f"hello{run}-{i}.out").read_text()
+                assert p.returncode == 0, f"run {run} host {i}: rc {p.returncode}: {out[-1500:]}"
+                outs.append(out)
+    for out in outs:
+        po, uto = deliveries(out)
+        for s in ids:
+            # Every message of each sender's run, once, in its order (sender_seq 1..count),
+            # P- and U-delivered.
+            assert [d[2] for d in po if d[1] == s] == list(range(1, count + 1)), s
+        assert len(uto) == len(po) == 2 * count

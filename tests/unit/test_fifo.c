@@ -97,6 +97,9 @@ static unsigned take_notices(struct notice *out, unsigned max)
 	return k;
 }
 
+/* Flags of the DATA frames of the last run(). */
+static uint8_t out_flags[8];
+
 /* One burst through the "in" chain; the sender_seqs of the DATA frames
  * that came out stamped, in order. */
 static unsigned run(struct rte_mbuf **p, uint16_t n, uint64_t *sseq_out)
@@ -110,6 +113,8 @@ static unsigned run(struct rte_mbuf **p, uint16_t n, uint64_t *sseq_out)
 		const uint8_t *h = rte_pktmbuf_mtod(p[i], const uint8_t *) + 42;
 		if (h[IL_OFF_TYPE] == IL_T_DATA) {
 			assert_true(h[IL_OFF_FLAGS] & IL_F_STAMPED);
+			if (k < 8)
+				out_flags[k] = h[IL_OFF_FLAGS];
 			sseq_out[k++] = il_get64(h + IL_OFF_SENDER_SEQ);
 		}
 		rte_pktmbuf_free(p[i]);
@@ -220,23 +225,37 @@ static void test_new_incarnation_learns_afresh(void **state)
 	struct notice nt[4];
 	uint64_t r0 = ctr(sq, "fifo_resets");
 
+	/* The first JOIN of a sender: its first stamped frame starts its
+	 * FIFO at every receiver (FIFO_START), the next one does not. */
 	p[0] = frame(IL_T_JOIN, 1, 401, 0, 7, 0);
 	p[1] = data(401, 1, 1);
 	p[2] = data(401, 2, 1);
 	assert_int_equal(run(p, 3, out), 2);
-	/* The same incarnation again (a JOIN retried): nothing changes. */
+	assert_true(out_flags[0] & IL_F_FIFO_START);
+	assert_false(out_flags[1] & IL_F_FIFO_START);
+	/* The same incarnation again (a JOIN retried, or a sender that
+	 * rejoins after an exclusion): nothing changes. */
 	p[0] = frame(IL_T_JOIN, 1, 401, 0, 7, 0);
 	assert_int_equal(run(p, 1, out), 0);
 	p[0] = data(401, 1, 1);
 	assert_int_equal(run(p, 1, out), 0);
+	p[0] = data(401, 3, 1);
+	assert_int_equal(run(p, 1, out), 1);
+	assert_false(out_flags[0] & IL_F_FIFO_START);
 	assert_int_equal(ctr(sq, "fifo_resets") - r0, 0);
-	/* Restarted: a new incarnation numbers from 1 again. */
+	/* Restarted: a new incarnation numbers from 1 again, and its first
+	 * stamped frame is marked (even when it came after a lost one). */
 	p[0] = frame(IL_T_JOIN, 1, 401, 0, 8, 0);
 	assert_int_equal(run(p, 1, out), 0);
 	assert_int_equal(ctr(sq, "fifo_resets") - r0, 1);
+	p[0] = frame(IL_T_DATA, 1, 401, 2, 1, 1); /* 1 was lost: refused, told */
+	assert_int_equal(run(p, 1, out), 0);
 	p[0] = data(401, 1, 1);
 	p[1] = data(401, 2, 1);
 	assert_int_equal(run(p, 2, out), 2);
+	assert_int_equal(out[0], 1);
+	assert_true(out_flags[0] & IL_F_FIFO_START);
+	assert_false(out_flags[1] & IL_F_FIFO_START);
 	take_notices(nt, 4);
 }
 
@@ -259,6 +278,18 @@ static void test_resume_repeated_after_the_interval(void **state)
 	assert_int_equal(take_notices(nt, 4), 1);
 	assert_int_equal(nt[0].resume, 2);
 	assert_int_equal(ctr(ct, "tx_resume") >= 2, 1);
+}
+
+/* A message of the control process to group 1, zeroed but for its type. */
+static struct il_cmsg cmsg(uint16_t type, uint16_t len)
+{
+	struct il_cmsg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = type;
+	m.group = 1;
+	m.len = len;
+	return m;
 }
 
 /* With a window (the control process's CREDIT over the channel), a
@@ -284,10 +315,7 @@ static void test_resume_repeats_the_last_grant(void **state)
 	 * stage knows gets its grant, 601's is 1 + 64 (nothing stable). */
 	uint64_t credits = ctr(ct, "tx_credit");
 	assert_int_equal(il_chan_open(chan_path, IL_CHAN_CONTROL, NULL, &ch, err, sizeof(err)), 0);
-	memset(&m, 0, sizeof(m));
-	m.type = IL_CM_CREDIT;
-	m.group = 1;
-	m.len = sizeof(m.u.credit);
+	m = cmsg(IL_CM_CREDIT, sizeof(m.u.credit));
 	m.u.credit.epoch = 78;
 	m.u.credit.window = 64;
 	assert_int_equal(il_chan_send_burst(ch, &m, 1), 1);
@@ -303,6 +331,98 @@ static void test_resume_repeats_the_last_grant(void **state)
 	assert_int_equal(nt[0].resume, 2);
 	assert_int_equal(nt[0].limit, 65);
 	il_chan_close(ch);
+}
+
+/* The grants and VIEW entries the stage emitted since the last call:
+ * sender's last grant (0: none), and its VIEW entry (incarnation, next). */
+static uint64_t take_grant(uint32_t sender, uint32_t *view_inc, uint64_t *view_next)
+{
+	struct il_lcore_io *io = ct->io;
+	uint64_t limit = 0;
+
+	for (uint16_t i = 0; i < io->n_defer; i++) {
+		const uint8_t *h = rte_pktmbuf_mtod(io->defer[i], const uint8_t *) + 42;
+		const uint8_t *b = h + IL_HDR_LEN;
+
+		if (h[IL_OFF_TYPE] == IL_T_CREDIT && il_get64(h + IL_OFF_SENDER_SEQ) == 0 &&
+		    il_get32(h + IL_OFF_SENDER_ID) == sender)
+			limit = il_get64(b);
+		if (h[IL_OFF_TYPE] == IL_T_VIEW && view_inc != NULL) {
+			const uint8_t *e = b + IL_VIEW_LEN + il_get16(b + 4) * IL_VIEW_MEMBER_LEN;
+
+			for (uint16_t k = 0; k < il_get16(b + 6); k++, e += IL_VIEW_SENDER_LEN)
+				if (il_get32(e) == sender) {
+					*view_inc = il_get32(e + 4);
+					*view_next = il_get64(e + 8);
+				}
+		}
+		rte_pktmbuf_free(io->defer[i]);
+	}
+	io->n_defer = 0;
+	return limit;
+}
+
+static void down(struct il_chan *ch, const struct il_cmsg *m)
+{
+	uint64_t out[1];
+
+	assert_int_equal(il_chan_send_burst(ch, m, 1), 1);
+	usleep(1000); /* the stage drains the channel every 20 us */
+	assert_int_equal(run(NULL, 0, out), 0);
+}
+
+/* A restarted sender's credits start afresh: its old incarnation's
+ * stable messages do not count for the new one (which would be granted,
+ * and told stable, what its predecessor sent), and the VIEW names the
+ * incarnation its entry is about. */
+static void test_new_incarnation_restarts_credits(void **state)
+{
+	(void)state;
+	struct rte_mbuf *p[32];
+	uint64_t out[32];
+	struct il_chan *ch;
+	char err[256];
+	struct il_cmsg m;
+	struct il_seq *seq = sq->ctx;
+	uint32_t inc = 0;
+	uint64_t next = 0;
+
+	assert_int_equal(il_chan_open(chan_path, IL_CHAN_CONTROL, NULL, &ch, err, sizeof(err)), 0);
+	p[0] = frame(IL_T_JOIN, 1, 701, 0, 1, 0);
+	for (unsigned i = 1; i <= 20; i++)
+		p[i] = data(701, i, 1);
+	assert_int_equal(run(p, 21, out), 20);
+	/* All of it stable (the control process's watermark): 701's window
+	 * slides to 21 + 64. */
+	m = cmsg(IL_CM_WATERMARK, sizeof(m.u.wm));
+	m.u.wm.epoch = 78;
+	m.u.wm.stable_seq = seq->groups[0].next;
+	down(ch, &m);
+	assert_int_equal(take_grant(701, NULL, NULL), 21 + 64);
+	/* 701 restarts: 5 frames of the new incarnation, then they are stable. */
+	p[0] = frame(IL_T_JOIN, 1, 701, 0, 2, 0);
+	for (unsigned i = 1; i <= 5; i++)
+		p[i] = data(701, i, 1);
+	assert_int_equal(run(p, 6, out), 5);
+	take_grant(701, NULL, NULL);
+	m.u.wm.stable_seq = seq->groups[0].next;
+	down(ch, &m);
+	assert_int_equal(take_grant(701, NULL, NULL), 6 + 64);
+	/* A VIEW (from the control process) names 701: incarnation 2, next 6. */
+	m = cmsg(IL_CM_VIEW, sizeof(m.u.view));
+	m.u.view = (struct il_cm_view){ .epoch = 78, .view_id = 9, .n_members = 1, .window = 64 };
+	assert_int_equal(il_chan_send_burst(ch, &m, 1), 1);
+	m = cmsg(IL_CM_VIEW_MEMBERS, sizeof(m.u.vm));
+	m.u.vm.view_id = 9;
+	m.u.vm.count = 1;
+	m.u.vm.m[0].id = 701;
+	m.u.vm.m[0].roles = IL_ROLE_SENDER;
+	down(ch, &m);
+	take_grant(701, &inc, &next);
+	assert_int_equal(inc, 2);
+	assert_int_equal(next, 6);
+	il_chan_close(ch);
+	seq->groups[0].stable = UINT64_MAX / 2;
 }
 
 int main(int argc, char **argv)
@@ -360,6 +480,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_new_incarnation_learns_afresh),
 		cmocka_unit_test(test_resume_repeated_after_the_interval),
 		cmocka_unit_test(test_resume_repeats_the_last_grant),
+		cmocka_unit_test(test_new_incarnation_restarts_credits),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	il_app_stop(&app);

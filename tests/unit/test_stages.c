@@ -193,6 +193,61 @@ static void test_raw_mode_insertion(void **state)
 	rte_pktmbuf_free_bulk(p, n);
 }
 
+/* A sender's flags, epoch, global_seq and stable_seq mean nothing to the
+ * appliance: all are overwritten (a forged watermark must never reach a
+ * receiver), the UDP checksum follows, and such frames are counted. */
+static void test_stamp_overwrites_what_the_sender_forged(void **state)
+{
+	(void)state;
+	static const struct {
+		uint8_t flags;
+		uint32_t epoch;
+		uint64_t gseq, stable;
+		bool counted;
+	} forged[] = {
+		{ IL_F_STABLE_VALID, 0, 0, 1000, true },
+		{ 0, 0, 0, 5, false }, /* a sender's own stable_seq: legitimate, cleared */
+		{ IL_F_RETRANS | IL_F_RAW, 0, 0, 0, true },
+		{ IL_F_STAMPED | IL_F_FIFO_START, 0, 0, 0, true },
+		{ 0, 999, 0, 0, true },
+		{ 0, 0, 123456, 0, true },
+		{ 0, 0, 0, 0, false },
+	};
+	const unsigned k = sizeof(forged) / sizeof(forged[0]);
+	struct rte_mbuf *p[2 * 7];
+	uint64_t before = ctr(sq, "restamped_frames"), next = seq->groups[0].next;
+
+	for (unsigned i = 0; i < 2 * k; i++) {
+		/* Every case with and without a UDP checksum. */
+		p[i] = frame(7400, IL_T_DATA, 1, 7, 1 + i, 1, 13 + i, false);
+		uint8_t *f = rte_pktmbuf_mtod(p[i], uint8_t *), *h = f + 42;
+
+		h[IL_OFF_FLAGS] = forged[i % k].flags;
+		il_put32(h + IL_OFF_EPOCH, forged[i % k].epoch);
+		il_put64(h + IL_OFF_GLOBAL_SEQ, forged[i % k].gseq);
+		il_put64(h + IL_OFF_STABLE_SEQ, forged[i % k].stable);
+		if (i >= k)
+			((struct rte_udp_hdr *)(f + 34))->dgram_cksum = rte_ipv4_udptcp_cksum(
+				(struct rte_ipv4_hdr *)(f + 14), (struct rte_udp_hdr *)(f + 34));
+	}
+	assert_int_equal(run(p, (uint16_t)(2 * k)), 2 * k);
+	for (unsigned i = 0; i < 2 * k; i++) {
+		const uint8_t *f = rte_pktmbuf_mtod(p[i], uint8_t *), *h = f + 42;
+
+		assert_int_equal(h[IL_OFF_FLAGS], IL_F_STAMPED);
+		assert_int_equal(il_get32(h + IL_OFF_EPOCH), seq->epoch);
+		assert_int_equal(il_get64(h + IL_OFF_GLOBAL_SEQ), next + i);
+		assert_int_equal(il_get64(h + IL_OFF_STABLE_SEQ), 0);
+		assert_int_equal(((const struct rte_udp_hdr *)(f + 34))->dgram_cksum != 0, i >= k);
+		assert_true(udp_csum_valid(p[i]));
+	}
+	unsigned counted = 0;
+	for (unsigned i = 0; i < k; i++)
+		counted += forged[i].counted;
+	assert_int_equal(ctr(sq, "restamped_frames") - before, 2 * counted);
+	rte_pktmbuf_free_bulk(p, 2 * k);
+}
+
 static void test_nak_serves_history_unavail_and_future(void **state)
 {
 	(void)state;
@@ -433,6 +488,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stamps_per_group_and_keeps_history),
 		cmocka_unit_test(test_history_evicts_oldest_and_releases_it),
 		cmocka_unit_test(test_raw_mode_insertion),
+		cmocka_unit_test(test_stamp_overwrites_what_the_sender_forged),
 		cmocka_unit_test(test_nak_serves_history_unavail_and_future),
 		cmocka_unit_test(test_tx_burst_order_and_drops),
 		cmocka_unit_test(test_raw_filters_hashed),

@@ -31,6 +31,7 @@
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -796,6 +797,7 @@ int main(int argc, char **argv)
 	uint64_t last_tok, done_ns = 0;
 	bool ok;
 
+	signal(SIGPIPE, SIG_IGN); /* a closed stdout must not end the run */
 	parse(argc, argv);
 	msgs = calloc(RING, sizeof(*msgs));
 	pend = calloc(MAXPEND, sizeof(*pend));

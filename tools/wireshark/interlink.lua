@@ -45,7 +45,9 @@ local F = {
 		"stable_seq carries a watermark"),
 	f_raw = ProtoField.bool("ilink.flags.raw", "RAW", 8, nil, 0x08,
 		"header inserted by the appliance (raw mode)"),
-	f_reserved = ProtoField.uint8("ilink.flags.reserved", "Reserved bits", base.HEX, nil, 0xf0),
+	f_fifo_start = ProtoField.bool("ilink.flags.fifo_start", "FIFO_START", 8, nil, 0x10,
+		"first frame of a sender's new incarnation: its FIFO restarts here"),
+	f_reserved = ProtoField.uint8("ilink.flags.reserved", "Reserved bits", base.HEX, nil, 0xe0),
 	group_id = ProtoField.uint16("ilink.group_id", "Group", base.DEC),
 	msg_count = ProtoField.uint16("ilink.msg_count", "Message count", base.DEC),
 	sender_id = ProtoField.uint32("ilink.sender_id", "Sender", base.DEC),
@@ -89,7 +91,7 @@ local F = {
 	vm_roles = ProtoField.uint32("ilink.view.member.roles", "Roles", base.HEX),
 	vs = ProtoField.none("ilink.view.sender", "Sender"),
 	vs_id = ProtoField.uint32("ilink.view.sender.sender_id", "Sender", base.DEC),
-	vs_res = ProtoField.uint32("ilink.view.sender.reserved", "Reserved", base.HEX),
+	vs_inc = ProtoField.uint32("ilink.view.sender.incarnation", "Incarnation", base.DEC),
 	vs_next = ProtoField.uint64("ilink.view.sender.next_sender_seq", "Next sender sequence",
 		base.DEC),
 	-- CREDIT
@@ -319,7 +321,7 @@ local function dissect_body(tvb, tree, t, off, gseq)
 			local s = tree:add(F.vs, tvb(off, 16))
 			s:append_text(" " .. i)
 			s:add(F.vs_id, tvb(off, 4))
-			s:add(F.vs_res, tvb(off + 4, 4))
+			s:add(F.vs_inc, tvb(off + 4, 4))
 			s:add(F.vs_next, tvb(off + 8, 8))
 			off = off + 16
 		end
@@ -372,8 +374,9 @@ function ilink.dissector(tvb, pinfo, root)
 	fl:add(F.f_retrans, tvb(3, 1))
 	fl:add(F.f_stable_valid, tvb(3, 1))
 	fl:add(F.f_raw, tvb(3, 1))
+	fl:add(F.f_fifo_start, tvb(3, 1))
 	fl:add(F.f_reserved, tvb(3, 1))
-	if bit.band(flags, 0xf0) ~= 0 then
+	if bit.band(flags, 0xe0) ~= 0 then
 		fl:add_proto_expert_info(E.flags)
 	end
 	tree:add(F.group_id, tvb(4, 2))

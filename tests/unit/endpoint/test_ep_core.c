@@ -218,6 +218,16 @@ static void test_credit(void **state)
 	/* All stable. */
 	ep_credit_grant(&c, 257 + 64, 64);
 	assert_int_equal(ep_credit_unstable(&c), 0);
+	/* A grant meant for a previous incarnation of our member id (it says
+	 * 25000 messages are stable; we sent 10): refused, so that we never
+	 * count as stable what nobody has. */
+	ep_credit_init(&c, true);
+	c.next = 11;
+	assert_false(ep_credit_grant(&c, 25001 + 256, 256));
+	assert_false(c.seen);
+	assert_int_equal(ep_credit_room(&c), 0);
+	assert_true(ep_credit_grant(&c, 1 + 256, 256));
+	assert_int_equal(ep_credit_unstable(&c), 10);
 }
 
 static void put(struct ep_rxw *w, uint64_t g)

@@ -145,7 +145,7 @@ static void test_header_checks(void **state)
 	f[43] = IL_T_ACK;
 	assert_int_equal(parse(len, &p), IL_V_CONTROL);
 	len = build(7400, 2, 4);
-	f[45] = 0x10;
+	f[45] = 0x20;
 	assert_int_equal(parse(len, &p), IL_V_DROP_FLAGS);
 	f[45] = IL_F_KNOWN_MASK;
 	assert_int_equal(parse(len, &p), IL_V_DATA);
