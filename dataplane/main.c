@@ -267,6 +267,7 @@ int main(int argc, char **argv)
 	uint64_t last_status = app.start_tsc, last_rx = 0, last_rx_change = app.start_tsc;
 	while (!app.quit) {
 		usleep(20000);
+		il_stage_logs(&app, stderr);
 		uint64_t now = rte_rdtsc();
 		double elapsed = (double)(now - app.start_tsc) / (double)hz;
 		if (duration > 0 && elapsed >= duration)
@@ -292,6 +293,7 @@ int main(int argc, char **argv)
 	rte_eal_mp_wait_lcore();
 	double elapsed = (double)(rte_rdtsc() - app.start_tsc) / (double)hz;
 	il_app_flush(&app);
+	il_stage_logs(&app, stderr);
 	il_summary(&app, elapsed,
 		   app.first_rx_tsc ? (double)(app.last_rx_tsc - app.first_rx_tsc) / (double)hz : 0,
 		   json);

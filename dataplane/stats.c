@@ -291,6 +291,15 @@ static const char *fmt_rate(char *buf, size_t len, double per_s, const char *uni
 	return buf;
 }
 
+void il_stage_logs(struct il_app *app, FILE *out)
+{
+	for (unsigned i = 0; i < app->n_stages; i++) {
+		struct il_stage *st = app->stages[i];
+		if (st->type->log && st->ctx)
+			st->type->log(st, out);
+	}
+}
+
 void il_status_line(struct il_app *app, double elapsed, double dt)
 {
 	char buf[512], r1[32], r2[32];

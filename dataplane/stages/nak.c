@@ -2,13 +2,16 @@
  * nak: serves receivers' NAKs from the sequencer's history. Held frames
  * are retransmitted as they were stamped (same mbuf, one more reference),
  * within a packets-per-second budget; sequences older than the history get
- * an explicit UNAVAIL so no receiver waits forever.
+ * an explicit UNAVAIL so no receiver waits forever. Every answer is also
+ * paid from the requester's own budget and not repeated to it within the
+ * repair interval (nak_budget.h).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include <rte_cycles.h>
 #include <rte_malloc.h>
+#include <rte_random.h>
 
 #include <interlink/app.h>
 #include <interlink/err.h>
@@ -16,6 +19,7 @@
 #include <interlink/wire.h>
 #include <interlink/wire_msg.h>
 
+#include "nak_budget.h"
 #include "seq.h"
 
 enum {
@@ -28,6 +32,12 @@ enum {
 	NAK_C_FUTURE,
 	NAK_C_CAPPED,
 	NAK_C_DROP_UNAVAIL_NO_MBUF,
+	NAK_C_SUPPRESSED_FRAMES,
+	NAK_C_SUPPRESSED_UNAVAIL,
+	NAK_C_REQUESTER_LIMITED,
+	NAK_C_UNAVAIL_LIMITED,
+	NAK_C_REQUESTER_OVERFLOW,
+	NAK_C_REPEAT_REQUESTERS,
 	NAK_C_COUNT
 };
 
@@ -41,6 +51,12 @@ static const char *const nak_counter_names[NAK_C_COUNT] = {
 	[NAK_C_FUTURE] = "nak_future",
 	[NAK_C_CAPPED] = "nak_capped",
 	[NAK_C_DROP_UNAVAIL_NO_MBUF] = "drop_unavail_no_mbuf",
+	[NAK_C_SUPPRESSED_FRAMES] = "suppressed_frames",
+	[NAK_C_SUPPRESSED_UNAVAIL] = "suppressed_unavail",
+	[NAK_C_REQUESTER_LIMITED] = "requester_limited",
+	[NAK_C_UNAVAIL_LIMITED] = "unavail_limited",
+	[NAK_C_REQUESTER_OVERFLOW] = "requester_overflow",
+	[NAK_C_REPEAT_REQUESTERS] = "repeat_requesters",
 };
 
 struct nak {
@@ -53,6 +69,11 @@ struct nak {
 	/* Retransmission budget: a token bucket in frames, on the TSC. */
 	uint64_t rate_pps, burst;
 	struct il_tbucket budget;
+	/* UNAVAIL answers: their own stage-wide bucket, in frames. */
+	uint64_t unavail_rate_pps, unavail_burst;
+	struct il_tbucket unavail_budget;
+	/* Per requester: buckets, answered ranges, the repeat finder. */
+	struct nak_budget req;
 };
 
 /* Build an UNAVAIL frame for [first, last] of group gi, to the group's
@@ -89,6 +110,25 @@ static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const 
 	il_emit(st, k->tx, m);
 }
 
+/* The part of a NAK older than the history: one UNAVAIL, unless this
+ * requester had the same answer within its hold or a budget is spent. */
+static void answer_unavail(struct il_stage *st, struct nak *k, struct nak_requester *r,
+			   unsigned gi, const uint8_t *f, const struct il_meta *mt, uint64_t first,
+			   uint64_t last, uint64_t now)
+{
+	if (nak_budget_held(r, gi, true, first, last, now)) {
+		st->ctr[NAK_C_SUPPRESSED_UNAVAIL]++;
+		return;
+	}
+	int lim = nak_budget_take(r, &k->unavail_budget, now);
+	if (lim) {
+		st->ctr[lim == 1 ? NAK_C_REQUESTER_LIMITED : NAK_C_UNAVAIL_LIMITED]++;
+		return;
+	}
+	send_unavail(st, k, gi, f, mt, first, last);
+	nak_budget_answered(&k->req, r, gi, true, first, last, now);
+}
+
 static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
 {
 	const struct il_meta *mt = il_meta(m);
@@ -107,34 +147,63 @@ static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
 	}
 	if (last >= g->next)
 		last = g->next - 1;
+
+	/* The requester: its address and the member id its NAK names. */
+	uint32_t src = il_get32(f + mt->l3_off + 12), member = il_get32(h + IL_OFF_SENDER_ID);
+	uint64_t now = rte_rdtsc();
+	bool overflow;
+	struct nak_requester *r = nak_budget_find(&k->req, src, member, now, &overflow);
+	if (overflow)
+		st->ctr[NAK_C_REQUESTER_OVERFLOW]++;
+	if (nak_budget_ask(&k->req, r, src, member, gi, k->app->groups[gi].id, first, last, now))
+		st->ctr[NAK_C_REPEAT_REQUESTERS]++;
+
 	if (first < low) {
 		uint64_t gone_last = last < low ? last : low - 1;
-		send_unavail(st, k, gi, f, mt, first, gone_last);
+		answer_unavail(st, k, r, gi, f, mt, first, gone_last, now);
 		if (last < low)
 			return;
 		first = low;
 	}
-	uint64_t now = rte_rdtsc();
 	uint32_t idx = il_seq_hist_find(k->seq, gi, first);
 	uint32_t sent = 0;
+	uint64_t sent_first = 0, sent_last = 0;
 	for (; idx < g->n; idx++) {
 		const struct il_hist_ent *e = il_seq_hist_at(k->seq, gi, idx);
 		if (e->first > last)
 			break;
+		uint64_t held_to = nak_budget_held_to(r, gi, e->first, now);
+		if (held_to) {
+			/* Skip the whole held range at once: a NAK for a huge
+			 * range costs a lookup, not a walk. */
+			uint64_t upto = held_to < last ? held_to : last;
+			uint32_t next = il_seq_hist_find(k->seq, gi, upto + 1);
+			if (next <= idx)
+				next = idx + 1;
+			st->ctr[NAK_C_SUPPRESSED_FRAMES] += next - idx;
+			idx = next - 1;
+			continue;
+		}
 		if (sent == k->max_frames) {
 			st->ctr[NAK_C_CAPPED]++;
 			break;
 		}
-		if (!il_tbucket_take(&k->budget, 1.0, now)) {
-			st->ctr[NAK_C_RATE_LIMITED]++;
+		int lim = nak_budget_take(r, &k->budget, now);
+		if (lim) {
+			st->ctr[lim == 1 ? NAK_C_REQUESTER_LIMITED : NAK_C_RATE_LIMITED]++;
 			break;
 		}
 		rte_mbuf_refcnt_update(e->m, 1);
 		il_emit(st, k->tx, e->m);
+		if (!sent)
+			sent_first = e->first;
+		sent_last = e->first + e->count - 1;
 		sent++;
 		st->ctr[NAK_C_RETX_FRAMES]++;
 		st->ctr[NAK_C_RETX_MSGS] += e->count;
 	}
+	if (sent)
+		nak_budget_answered(&k->req, r, gi, false, sent_first, sent_last, now);
 }
 
 static uint16_t nak_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
@@ -175,7 +244,10 @@ static int nak_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		      size_t errlen)
 {
 	static const char *const keys[] = {"type", "sequencer", "tx", "rate_pps", "burst",
-					   "max_frames_per_nak", NULL};
+					   "max_frames_per_nak", "repair_interval_us", "requesters",
+					   "requester_rate_pps", "requester_burst", "unavail_rate_pps",
+					   "unavail_burst", "repeat_log_after", NULL};
+	struct nak_budget_conf bc;
 	const char *seq, *tx;
 
 	if (il_cfg_check_keys(p, keys, err, errlen))
@@ -198,8 +270,26 @@ static int nak_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	k->tx = (uint16_t)ti;
 	if (nak_read_budget(k, p, 1000000, 4096, 4096, err, errlen))
 		return -1;
-	il_tbucket_init(&k->budget, (double)k->rate_pps, (double)k->burst, rte_get_tsc_hz(),
-			rte_rdtsc());
+	if (il_cfg_u64(p, "unavail_rate_pps", 1000, 1, 1000000000, &k->unavail_rate_pps, err,
+		       errlen) ||
+	    il_cfg_u64(p, "unavail_burst", 64, 1, 1u << 24, &k->unavail_burst, err, errlen) ||
+	    il_cfg_u64(p, "repair_interval_us", 2000, 1, 10000000, &bc.interval_us, err, errlen) ||
+	    il_cfg_u64(p, "requesters", 1024, NAK_WAYS, 1u << 20, &bc.slots, err, errlen) ||
+	    il_cfg_u64(p, "requester_rate_pps", 100000, 1, 1000000000, &bc.rate_pps, err,
+		       errlen) ||
+	    il_cfg_u64(p, "requester_burst", 1024, 1, 1u << 24, &bc.burst, err, errlen) ||
+	    il_cfg_u64(p, "repeat_log_after", 16, 1, 1000000, &bc.log_after, err, errlen))
+		return -1;
+	if (bc.slots & (bc.slots - 1))
+		return ERR("config: key '%s.requesters': %lu is not a power of two (slots of the "
+			   "per-requester NAK table, %u to 1048576, e.g. 1024)", il_cfg_path(p),
+			   (unsigned long)bc.slots, NAK_WAYS);
+	uint64_t hz = rte_get_tsc_hz(), now = rte_rdtsc();
+	il_tbucket_init(&k->budget, (double)k->rate_pps, (double)k->burst, hz, now);
+	il_tbucket_init(&k->unavail_budget, (double)k->unavail_rate_pps, (double)k->unavail_burst,
+			hz, now);
+	if (nak_budget_init(&k->req, &bc, hz, rte_rand(), err, errlen))
+		return -1;
 	return 0;
 }
 
@@ -245,15 +335,26 @@ static int nak_bind(struct il_stage *st, char *err, size_t errlen)
 	return 0;
 }
 
+static void nak_log(struct il_stage *st, FILE *out)
+{
+	struct nak *k = st->ctx;
+
+	nak_budget_log(&k->req, st->name, out);
+}
+
 static void nak_destroy(struct il_stage *st)
 {
+	struct nak *k = st->ctx;
+
+	if (k)
+		nak_budget_free(&k->req);
 	rte_free(st->ctx);
 	st->ctx = NULL;
 }
 
 const struct il_stage_type il_stage_nak = {
 	.name = "nak",
-	.help = "serve NAKs from a sequencer's history (rate-limited); UNAVAIL beyond it",
+	.help = "serve NAKs from a sequencer's history, budgeted per requester; UNAVAIL beyond it",
 	.counter_names = nak_counter_names,
 	.n_counters = NAK_C_COUNT,
 	.create = nak_create,
@@ -262,4 +363,5 @@ const struct il_stage_type il_stage_nak = {
 	.state = nak_state,
 	.process = nak_process,
 	.destroy = nak_destroy,
+	.log = nak_log,
 };

@@ -173,5 +173,7 @@ void il_telemetry_layout_register(const struct il_app *app);
 void il_status_line(struct il_app *app, double elapsed_s, double dt_s);
 /* traffic_s: from the first frame received to the last (rates use it). */
 void il_summary(struct il_app *app, double elapsed_s, double traffic_s, const char *json_path);
+/* Every stage's warnings since the last call (stage type's log()). */
+void il_stage_logs(struct il_app *app, FILE *out);
 
 #endif

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <rte_mbuf.h>
 #include <rte_ethdev.h>
 
@@ -125,6 +126,10 @@ struct il_stage_type {
 	/* Optional: state beyond the counters (queue depths, per-group
 	 * sequence numbers...), each value handed to the sink as it is read. */
 	void (*state)(const struct il_stage *st, struct il_state_sink *sink);
+	/* Optional, called by the main loop (never on the fast path): print
+	 * what the stage has found worth a warning since the last call. The
+	 * stage itself limits how often it has something to say. */
+	void (*log)(struct il_stage *st, FILE *out);
 	/* Optional: change parameters at run time (interlink-ctl set). Called
 	 * by the poll loop of the stage's lcore between two bursts, so it may
 	 * change any state without a lock; params is a map of the keys to

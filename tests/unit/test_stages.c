@@ -19,6 +19,7 @@
 #include <interlink/wire.h>
 #include <interlink/wire_msg.h>
 
+#include "nak_budget.h"
 #include "seq.h"
 #include "tu_frame.h"
 #include "tu_state.h"
@@ -300,6 +301,88 @@ static void test_nak_serves_history_unavail_and_future(void **state)
 	free_deferred();
 }
 
+/* The per-requester budget on a virtual clock (1 tick = 1 us): holds that
+ * double, buckets, the repeat finder, and an eviction that only hands over
+ * slots worth no more than fresh ones. */
+static void test_nak_budget_holds_buckets_and_eviction(void **state)
+{
+	(void)state;
+	struct nak_budget b;
+	struct nak_budget_conf c = {.interval_us = 1000, .slots = NAK_WAYS, .rate_pps = 10,
+				    .burst = 4, .log_after = 3};
+	struct il_tbucket global;
+	char err[256];
+	bool ovf;
+
+	assert_int_equal(nak_budget_init(&b, &c, 1000000, 42, err, sizeof(err)), 0);
+	il_tbucket_init(&global, 1e9, 1e9, 1000000, 0);
+	struct nak_requester *a = nak_budget_find(&b, 0x0a010005, 5, 0, &ovf);
+	assert_false(ovf);
+	assert_ptr_equal(nak_budget_find(&b, 0x0a010005, 5, 0, &ovf), a);
+
+	/* Answered at 0: held for one interval, then twice as long, then 4x. */
+	nak_budget_answered(&b, a, 0, false, 10, 17, 0);
+	assert_true(nak_budget_held(a, 0, false, 12, 12, 999));
+	assert_false(nak_budget_held(a, 1, false, 12, 12, 999)); /* other group */
+	assert_false(nak_budget_held(a, 0, true, 12, 12, 999));  /* not an UNAVAIL */
+	assert_false(nak_budget_held(a, 0, false, 12, 12, 1000));
+	assert_int_equal(nak_budget_held_to(a, 0, 12, 999), 17);
+	assert_int_equal(nak_budget_held_to(a, 0, 18, 999), 0);
+	assert_int_equal(nak_budget_held_to(a, 0, 12, 1000), 0);
+	nak_budget_answered(&b, a, 0, false, 10, 17, 1000);
+	assert_true(nak_budget_held(a, 0, false, 17, 17, 2999));
+	assert_false(nak_budget_held(a, 0, false, 17, 17, 3000));
+	nak_budget_answered(&b, a, 0, false, 10, 17, 3000);
+	assert_true(nak_budget_held(a, 0, false, 10, 10, 6999));
+	/* UNAVAIL: held only when the whole range was answered. */
+	nak_budget_answered(&b, a, 0, true, 1, 5, 3000);
+	assert_true(nak_budget_held(a, 0, true, 2, 5, 3001));
+	assert_false(nak_budget_held(a, 0, true, 2, 6, 3001));
+
+	/* Asking again for an answered range: reported at the third ask. */
+	assert_false(nak_budget_ask(&b, a, 0x0a010005, 5, 0, 1, 12, 13, 3001));
+	assert_false(nak_budget_ask(&b, a, 0x0a010005, 5, 0, 1, 12, 13, 3002));
+	assert_true(nak_budget_ask(&b, a, 0x0a010005, 5, 0, 1, 12, 13, 3003));
+	assert_int_equal(b.notice.seq & 1, 0);
+	assert_true(b.notice.seq > 0);
+	assert_int_equal(b.notice.ip, 0x0a010005);
+	assert_int_equal(b.notice.first, 10);
+	assert_int_equal(b.notice.last, 17);
+
+	/* Bucket of 4 frames. */
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(nak_budget_take(a, &global, 3003), 0);
+	assert_int_equal(nak_budget_take(a, &global, 3003), 1);
+
+	/* The one set fills up; a ninth requester shares the overflow slot. */
+	struct nak_requester *r[NAK_WAYS];
+	r[0] = a;
+	for (unsigned i = 1; i < NAK_WAYS; i++) {
+		r[i] = nak_budget_find(&b, 0x0a020000 + i, i, 4000, &ovf);
+		assert_false(ovf);
+		assert_int_equal(nak_budget_take(r[i], &global, 4000), 0);
+	}
+	struct nak_requester *o = nak_budget_find(&b, 0x0a030001, 99, 5000, &ovf);
+	assert_true(ovf);
+	assert_ptr_equal(o, &b.slot[NAK_WAYS]);
+	/* Idle for 64 intervals but not yet refilled (1 token at 10/s is 100 ms):
+	 * still nobody's to take. */
+	o = nak_budget_find(&b, 0x0a030001, 99, 4000 + 70000, &ovf);
+	assert_true(ovf);
+	/* Requester 1 keeps asking: its slot is live and keeps its bucket. */
+	assert_ptr_equal(nak_budget_find(&b, 0x0a020001, 1, 150000, &ovf), r[1]);
+	assert_int_equal(nak_budget_take(r[1], &global, 150000), 0);
+	/* Later, every other slot is cold; the newcomer gets one, not r[1]'s. */
+	o = nak_budget_find(&b, 0x0a030001, 99, 160000, &ovf);
+	assert_false(ovf);
+	assert_ptr_not_equal(o, r[1]);
+	assert_int_equal(o->ip, 0x0a030001);
+	assert_true(o->bucket.tokens == o->bucket.depth);
+	assert_ptr_equal(nak_budget_find(&b, 0x0a020001, 1, 160000, &ovf), r[1]);
+	assert_true(r[1]->bucket.tokens < r[1]->bucket.depth);
+	nak_budget_free(&b);
+}
+
 /* A chain's survivors go out in one call, after what was buffered for the
  * port before them; what a full tx ring refuses is freed and counted. The
  * net_ring port's tx ring is its own rx ring (1023 frames). */
@@ -490,6 +573,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_raw_mode_insertion),
 		cmocka_unit_test(test_stamp_overwrites_what_the_sender_forged),
 		cmocka_unit_test(test_nak_serves_history_unavail_and_future),
+		cmocka_unit_test(test_nak_budget_holds_buckets_and_eviction),
 		cmocka_unit_test(test_tx_burst_order_and_drops),
 		cmocka_unit_test(test_raw_filters_hashed),
 		cmocka_unit_test(test_state_of_two_sequencers_over_many_groups),
