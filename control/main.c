@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <interlink/chan.h>
+#include <interlink/version.h>
 
 #include "control.h"
 #include "ftlog.h"
@@ -247,7 +248,7 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 			usage(stdout);
 			return 1;
 		case 'V':
-			printf(PROG " 0.1.0 (channel layout %u, %u-byte messages)\n",
+			printf(PROG " " IL_VERSION_STRING " (channel layout %u, %u-byte messages)\n",
 			       IL_CHAN_LAYOUT_VERSION, IL_CHAN_MSG_SIZE);
 			return 1;
 		case ':':

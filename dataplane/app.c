@@ -141,14 +141,15 @@ static int configure_groups(struct il_app *app, const struct il_cfg *groups, cha
 		/* A WAN group's credits carry the TCP-friendly rate (docs/control.md
 		 * section 12); s, the packet size of eq. 4.1, defaults to the MTU's
 		 * UDP payload. */
-		if (il_cfg_bool(g, "wan", false, &grp->wan, err, errlen) ||
-		    il_cfg_u64(g, "wan_packet_bytes", app->frame_max - 14u - 28u, 64,
-			       9000, &v, err, errlen))
+		if (il_cfg_bool(g, "wan", false, &grp->wan, err, errlen))
 			return -1;
-		grp->wan_packet_bytes = (uint16_t)v;
 		if (!grp->wan && il_cfg_get(g, "wan_packet_bytes"))
 			return ERR("config: key '%s.wan_packet_bytes' applies to WAN groups only: "
 				   "set '%s.wan: true' too", il_cfg_path(g), il_cfg_path(g));
+		v = app->frame_max - 14u - 28u;
+		if (grp->wan && il_cfg_u64(g, "wan_packet_bytes", v, 64, 9000, &v, err, errlen))
+			return -1;
+		grp->wan_packet_bytes = (uint16_t)v;
 		const struct il_cfg *raw = il_cfg_get(g, "raw");
 		if (raw) {
 			if (il_cfg_expect(raw, IL_CFG_MAP, err, errlen) ||
@@ -220,27 +221,16 @@ int il_app_configure(struct il_app *app, struct il_cfg *cfg, char *err, size_t e
 int il_app_eal_args(const struct il_app *app, const char *prog, char **argv, int max, char *err,
 		    size_t errlen)
 {
-	const struct il_cfg *eal = il_cfg_get(app->cfg, "eal");
-	int n = 0;
+	int n = il_cfg_str_list(app->cfg, "eal", (const char **)argv + 1, max - 3, err, errlen);
 	bool pci = false, prefix = false;
 	static char prefix_arg[IL_NAME_LEN + 16];
 
-	argv[n++] = (char *)prog;
-	if (eal) {
-		if (il_cfg_expect(eal, IL_CFG_SEQ, err, errlen))
-			return -1;
-		for (unsigned i = 0; i < il_cfg_len(eal); i++) {
-			const char *s = il_cfg_scalar(il_cfg_at(eal, i));
-			if (!s)
-				return ERR("config: '%s' must be a list of strings",
-					   il_cfg_path(il_cfg_at(eal, i)));
-			if (n >= max - 2)
-				return ERR("config: 'eal' has too many arguments");
-			if (!strncmp(s, "--file-prefix", 13))
-				prefix = true;
-			argv[n++] = (char *)s;
-		}
-	}
+	if (n < 0)
+		return -1;
+	argv[0] = (char *)prog;
+	for (int i = 1; i <= n; i++)
+		prefix |= !strncmp(argv[i], "--file-prefix", 13);
+	n++;
 	for (unsigned i = 0; i < app->n_ports; i++) {
 		if (n >= max - 3)
 			return ERR("config: too many EAL arguments");
@@ -262,11 +252,38 @@ int il_app_eal_args(const struct il_app *app, const char *prog, char **argv, int
 	return n;
 }
 
-static int create_stages(struct il_app *app, char *err, size_t errlen)
+/* The type of stage instance i of 'stages' (NULL: err says why). */
+static const struct il_stage_type *stage_type_at(const struct il_cfg *stages, unsigned i,
+						  char *err, size_t errlen)
 {
-	const struct il_cfg *stages = il_cfg_get(app->cfg, "stages");
+	const struct il_cfg *p = il_cfg_at(stages, i);
+	const char *name = il_cfg_key_at(stages, i), *type;
 	char list[512];
 
+	if (il_cfg_expect(p, IL_CFG_MAP, err, errlen))
+		return NULL;
+	if (strlen(name) >= IL_NAME_LEN) {
+		il_err(err, errlen, "config: stage name '%s' is longer than %d characters", name,
+		       IL_NAME_LEN - 1);
+		return NULL;
+	}
+	if (il_cfg_str(p, "type", NULL, &type, err, errlen))
+		return NULL;
+	il_stage_types_list(list, sizeof(list));
+	if (!type) {
+		il_err(err, errlen, "config: key '%s.type' is missing (one of: %s)",
+		       il_cfg_path(p), list);
+		return NULL;
+	}
+	const struct il_stage_type *t = il_stage_type_find(type);
+	if (!t)
+		il_err(err, errlen, "config: key '%s.type': unknown stage type '%s' (one of: %s)",
+		       il_cfg_path(p), type, list);
+	return t;
+}
+
+static int check_stages_map(const struct il_cfg *stages, char *err, size_t errlen)
+{
 	if (!stages)
 		return ERR("config: key 'stages' is missing: name the stage instances, e.g. "
 			   "{ classify: { type: classify }, seq: { type: sequencer } }");
@@ -275,25 +292,22 @@ static int create_stages(struct il_app *app, char *err, size_t errlen)
 	if (il_cfg_len(stages) > IL_MAX_STAGES)
 		return ERR("config: 'stages' names %u stages; at most %d", il_cfg_len(stages),
 			   IL_MAX_STAGES);
+	return 0;
+}
+
+static int create_stages(struct il_app *app, char *err, size_t errlen)
+{
+	const struct il_cfg *stages = il_cfg_get(app->cfg, "stages");
+
+	if (check_stages_map(stages, err, errlen))
+		return -1;
 	for (unsigned i = 0; i < il_cfg_len(stages); i++) {
 		const struct il_cfg *p = il_cfg_at(stages, i);
-		const char *name = il_cfg_key_at(stages, i), *type;
+		const char *name = il_cfg_key_at(stages, i);
+		const struct il_stage_type *t = stage_type_at(stages, i, err, errlen);
 
-		if (il_cfg_expect(p, IL_CFG_MAP, err, errlen))
-			return -1;
-		if (strlen(name) >= IL_NAME_LEN)
-			return ERR("config: stage name '%s' is longer than %d characters", name,
-				   IL_NAME_LEN - 1);
-		if (il_cfg_str(p, "type", NULL, &type, err, errlen))
-			return -1;
-		il_stage_types_list(list, sizeof(list));
-		if (!type)
-			return ERR("config: key '%s.type' is missing (one of: %s)", il_cfg_path(p),
-				   list);
-		const struct il_stage_type *t = il_stage_type_find(type);
 		if (!t)
-			return ERR("config: key '%s.type': unknown stage type '%s' (one of: %s)",
-				   il_cfg_path(p), type, list);
+			return -1;
 		struct il_stage *st = rte_zmalloc("il_stage", sizeof(*st), RTE_CACHE_LINE_SIZE);
 		if (!st)
 			return ERR("out of memory creating stage '%s'", name);
@@ -346,7 +360,9 @@ static int check_chain_meta(const struct il_chain *ch, const struct il_cfg *wher
 	return 0;
 }
 
-static int place_stages(struct il_app *app, char *err, size_t errlen)
+/* dry: before EAL, with no stage created yet: check the names and the
+ * structure, leave the lcores' existence and the workers for later. */
+static int place_stages(struct il_app *app, bool dry, char *err, size_t errlen)
 {
 	static const char *const wkeys[] = {"lcore", "chains", NULL};
 	static const char *const ckeys[] = {"rx", "tx", "stages", NULL};
@@ -369,7 +385,7 @@ static int place_stages(struct il_app *app, char *err, size_t errlen)
 			return -1;
 		if (il_cfg_u64(wc, "lcore", 1, 0, RTE_MAX_LCORE - 1, &lc, err, errlen))
 			return -1;
-		if (!rte_lcore_is_enabled((unsigned)lc) || lc == rte_get_main_lcore()) {
+		if (!dry && (!rte_lcore_is_enabled((unsigned)lc) || lc == rte_get_main_lcore())) {
 			char avail[256] = "";
 			size_t off = 0;
 			unsigned id;
@@ -428,6 +444,13 @@ static int place_stages(struct il_app *app, char *err, size_t errlen)
 					   il_cfg_path(cc), IL_MAX_CHAIN_STAGES);
 			for (unsigned s = 0; s < il_cfg_len(sl); s++) {
 				const char *sn = il_cfg_scalar(il_cfg_at(sl, s));
+				if (dry) {
+					if (!sn || !il_cfg_get(il_cfg_get(app->cfg, "stages"), sn))
+						return ERR("config: key '%s': '%s' is not a stage "
+							   "named under 'stages'",
+							   il_cfg_path(il_cfg_at(sl, s)), sn ? sn : "?");
+					continue;
+				}
 				struct il_stage *st = sn ? il_app_stage(app, sn) : NULL;
 				if (!st)
 					return ERR("config: key '%s': '%s' is not a stage named "
@@ -449,6 +472,11 @@ static int place_stages(struct il_app *app, char *err, size_t errlen)
 		}
 		app->n_workers++;
 	}
+	if (dry) {
+		memset(app->workers, 0, sizeof(app->workers));
+		app->n_workers = 0;
+		return 0;
+	}
 	/* Every placed lcore gets a tx queue on every port. */
 	for (unsigned p = 0; p < app->n_ports; p++)
 		app->ports[p].n_txq = app->n_workers;
@@ -458,6 +486,18 @@ static int place_stages(struct il_app *app, char *err, size_t errlen)
 			app->workers[w].io.port_id[p] = app->ports[p].port_id;
 		}
 	return 0;
+}
+
+int il_app_precheck(struct il_app *app, char *err, size_t errlen)
+{
+	const struct il_cfg *stages = il_cfg_get(app->cfg, "stages");
+
+	if (check_stages_map(stages, err, errlen))
+		return -1;
+	for (unsigned i = 0; i < il_cfg_len(stages); i++)
+		if (!stage_type_at(stages, i, err, errlen))
+			return -1;
+	return place_stages(app, true, err, errlen);
 }
 
 static void tx_drop_cb(struct rte_mbuf **pkts, uint16_t unsent, void *userdata)
@@ -477,7 +517,7 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 			return -1;
 	if (create_stages(app, err, errlen))
 		return -1;
-	if (place_stages(app, err, errlen))
+	if (place_stages(app, false, err, errlen))
 		return -1;
 	for (unsigned s = 0; s < app->n_stages; s++)
 		if (app->stages[s]->lcore < 0)

@@ -16,6 +16,9 @@
 #include <rte_lcore.h>
 
 #include <interlink/app.h>
+#include <interlink/version.h>
+
+#include "eal_args.h"
 
 extern const char il_default_config[];
 
@@ -30,7 +33,9 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: interlink [options] [-- EAL options]\n"
+		"usage: interlink [EAL options] -- [options]\n"
+		"       interlink [options]      (no EAL options but the config's)\n"
+		"EAL options given here override the config's 'eal' list option by option.\n"
 		"  -c, --config FILE     YAML config (default: the embedded sequencer config,\n"
 		"                        see --print-config)\n"
 		"  -s, --set KEY=VALUE   override a config key, e.g. --set groups.0.id=7\n"
@@ -41,6 +46,7 @@ static void usage(FILE *f)
 		"  -q, --quiet           no status line\n"
 		"      --print-config    print the effective config and exit\n"
 		"      --list-stages     list the stage types and exit\n"
+		"      --version         print the version and exit\n"
 		"  -h, --help            this help\n");
 }
 
@@ -94,6 +100,7 @@ int main(int argc, char **argv)
 		{"print-config", no_argument, NULL, 'P'},
 		{"list-stages", no_argument, NULL, 'L'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *cfg_path = NULL, *json = NULL;
@@ -102,6 +109,7 @@ int main(int argc, char **argv)
 	double duration = 0, idle_ms = 0;
 	bool quiet = false, print_cfg = false;
 	char err[1024];
+	static struct il_cmdline cl;
 	int c;
 
 	/* A log write must never stop the appliance: with stdout a pipe whose
@@ -109,7 +117,14 @@ int main(int argc, char **argv)
 	 * stdio absorbs, instead of killing us mid-forwarding. */
 	signal(SIGPIPE, SIG_IGN);
 
-	while ((c = getopt_long(argc, argv, "c:s:d:i:j:qh", opts, NULL)) != -1) {
+	if (il_cmdline_split(argc, argv, &cl, err, sizeof(err))) {
+		fprintf(stderr, "interlink: %s\n", err);
+		return 2;
+	}
+	if (cl.old_order)
+		fprintf(stderr, "interlink: note: options before '--' and EAL options after it is the "
+			"old order; DPDK's is 'interlink [EAL options] -- [options]'\n");
+	while ((c = getopt_long(cl.app_argc, cl.app_argv, "c:s:d:i:j:qh", opts, NULL)) != -1) {
 		char *end;
 		switch (c) {
 		case 'c':
@@ -150,13 +165,21 @@ int main(int argc, char **argv)
 			break;
 		case 'L':
 			return list_stages();
+		case 'V':
+			return il_print_version("interlink");
 		case 'h':
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
+			fprintf(stderr, "interlink: EAL options go before '--': "
+				"interlink [EAL options] -- [options] (see --help)\n");
 			return 2;
 		}
+	}
+	if (optind < cl.app_argc) {
+		fprintf(stderr, "interlink: unexpected argument '%s'; EAL options go before '--': "
+			"interlink [EAL options] -- [options]\n", cl.app_argv[optind]);
+		return 2;
 	}
 
 	struct il_cfg *cfg = cfg_path ? il_cfg_load_file(cfg_path, err, sizeof(err))
@@ -166,6 +189,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "interlink: %s\n", err);
 		return 2;
 	}
+	il_cfg_record_defaults(print_cfg);
 	for (unsigned i = 0; i < n_sets; i++) {
 		char key[256];
 		const char *eq = strchr(sets[i], '=');
@@ -175,31 +199,42 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (print_cfg) {
-		if (cfg_path) {
-			char cmd[512];
-			snprintf(cmd, sizeof(cmd), "cat '%s'", cfg_path);
-			return system(cmd) == 0 ? 0 : 1;
+	/* The command line's EAL options replace the config's of their kind. */
+	if (cl.n_eal) {
+		static char eal_yaml[8192];
+		if (il_eal_merge(cfg, &cl, eal_yaml, sizeof(eal_yaml), err,
+				 sizeof(err)) ||
+		    il_cfg_set(cfg, "eal", eal_yaml, err, sizeof(err))) {
+			fprintf(stderr, "interlink: %s\n", err);
+			return 2;
 		}
-		fputs(il_default_config, stdout);
-		return 0;
 	}
-	if (il_app_configure(&app, cfg, err, sizeof(err))) {
+	/* Everything that needs no EAL is checked before EAL probes devices. */
+	uint64_t interval_ms;
+	if (il_app_configure(&app, cfg, err, sizeof(err)) ||
+	    il_cfg_u64(cfg, "status_interval_ms", 1000, 0, 3600000, &interval_ms, err, sizeof(err)) ||
+	    il_app_precheck(&app, err, sizeof(err))) {
 		fprintf(stderr, "interlink: %s\n", err);
 		return 2;
 	}
+	if (print_cfg) {
+		printf("# effective configuration of %s (interlink %s): %s, %u --set override%s\n",
+		       app.name, IL_VERSION_STRING, cfg_path ? cfg_path : "embedded default",
+		       n_sets, n_sets == 1 ? "" : "s");
+		il_cfg_dump(stdout, cfg, true);
+		printf("# a stage's parameters not listed above take their defaults "
+		       "(docs/operations.md)\n");
+		return 0;
+	}
 
 	make_socket_dirs();
-	/* EAL arguments: config 'eal', ports, then whatever follows "--". */
-	char *eargv[128];
-	int eargc = il_app_eal_args(&app, argv[0], eargv, 96, err, sizeof(err));
+	/* EAL arguments: config 'eal' (merged with the command line's), ports. */
+	char *eargv[IL_CMDLINE_MAX + 32];
+	int eargc = il_app_eal_args(&app, argv[0], eargv, IL_CMDLINE_MAX + 30, err, sizeof(err));
 	if (eargc < 0) {
 		fprintf(stderr, "interlink: %s\n", err);
 		return 2;
 	}
-	for (int i = optind; i < argc && eargc < 126; i++)
-		eargv[eargc++] = argv[i];
-	eargv[eargc] = NULL;
 	if (rte_eal_init(eargc, eargv) < 0) {
 		fprintf(stderr, "interlink: EAL initialisation failed (%s); EAL arguments were:",
 			rte_strerror(rte_errno));
@@ -218,11 +253,6 @@ int main(int argc, char **argv)
 	}
 	il_telemetry_register(&app);
 
-	uint64_t interval_ms;
-	if (il_cfg_u64(cfg, "status_interval_ms", 1000, 0, 3600000, &interval_ms, err, sizeof(err))) {
-		fprintf(stderr, "interlink: %s\n", err);
-		return 2;
-	}
 	if (!quiet) {
 		printf("interlink: %s epoch %u, %u ports, %u groups, %u stages on %u lcores\n",
 		       app.name, app.epoch, app.n_ports, app.n_groups, app.n_stages, app.n_workers);
@@ -242,14 +272,16 @@ int main(int argc, char **argv)
 		double elapsed = (double)(now - app.start_tsc) / (double)hz;
 		if (duration > 0 && elapsed >= duration)
 			break;
-		if (idle_ms > 0) {
-			uint64_t rx = rx_total();
-			if (rx != last_rx) {
-				last_rx = rx;
-				last_rx_change = now;
-			} else if ((double)(now - last_rx_change) * 1000.0 / (double)hz >= idle_ms) {
-				break;
-			}
+		uint64_t rx = rx_total();
+		if (rx != last_rx) {
+			if (!app.first_rx_tsc) /* it began within the last poll period */
+				app.first_rx_tsc = now - hz / 50;
+			app.last_rx_tsc = now;
+			last_rx = rx;
+			last_rx_change = now;
+		} else if (idle_ms > 0 &&
+			   (double)(now - last_rx_change) * 1000.0 / (double)hz >= idle_ms) {
+			break;
 		}
 		if (!quiet && interval_ms &&
 		    (double)(now - last_status) * 1000.0 / (double)hz >= (double)interval_ms) {
@@ -262,7 +294,9 @@ int main(int argc, char **argv)
 	double elapsed = (double)(rte_rdtsc() - app.start_tsc) / (double)hz;
 	il_app_flush(&app);
 	il_stage_logs(&app, stderr);
-	il_summary(&app, elapsed, json);
+	il_summary(&app, elapsed,
+		   app.first_rx_tsc ? (double)(app.last_rx_tsc - app.first_rx_tsc) / (double)hz : 0,
+		   json);
 	il_app_stop(&app);
 	il_cfg_free(cfg);
 	rte_eal_cleanup();

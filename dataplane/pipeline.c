@@ -26,10 +26,16 @@ static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struc
 		if (n == 0 && !st->type->poll)
 			continue;
 		uint64_t t0 = IL_STAGE_CYCLES ? rte_rdtsc() : 0;
+		uint16_t n_in = n;
 		st->pkts_in += n;
 		n = st->type->process(st, pkts, n);
-		if (IL_STAGE_CYCLES)
-			st->tsc_busy += rte_rdtsc() - t0;
+		if (IL_STAGE_CYCLES) {
+			/* An idle poll is not a packet's cost: counted apart. */
+			if (n_in)
+				st->tsc_busy += rte_rdtsc() - t0;
+			else
+				st->tsc_poll += rte_rdtsc() - t0;
+		}
 	}
 	/* The burst is already an array: one tx call for all of it. What the
 	 * stages emitted goes after it (a retransmission never overtakes its
@@ -63,6 +69,13 @@ int il_worker_main(void *arg)
 		w->loops++;
 		if (work)
 			w->busy_loops++;
+		/* A runtime command (counter reset, new parameters)? One relaxed
+		 * load; the command itself is read after an acquire. */
+		uint32_t cmd = __atomic_load_n(&app->rt.seq, __ATOMIC_RELAXED);
+		if (unlikely(cmd != w->cmd_seen)) {
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			il_runtime_apply(app, w, cmd);
+		}
 		il_guard_quiescent(slot);
 	}
 	il_guard_offline(slot);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -159,8 +160,10 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 			return -1;
 		rte_tel_data_start_dict(c);
 		rte_tel_data_add_dict_u64(c, "pkts_in", st->pkts_in);
-		if (IL_STAGE_CYCLES)
+		if (IL_STAGE_CYCLES) {
 			rte_tel_data_add_dict_u64(c, "cycles", st->tsc_busy);
+			rte_tel_data_add_dict_u64(c, "poll_cycles", st->tsc_poll);
+		}
 		for (unsigned i = 0; i < st->type->n_counters; i++)
 			rte_tel_data_add_dict_u64(c, st->type->counter_names[i], st->ctr[i]);
 		if (st->type->state && st->ctx) {
@@ -258,6 +261,7 @@ void il_telemetry_register(struct il_app *app)
 {
 	tel_app = app;
 	il_telemetry_layout_register(app);
+	il_runtime_register(app);
 	rte_telemetry_register_cmd("/interlink/info", tel_info,
 				   "Appliance identity and uptime. No parameters");
 	rte_telemetry_register_cmd("/interlink/stats", tel_stats,
@@ -273,6 +277,19 @@ void il_telemetry_register(struct il_app *app)
 
 static struct port_totals last_ports[IL_MAX_PORTS];
 static uint64_t last_stamped;
+static bool status_in_place; /* a status line waits for its newline */
+
+/* A rate with the unit that shows it: 1.23 M, 45.6 k or 789 (per s). */
+static const char *fmt_rate(char *buf, size_t len, double per_s, const char *unit)
+{
+	if (per_s >= 1e6)
+		snprintf(buf, len, "%.2f M%s", per_s / 1e6, unit);
+	else if (per_s >= 1e3)
+		snprintf(buf, len, "%.1f k%s", per_s / 1e3, unit);
+	else
+		snprintf(buf, len, "%.0f %s", per_s, unit);
+	return buf;
+}
 
 void il_stage_logs(struct il_app *app, FILE *out)
 {
@@ -285,7 +302,7 @@ void il_stage_logs(struct il_app *app, FILE *out)
 
 void il_status_line(struct il_app *app, double elapsed, double dt)
 {
-	char buf[512];
+	char buf[512], r1[32], r2[32];
 	size_t off = 0;
 	uint64_t stamped = counter_sum(app, "stamped_msgs");
 
@@ -306,18 +323,21 @@ void il_status_line(struct il_app *app, double elapsed, double dt)
 		struct port_totals t;
 		port_totals(app, p, &t);
 		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
-					" %s%s rx %.2f tx %.2f Mpps |", app->ports[p].name,
+					" %s%s rx %s tx %s |", app->ports[p].name,
 					il_port_link_up(&app->ports[p]) ? "" : "(down)",
-					(double)(t.rx - last_ports[p].rx) / dt / 1e6,
-					(double)(t.tx - last_ports[p].tx) / dt / 1e6);
+					fmt_rate(r1, sizeof(r1), (double)(t.rx - last_ports[p].rx) / dt,
+						 "pps"),
+					fmt_rate(r2, sizeof(r2), (double)(t.tx - last_ports[p].tx) / dt,
+						 "pps"));
 		last_ports[p] = t;
 	}
 	/* Each deployment shows the figures of the stages it runs. */
 	if (has_counter(app, "stamped_msgs") && off < sizeof(buf))
 		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
-					" ordered %.2f M msg/s (%" PRIu64 ") naks %" PRIu64
+					" ordered %s (%" PRIu64 ") naks %" PRIu64
 					" retx %" PRIu64 " unavail %" PRIu64,
-					(double)(stamped - last_stamped) / dt / 1e6, stamped,
+					fmt_rate(r1, sizeof(r1), (double)(stamped - last_stamped) / dt,
+						 "msg/s"), stamped,
 					counter_sum(app, "naks"),
 					counter_sum(app, "retransmitted_frames"),
 					counter_sum(app, "unavail_sent"));
@@ -334,14 +354,22 @@ void il_status_line(struct il_app *app, double elapsed, double dt)
 	if (off < sizeof(buf))
 		snprintf(buf + off, sizeof(buf) - off, " drops %" PRIu64, drops_total(app));
 	last_stamped = stamped;
-	printf("%s\n", buf);
+	/* On a terminal the line is rewritten in place; into a pipe or a
+	 * file each one is a line of its own. */
+	if (isatty(STDOUT_FILENO)) {
+		printf("\r%s\033[K", buf);
+		status_in_place = true;
+	} else {
+		printf("%s\n", buf);
+	}
 	fflush(stdout);
 }
 
 /* ---- final summary ---------------------------------------------------- */
 
 /* The --json file: the same figures as the summary, for scripts. */
-static void write_json(struct il_app *app, double elapsed, const char *json_path)
+static void write_json(struct il_app *app, double elapsed, double traffic_s,
+		       const char *json_path)
 {
 	FILE *j = fopen(json_path, "w");
 	struct il_json js;
@@ -355,6 +383,7 @@ static void write_json(struct il_app *app, double elapsed, const char *json_path
 	il_json_str(&js, "name", app->name);
 	il_json_u64(&js, "epoch", app->epoch);
 	il_json_fixed(&js, "elapsed_s", elapsed, 6);
+	il_json_fixed(&js, "traffic_s", traffic_s, 6);
 	il_json_obj(&js, "ports");
 	for (unsigned p = 0; p < app->n_ports; p++) {
 		struct port_totals t;
@@ -375,8 +404,10 @@ static void write_json(struct il_app *app, double elapsed, const char *json_path
 		il_json_obj(&js, st->name);
 		il_json_str(&js, "type", st->type->name);
 		il_json_u64(&js, "pkts_in", st->pkts_in);
-		if (IL_STAGE_CYCLES)
+		if (IL_STAGE_CYCLES) {
 			il_json_u64(&js, "cycles", st->tsc_busy);
+			il_json_u64(&js, "poll_cycles", st->tsc_poll);
+		}
 		for (unsigned c = 0; c < st->type->n_counters; c++)
 			il_json_u64(&js, st->type->counter_names[c], st->ctr[c]);
 		if (st->type->state && st->ctx) {
@@ -398,20 +429,26 @@ static void write_json(struct il_app *app, double elapsed, const char *json_path
 		fprintf(stderr, "interlink: cannot write %s\n", json_path);
 }
 
-void il_summary(struct il_app *app, double elapsed, const char *json_path)
+void il_summary(struct il_app *app, double elapsed, double traffic_s, const char *json_path)
 {
 	uint64_t stamped = counter_sum(app, "stamped_msgs");
 	uint64_t frames = counter_sum(app, "stamped_frames");
+	char r1[32], r2[32];
 
 	/* The JSON file first: whatever befalls the text below (stdout a
 	 * closed pipe) cannot cost it. */
 	if (json_path)
-		write_json(app, elapsed, json_path);
+		write_json(app, elapsed, traffic_s, json_path);
+	if (status_in_place)
+		printf("\n");
 	printf("\n==== interlink summary: %s, epoch %u, %.2f s ====\n", app->name, app->epoch,
 	       elapsed);
-	printf("messages ordered   %" PRIu64 " in %" PRIu64 " frames (%.3f Mpps, %.3f M msg/s)\n",
-	       stamped, frames, elapsed > 0 ? (double)frames / elapsed / 1e6 : 0.0,
-	       elapsed > 0 ? (double)stamped / elapsed / 1e6 : 0.0);
+	/* Rates over the time traffic flowed, not over start-up and idle. */
+	printf("messages ordered   %" PRIu64 " in %" PRIu64 " frames (%s, %s over %.2f s of "
+	       "traffic)\n", stamped, frames,
+	       fmt_rate(r1, sizeof(r1), traffic_s > 0 ? (double)frames / traffic_s : 0.0, "pps"),
+	       fmt_rate(r2, sizeof(r2), traffic_s > 0 ? (double)stamped / traffic_s : 0.0,
+			"msg/s"), traffic_s);
 	printf("NAKs served        %" PRIu64 " (%" PRIu64 " frames retransmitted, %" PRIu64
 	       " UNAVAIL)\n",
 	       counter_sum(app, "naks"), counter_sum(app, "retransmitted_frames"),
@@ -425,15 +462,17 @@ void il_summary(struct il_app *app, double elapsed, const char *json_path)
 		       " %10" PRIu64 "\n",
 		       app->ports[p].name, t.rx, t.tx, t.missed, t.rx_err, t.tx_err, t.tx_dropped);
 	}
-	printf("%-12s %-10s %12s %10s  counters\n", "stage", "type", "pkts_in", "cyc/pkt");
+	printf("%-12s %-10s %12s %10s %10s  counters\n", "stage", "type", "pkts_in", "cyc/pkt",
+	       "poll_Mcyc");
 	for (unsigned s = 0; s < app->n_stages; s++) {
 		const struct il_stage *st = app->stages[s];
 		printf("%-12s %-10s %12" PRIu64, st->name, st->type->name, st->pkts_in);
 		if (IL_STAGE_CYCLES)
-			printf(" %10.1f ", st->pkts_in ? (double)st->tsc_busy / (double)st->pkts_in
-						       : 0.0);
+			printf(" %10.1f %10.1f ",
+			       st->pkts_in ? (double)st->tsc_busy / (double)st->pkts_in : 0.0,
+			       (double)st->tsc_poll / 1e6);
 		else
-			printf(" %10s ", "-"); /* built without stage_cycles */
+			printf(" %10s %10s ", "-", "-"); /* built without stage_cycles */
 		for (unsigned c = 0; c < st->type->n_counters; c++)
 			if (st->ctr[c])
 				printf(" %s=%" PRIu64, st->type->counter_names[c], st->ctr[c]);

@@ -30,7 +30,7 @@ static int tel_stages(const char *cmd, const char *params, struct rte_tel_data *
 	return 0;
 }
 
-/* /interlink/counters: {"<stage>": ["pkts_in", "cycles", <counter names>]},
+/* /interlink/counters: {"<stage>": ["pkts_in", "cycles", "poll_cycles", <counter names>]},
  * the keys of the stage's /interlink/stats dict that only ever grow (while
  * the appliance runs); the stage's other keys are state. */
 static int tel_counters(const char *cmd, const char *params, struct rte_tel_data *d)
@@ -47,6 +47,7 @@ static int tel_counters(const char *cmd, const char *params, struct rte_tel_data
 		rte_tel_data_start_array(c, RTE_TEL_STRING_VAL);
 		rte_tel_data_add_array_string(c, "pkts_in");
 		rte_tel_data_add_array_string(c, "cycles");
+		rte_tel_data_add_array_string(c, "poll_cycles");
 		for (unsigned i = 0; i < st->type->n_counters; i++)
 			rte_tel_data_add_array_string(c, st->type->counter_names[i]);
 		rte_tel_data_add_dict_container(d, st->name, c, 0);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 
+#include <interlink/version.h>
 #include <interlink/wire.h>
 
 #include "pktgen.h"
@@ -16,6 +17,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: interlink-pktgen --tx DEV [--rx DEV] [options] [-- EAL options]\n"
+"       interlink-pktgen -h, --help | --version\n"
 "  --tx DEV              port to send on (PCI address or vdev string)\n"
 "  --rx DEV              port to receive on (default: the tx port)\n"
 "  --mode M              native (Interlink DATA, default) | raw (plain UDP to\n"
@@ -162,7 +164,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		{"uto", 0, NULL, O_UTO}, {"ack-every", 1, NULL, O_ACK_EVERY},
 		{"ack-us", 1, NULL, O_ACK_US}, {"heartbeat-ms", 1, NULL, O_HB_MS},
 		{"view-wait", 1, NULL, O_VIEW_WAIT}, {"credit-wait", 1, NULL, O_CREDIT_WAIT},
-		{"help", 0, NULL, 'h'},
+		{"help", 0, NULL, 'h'}, {"version", 0, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *size_spec = "64", *frame_spec = NULL;
@@ -324,6 +326,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		case O_CATCH_UP: if (num("catch-up-us", optarg, 1, 1e7, &v)) return -1;
 			c->catch_up_s = v / 1e6; break;
 		case 'h': usage(stdout); exit(0);
+		case 'V': exit(il_print_version("interlink-pktgen"));
 		default: usage(stderr); return -1;
 		}
 	}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Maelstrom TCP benchmark (issue 4, the shape of the paper's Fig. 10): hosts A and B in
+# The Maelstrom TCP benchmark (the shape of the paper's Fig. 10): hosts A and B in
 # network namespaces, the FEC link pair between them (configs/linkpair.yaml: encoder ->
 # impairment with Bernoulli loss both ways, 50 ms one way, 1 Gbit/s -> decoder), iperf3 with
 # 8 parallel TCP flows (Reno) from A to B, at each loss rate with FEC on and off; then the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# FT-TCP benchmarks (issue 6): bulk-transfer throughput through the appliance
+# FT-TCP benchmarks: bulk-transfer throughput through the appliance
 # with FT-TCP on, as a percentage of the same transfer with FT-TCP off, per
 # ack strategy and durability mode, with acks sent to the client relative to
 # FT-TCP off (each row paired with FT-TCP-off runs taken alternately with its

@@ -12,6 +12,7 @@
 #include <interlink/fec_wire.h>
 #include <interlink/frame.h>
 #include <interlink/json.h>
+#include <interlink/version.h>
 #include <interlink/wire.h>
 #include <interlink/wire_msg.h>
 
@@ -228,9 +229,12 @@ static void frames(struct il_json *j)
 	il_json_end(j);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct il_json js, *j = &js;
+
+	if (argc > 1 && strcmp(argv[1], "--version") == 0)
+		return il_print_version("il-wire-dump");
 
 	il_json_begin(j, stdout, 2);
 	il_json_obj(j, NULL);

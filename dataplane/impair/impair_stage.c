@@ -16,6 +16,7 @@
 #include <rte_mbuf.h>
 
 #include <interlink/config.h>
+#include <interlink/err.h>
 #include <interlink/impair.h>
 #include <interlink/stage.h>
 
@@ -129,13 +130,15 @@ static int check_model_keys(const struct il_cfg *params, int model, char *err, s
 	return 0;
 }
 
-static int parse_loss(const struct il_cfg *params, struct il_loss_cfg *lc, char *err,
-		      size_t errlen)
+/* def_model: the model when 'loss' is not given (none at start, the
+ * current one when changed at run time). */
+static int parse_loss(const struct il_cfg *params, int def_model, struct il_loss_cfg *lc,
+		      char *err, size_t errlen)
 {
 	uint64_t blen;
 	int model;
 
-	if (il_cfg_enum(params, "loss", loss_names, IL_LOSS_NONE, &model, err, errlen) ||
+	if (il_cfg_enum(params, "loss", loss_names, def_model, &model, err, errlen) ||
 	    check_model_keys(params, model, err, errlen))
 		return -1;
 	lc->model = (enum il_loss_model)model;
@@ -180,7 +183,7 @@ static int impair_create(struct il_stage *st, const struct il_cfg *params, struc
 
 	RTE_SET_USED(app);
 	if (il_cfg_check_keys(params, impair_keys, err, errlen) ||
-	    parse_loss(params, &lc, err, errlen) ||
+	    parse_loss(params, IL_LOSS_NONE, &lc, err, errlen) ||
 	    il_cfg_u64(params, "delay_us", 0, 0, IMPAIR_MAX_US, &delay_us, err, errlen) ||
 	    il_cfg_u64(params, "jitter_us", 0, 0, IMPAIR_MAX_US, &jitter_us, err, errlen) ||
 	    il_cfg_u64(params, "rate_bps", 0, 0, IMPAIR_MAX_RATE, &rate_bps, err, errlen) ||
@@ -234,6 +237,63 @@ static int impair_create(struct il_stage *st, const struct il_cfg *params, struc
 fail:
 	impair_free(c);
 	return -1;
+}
+
+/* interlink-ctl set IMPAIR KEY=VALUE...: on the stage's lcore, between
+ * bursts. The loss model and its parameters change at any time (the
+ * parameters of the model in force are given again in full, as in the
+ * config); delay and jitter where the stage was started with a queue,
+ * the rate where it was started with one. */
+static int impair_set(struct il_stage *st, const struct il_cfg *params, char *err, size_t errlen)
+{
+	static const char *const keys[] = {
+		"loss", "p", "burst_len", "ge_p_gb", "ge_p_bg", "ge_loss_good", "ge_loss_bad",
+		"delay_us", "jitter_us", "rate_bps", "rate_burst", NULL,
+	};
+	struct impair_ctx *c = st->ctx;
+	struct il_loss_cfg lc = c->loss.cfg;
+	uint64_t hz = rte_get_tsc_hz(), delay_us, jitter_us, rate_bps, rate_burst;
+	bool new_loss = false;
+	char kp[256];
+
+	if (il_cfg_check_keys(params, keys, err, errlen))
+		return -1;
+	for (unsigned i = 0; i < 7; i++)
+		new_loss |= il_cfg_get(params, keys[i]) != NULL;
+	if (new_loss && parse_loss(params, c->loss.cfg.model, &lc, err, errlen))
+		return -1;
+	if (!c->queued && (il_cfg_get(params, "delay_us") || il_cfg_get(params, "jitter_us")))
+		return ERR("config: key '%s': this stage was started without a delay line; "
+			   "start it with delay_us, jitter_us or rate_bps to change them at run "
+			   "time", keypath(params, "delay_us", kp, sizeof(kp)));
+	if (!c->shaped && (il_cfg_get(params, "rate_bps") || il_cfg_get(params, "rate_burst")))
+		return ERR("config: key '%s': this stage was started without a rate limit; "
+			   "start it with rate_bps to change it at run time",
+			   keypath(params, "rate_bps", kp, sizeof(kp)));
+	if (il_cfg_u64(params, "delay_us", c->line.delay_tsc * 1000000u / hz, 0, IMPAIR_MAX_US,
+		       &delay_us, err, errlen) ||
+	    il_cfg_u64(params, "jitter_us", c->line.jitter_tsc * 1000000u / hz, 0, IMPAIR_MAX_US,
+		       &jitter_us, err, errlen) ||
+	    il_cfg_u64(params, "rate_bps", (uint64_t)(c->tb.per_tick * 8.0 * (double)hz), 1,
+		       IMPAIR_MAX_RATE, &rate_bps, err, errlen) ||
+	    il_cfg_u64(params, "rate_burst", (uint64_t)c->tb.depth, 1, UINT32_MAX, &rate_burst,
+		       err, errlen))
+		return -1;
+	if (new_loss) {
+		struct il_loss fresh;
+		if (il_loss_init(&fresh, &lc, err, errlen))
+			return -1;
+		c->loss = fresh;
+		c->lossy = lc.model != IL_LOSS_NONE;
+	}
+	if (c->queued) {
+		c->line.delay_tsc = us_to_tsc(delay_us, hz);
+		c->line.jitter_tsc = us_to_tsc(jitter_us, hz);
+	}
+	if (c->shaped)
+		il_tbucket_set_rate(&c->tb, (double)rate_bps / 8.0, (double)rate_burst, hz,
+				    rte_rdtsc());
+	return 0;
 }
 
 /* Move due packets (and, when shaping, only those the bucket admits) from
@@ -324,4 +384,5 @@ const struct il_stage_type il_stage_impair = {
 	.poll = true,
 	.destroy = impair_destroy,
 	.state = impair_state,
+	.set = impair_set,
 };

@@ -18,7 +18,13 @@ struct il_cfg {
 	unsigned n, cap;
 	char **keys;            /* maps only */
 	struct il_cfg **kids;
+	bool is_default;        /* added by a getter: the key was absent */
 };
+
+/* Getters add the defaults they hand out to the tree, so that
+ * il_cfg_dump() shows the effective configuration. Off unless asked
+ * for: some callers probe keys with a placeholder default. */
+static bool record_defaults;
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -98,6 +104,39 @@ static char *child_path(const char *base, const char *key, int idx)
 	else
 		snprintf(p, len, "%s[%d]", base, idx);
 	return p;
+}
+
+void il_cfg_record_defaults(bool on)
+{
+	record_defaults = on;
+}
+
+/* A getter found `key` absent from map m and used `fmt...` instead. */
+static void note_default(const struct il_cfg *m, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void note_default(const struct il_cfg *m, const char *key, const char *fmt, ...)
+{
+	struct il_cfg *map = (struct il_cfg *)m; /* the tree is the caller's, not const data */
+	char val[64];
+	va_list ap;
+
+	if (!record_defaults || !map || map->kind != IL_CFG_MAP)
+		return;
+	for (unsigned i = 0; i < map->n; i++)
+		if (strcmp(map->keys[i], key) == 0)
+			return; /* recorded already */
+	va_start(ap, fmt);
+	vsnprintf(val, sizeof(val), fmt, ap);
+	va_end(ap);
+	char *cp = child_path(map->path, key, 0);
+	struct il_cfg *n = cp ? node_new(IL_CFG_SCALAR, cp) : NULL;
+	free(cp);
+	if (!n)
+		return;
+	n->scalar = strdup(val);
+	n->is_default = true;
+	if (!n->scalar || node_add(map, key, n))
+		il_cfg_free(n);
 }
 
 static struct il_cfg *convert(yaml_document_t *doc, yaml_node_t *yn, const char *path, int depth,
@@ -264,8 +303,9 @@ const struct il_cfg *il_cfg_get(const struct il_cfg *m, const char *key)
 {
 	if (!m || m->kind != IL_CFG_MAP)
 		return NULL;
+	/* A recorded default is for printing: to readers the key stays absent. */
 	for (unsigned i = 0; i < m->n; i++)
-		if (strcmp(m->keys[i], key) == 0)
+		if (strcmp(m->keys[i], key) == 0 && !m->kids[i]->is_default)
 			return m->kids[i];
 	return NULL;
 }
@@ -334,6 +374,7 @@ int il_cfg_u64(const struct il_cfg *m, const char *key, uint64_t def, uint64_t m
 		return -1;
 	if (!n) {
 		*out = def;
+		note_default(m, key, "%" PRIu64, def);
 		return 0;
 	}
 	uint64_t v;
@@ -358,6 +399,7 @@ int il_cfg_double(const struct il_cfg *m, const char *key, double def, double mi
 		return -1;
 	if (!n) {
 		*out = def;
+		note_default(m, key, "%g", def);
 		return 0;
 	}
 	char *end;
@@ -382,6 +424,7 @@ int il_cfg_bool(const struct il_cfg *m, const char *key, bool def, bool *out, ch
 		return -1;
 	if (!n) {
 		*out = def;
+		note_default(m, key, "%s", def ? "true" : "false");
 		return 0;
 	}
 	const char *s = n->scalar;
@@ -408,6 +451,8 @@ int il_cfg_str(const struct il_cfg *m, const char *key, const char *def, const c
 	if (bad)
 		return -1;
 	*out = n ? n->scalar : def;
+	if (!n && def)
+		note_default(m, key, "%s", def);
 	return 0;
 }
 
@@ -421,6 +466,7 @@ int il_cfg_enum(const struct il_cfg *m, const char *key, const char *const *allo
 		return -1;
 	if (!n) {
 		*out = def;
+		note_default(m, key, "%s", allowed[def]);
 		return 0;
 	}
 	size_t off = 0;
@@ -438,6 +484,33 @@ int il_cfg_enum(const struct il_cfg *m, const char *key, const char *const *allo
 	return -1;
 }
 
+int il_cfg_str_list(const struct il_cfg *m, const char *key, const char **out, int max,
+		    char *err, size_t errlen)
+{
+	char kp[256];
+	const struct il_cfg *l = il_cfg_get(m, key);
+	int n = 0;
+
+	if (!l)
+		return 0;
+	if (il_cfg_expect(l, IL_CFG_SEQ, err, errlen))
+		return -1;
+	for (unsigned i = 0; i < l->n; i++) {
+		if (l->kids[i]->kind != IL_CFG_SCALAR) {
+			seterr(err, errlen, "config: '%s' must be a list of strings",
+			       l->kids[i]->path);
+			return -1;
+		}
+		if (n == max) {
+			seterr(err, errlen, "config: '%s' has more than %d entries",
+			       keypath(m, key, kp, sizeof(kp)), max);
+			return -1;
+		}
+		out[n++] = l->kids[i]->scalar;
+	}
+	return n;
+}
+
 int il_cfg_ipv4(const struct il_cfg *m, const char *key, uint32_t def, uint32_t *out, char *err,
 		size_t errlen)
 {
@@ -448,6 +521,8 @@ int il_cfg_ipv4(const struct il_cfg *m, const char *key, uint32_t def, uint32_t 
 		return -1;
 	if (!n) {
 		*out = def;
+		note_default(m, key, "%u.%u.%u.%u", def >> 24, (def >> 16) & 255, (def >> 8) & 255,
+			     def & 255);
 		return 0;
 	}
 	struct in_addr a;
@@ -581,4 +656,71 @@ int il_cfg_set(struct il_cfg *root, const char *path, const char *value, char *e
 		tok = next;
 	}
 	return 0;
+}
+
+/* ---- dump: the tree as YAML ------------------------------------------- */
+
+/* Plain YAML scalars need no quotes; anything that could be read back as
+ * something else (empty, leading '-', ':' or '#' inside, spaces) gets
+ * double quotes. */
+static void dump_scalar(FILE *f, const char *s)
+{
+	bool plain = *s && *s != '-' && *s != '[' && *s != '{' && *s != '*' && *s != '&' &&
+		     *s != '!' && *s != '|' && *s != '>' && *s != '%' && *s != '@';
+
+	for (const char *c = s; plain && *c; c++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+			    "_./=,+-@", *c) || (*c == ',' && c == s))
+			plain = false;
+	if (plain) {
+		fputs(s, f);
+		return;
+	}
+	fputc('"', f);
+	for (const char *c = s; *c; c++) {
+		if (*c == '"' || *c == '\\')
+			fputc('\\', f);
+		fputc(*c, f);
+	}
+	fputc('"', f);
+}
+
+static void dump_node(FILE *f, const struct il_cfg *n, int indent, bool defaults_marked);
+
+static void dump_kid(FILE *f, const struct il_cfg *k, int indent, bool marked)
+{
+	if (k->kind == IL_CFG_SCALAR) {
+		fputc(' ', f);
+		dump_scalar(f, k->scalar);
+		fputs(k->is_default && marked ? "  # default\n" : "\n", f);
+	} else if (k->n == 0) {
+		fputs(k->kind == IL_CFG_MAP ? " {}\n" : " []\n", f);
+	} else {
+		fputc('\n', f);
+		dump_node(f, k, indent + 2, marked);
+	}
+}
+
+static void dump_node(FILE *f, const struct il_cfg *n, int indent, bool marked)
+{
+	for (unsigned i = 0; i < n->n; i++) {
+		fprintf(f, "%*s", indent, "");
+		if (n->kind == IL_CFG_MAP) {
+			dump_scalar(f, n->keys[i]);
+			fputc(':', f);
+		} else {
+			fputc('-', f);
+		}
+		dump_kid(f, n->kids[i], indent, marked);
+	}
+}
+
+void il_cfg_dump(FILE *f, const struct il_cfg *root, bool mark_defaults)
+{
+	if (root->kind == IL_CFG_SCALAR) {
+		dump_scalar(f, root->scalar);
+		fputc('\n', f);
+		return;
+	}
+	dump_node(f, root, 0, mark_defaults);
 }

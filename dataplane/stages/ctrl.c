@@ -56,12 +56,55 @@ static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_RATE_SPLITS] = "rate_splits",
 };
 
+/* First warning after this long without interlink-control (it may be
+ * starting alongside), then one per CTRL_WARN_EVERY_S while still absent. */
+#define CTRL_WARN_GRACE_S 2
+#define CTRL_WARN_EVERY_S 30
+
+/* Once per helper tick: is interlink-control there? Receivers of a group
+ * with a control stage wait for views, watermarks and credits that only
+ * it sends, so its absence is said loudly, not discovered by hung hosts. */
+static void watch_control(struct il_stage *st, struct ctrl *c, struct timespec *absent_since,
+			  struct timespec *next_warn)
+{
+	struct timespec now;
+	bool alive = il_chan_peer_alive(c->ch);
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (alive) {
+		if (!atomic_exchange(&c->control_attached, true) &&
+		    atomic_load(&c->control_absent_warnings))
+			fprintf(stderr, "interlink: stage '%s': interlink-control attached to %s\n",
+				st->name, c->chan_path);
+		absent_since->tv_sec = 0;
+		return;
+	}
+	if (atomic_exchange(&c->control_attached, false) || absent_since->tv_sec == 0) {
+		*absent_since = now;
+		next_warn->tv_sec = now.tv_sec + CTRL_WARN_GRACE_S;
+		next_warn->tv_nsec = now.tv_nsec;
+	}
+	if (now.tv_sec < next_warn->tv_sec ||
+	    (now.tv_sec == next_warn->tv_sec && now.tv_nsec < next_warn->tv_nsec))
+		return;
+	atomic_fetch_add(&c->control_absent_warnings, 1);
+	fprintf(stderr, "interlink: warning: stage '%s': no interlink-control attached to %s for "
+		"%ld s; receivers of its groups get no views, watermarks or credits and wait. Start "
+		"it: interlink-control --chan %s\n", st->name, c->chan_path,
+		(long)(now.tv_sec - absent_since->tv_sec), c->chan_path);
+	next_warn->tv_sec = now.tv_sec + CTRL_WARN_EVERY_S;
+	next_warn->tv_nsec = now.tv_nsec;
+}
+
 static void *helper_main(void *arg)
 {
-	struct ctrl *c = arg;
+	struct il_stage *st = arg;
+	struct ctrl *c = st->ctx;
+	struct timespec absent_since = {0}, next_warn = {0};
 	char err[256];
 
 	while (!atomic_load(&c->stop)) {
+		watch_control(st, c, &absent_since, &next_warn);
 		if (atomic_load(&c->need_fetch)) {
 			int fd = il_chan_wake_fetch(c->sock_path, NULL, err, sizeof(err));
 
@@ -577,7 +620,7 @@ static int ctrl_bind(struct il_stage *st, char *err, size_t errlen)
 			   seq->name, seq->lcore);
 	c->seq = seq->ctx;
 	c->seq->uto = true;
-	if (pthread_create(&c->helper, NULL, helper_main, c) != 0)
+	if (pthread_create(&c->helper, NULL, helper_main, st) != 0)
 		return ERR("stage '%s': cannot start its wake-fd helper thread", st->name);
 	c->helper_ok = true;
 	return 0;
@@ -611,6 +654,9 @@ static void ctrl_state(const struct il_stage *st, struct il_state_sink *out)
 	/* The lcore was away this long at most (descheduled, or a stage ran
 	 * long): what the failure detectors must tolerate. */
 	il_state_put(out, -1, "max_poll_gap_us", c->max_gap * 1000000 / rte_get_tsc_hz());
+	/* 0 while no interlink-control holds the channel (warnings on stderr). */
+	il_state_put(out, -1, "control_attached", atomic_load(&c->control_attached));
+	il_state_put(out, -1, "control_absent_warnings", atomic_load(&c->control_absent_warnings));
 	for (unsigned gi = 0; gi < c->app->n_groups; gi++) {
 		const struct cgroup *g = &c->g[gi];
 

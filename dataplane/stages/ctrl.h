@@ -118,6 +118,10 @@ struct ctrl {
 	bool helper_ok;
 	atomic_bool stop, need_fetch;
 	atomic_int new_fd;
+	/* interlink-control attached? Watched by the helper thread, which
+	 * warns on stderr while it is not (after a grace, then rate-limited). */
+	atomic_bool control_attached;
+	atomic_uint_fast64_t control_absent_warnings;
 };
 
 /* ctrl_out.c */

@@ -225,6 +225,23 @@ static uint16_t nak_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 	return out;
 }
 
+/* The budget keys, at create with the documented defaults and at run time
+ * (nak_set) with the current values as defaults. */
+static int nak_read_budget(struct nak *k, const struct il_cfg *p, uint64_t rate, uint64_t burst,
+			   uint64_t max_frames, char *err, size_t errlen)
+{
+	uint64_t r, b, m;
+
+	if (il_cfg_u64(p, "rate_pps", rate, 1, 1000000000, &r, err, errlen) ||
+	    il_cfg_u64(p, "burst", burst, 1, 1u << 24, &b, err, errlen) ||
+	    il_cfg_u64(p, "max_frames_per_nak", max_frames, 1, IL_NAK_MAX_SPAN, &m, err, errlen))
+		return -1;
+	k->rate_pps = r;
+	k->burst = b;
+	k->max_frames = (uint32_t)m;
+	return 0;
+}
+
 static int nak_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app, char *err,
 		      size_t errlen)
 {
@@ -234,7 +251,6 @@ static int nak_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 					   "unavail_burst", "repeat_log_after", NULL};
 	struct nak_budget_conf bc;
 	const char *seq, *tx;
-	uint64_t v;
 
 	if (il_cfg_check_keys(p, keys, err, errlen))
 		return -1;
@@ -254,11 +270,8 @@ static int nak_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	if (ti < 0)
 		return ERR("config: key '%s.tx': '%s' is not a configured port", il_cfg_path(p), tx);
 	k->tx = (uint16_t)ti;
-	if (il_cfg_u64(p, "rate_pps", 1000000, 1, 1000000000, &k->rate_pps, err, errlen) ||
-	    il_cfg_u64(p, "burst", 4096, 1, 1u << 24, &k->burst, err, errlen) ||
-	    il_cfg_u64(p, "max_frames_per_nak", 4096, 1, IL_NAK_MAX_SPAN, &v, err, errlen))
+	if (nak_read_budget(k, p, 1000000, 4096, 4096, err, errlen))
 		return -1;
-	k->max_frames = (uint32_t)v;
 	if (il_cfg_u64(p, "unavail_rate_pps", 1000, 1, 1000000000, &k->unavail_rate_pps, err,
 		       errlen) ||
 	    il_cfg_u64(p, "unavail_burst", 64, 1, 1u << 24, &k->unavail_burst, err, errlen) ||
@@ -280,6 +293,31 @@ static int nak_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	if (nak_budget_init(&k->req, &bc, hz, rte_rand(), err, errlen))
 		return -1;
 	return 0;
+}
+
+/* interlink-ctl set NAK rate_pps=... burst=... max_frames_per_nak=...: on
+ * the stage's lcore; tokens earned so far are kept, capped at the new burst. */
+static int nak_set(struct il_stage *st, const struct il_cfg *p, char *err, size_t errlen)
+{
+	static const char *const keys[] = {"rate_pps", "burst", "max_frames_per_nak", NULL};
+	struct nak *k = st->ctx;
+
+	if (il_cfg_check_keys(p, keys, err, errlen) ||
+	    nak_read_budget(k, p, k->rate_pps, k->burst, k->max_frames, err, errlen))
+		return -1;
+	il_tbucket_set_rate(&k->budget, (double)k->rate_pps, (double)k->burst, rte_get_tsc_hz(),
+			    rte_rdtsc());
+	return 0;
+}
+
+/* The budget in force (it changes at run time). */
+static void nak_state(const struct il_stage *st, struct il_state_sink *out)
+{
+	const struct nak *k = st->ctx;
+
+	il_state_put(out, -1, "rate_pps", k->rate_pps);
+	il_state_put(out, -1, "burst", k->burst);
+	il_state_put(out, -1, "max_frames_per_nak", k->max_frames);
 }
 
 static int nak_bind(struct il_stage *st, char *err, size_t errlen)
@@ -323,6 +361,8 @@ const struct il_stage_type il_stage_nak = {
 	.n_counters = NAK_C_COUNT,
 	.create = nak_create,
 	.bind = nak_bind,
+	.set = nak_set,
+	.state = nak_state,
 	.process = nak_process,
 	.destroy = nak_destroy,
 	.log = nak_log,

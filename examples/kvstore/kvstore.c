@@ -38,6 +38,7 @@
 
 #include <interlink/endpoint.h>
 #include <interlink/json.h>
+#include <interlink/version.h>
 
 #include "kv.h"
 
@@ -76,7 +77,8 @@ static void usage(void)
 		"usage: il-kvstore writer|replica --tx IF --rx IF --id N [--group G] [--mcast ADDR]\n"
 		"       writer:  --count C [--keys K] [--seed S] [--rate PUTS_PER_S] [--status FILE]\n"
 		"       replica: --listen IP:PORT [--peer IP:PORT]... [--recover] [--keys K]\n"
-		"                [--status FILE] [--log FILE]\n");
+		"                [--status FILE] [--log FILE]\n"
+		"       il-kvstore --version\n");
 	exit(2);
 }
 
@@ -282,6 +284,8 @@ int main(int argc, char **argv)
 
 	if (argc < 2)
 		usage();
+	if (strcmp(argv[1], "--version") == 0)
+		return il_print_version("il-kvstore");
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);

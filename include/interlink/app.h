@@ -60,6 +60,20 @@ struct il_worker {
 	struct il_chain chains[IL_MAX_CHAINS];
 	struct il_lcore_io io;
 	uint64_t loops, busy_loops;
+	uint32_t cmd_seen;             /* last runtime command this loop applied */
+	uint32_t cmd_done;             /* its acknowledgement (__atomic, runtime.c) */
+};
+
+/* The runtime command being handed to the poll loops (dataplane/runtime.c):
+ * written by a telemetry thread, then published by bumping seq. */
+enum il_rt_kind { IL_RT_RESET, IL_RT_SET };
+struct il_rt_cmd {
+	uint32_t seq;                   /* __atomic: published last */
+	enum il_rt_kind kind;
+	struct il_stage *st;            /* IL_RT_SET: the stage, on its lcore */
+	const struct il_cfg *params;    /* IL_RT_SET: its new parameters */
+	int rc;
+	char err[256];
 };
 
 struct il_app {
@@ -85,12 +99,17 @@ struct il_app {
 
 	struct rte_mempool *pool;
 	unsigned pool_size;
+	struct il_rt_cmd rt;
 	volatile bool quit;
 	uint64_t start_tsc;
+	uint64_t first_rx_tsc, last_rx_tsc; /* seen by the main lcore (0: no traffic yet) */
 };
 
 /* Reads everything but the EAL-dependent parts; errors name the key. */
 int il_app_configure(struct il_app *app, struct il_cfg *cfg, char *err, size_t errlen);
+/* Before EAL: stage types and the pipeline's names and structure (the
+ * lcores' existence and each stage's parameters are checked after). */
+int il_app_precheck(struct il_app *app, char *err, size_t errlen);
 /* Builds the EAL argument vector (ports become --vdev / -a). */
 int il_app_eal_args(const struct il_app *app, const char *prog, char **argv, int max,
 		    char *err, size_t errlen);
@@ -141,6 +160,10 @@ static inline struct rte_mbuf *il_app_frame_alloc(const struct il_app *app, uint
 	return m;
 }
 
+/* Runtime commands: telemetry /interlink/reset and /interlink/set. */
+void il_runtime_register(struct il_app *app);
+void il_runtime_apply(struct il_app *app, struct il_worker *w, uint32_t seq);
+
 /* Pipeline loop of one worker (dataplane/pipeline.c). */
 int il_worker_main(void *arg);
 /* The app the telemetry callbacks read. */
@@ -148,7 +171,8 @@ void il_telemetry_register(struct il_app *app);
 /* /interlink/stages, /interlink/counters, /interlink/groups (stats_layout.c). */
 void il_telemetry_layout_register(const struct il_app *app);
 void il_status_line(struct il_app *app, double elapsed_s, double dt_s);
-void il_summary(struct il_app *app, double elapsed_s, const char *json_path);
+/* traffic_s: from the first frame received to the last (rates use it). */
+void il_summary(struct il_app *app, double elapsed_s, double traffic_s, const char *json_path);
 /* Every stage's warnings since the last call (stage type's log()). */
 void il_stage_logs(struct il_app *app, FILE *out);
 

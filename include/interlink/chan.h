@@ -275,6 +275,9 @@ enum il_chan_side il_chan_side(const struct il_chan *ch);
 uint64_t il_chan_incarnation(const struct il_chan *ch); /* this side's */
 /* The peer's current incarnation in the header (0: never attached). */
 uint64_t il_chan_peer_incarnation(const struct il_chan *ch);
+/* True while a live process holds the peer's side (a kill(pid, 0): a
+ * syscall, so not for a fast-path lcore). */
+bool il_chan_peer_alive(const struct il_chan *ch);
 /* True once per peer (re)attach since this handle last looked; *inc gets
  * the new incarnation. One relaxed load when nothing changed: cheap
  * enough for a data-plane housekeeping poll. */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 enum il_cfg_kind { IL_CFG_SCALAR, IL_CFG_MAP, IL_CFG_SEQ };
 
@@ -17,6 +18,13 @@ struct il_cfg;
 struct il_cfg *il_cfg_load_file(const char *path, char *err, size_t errlen);
 struct il_cfg *il_cfg_load_string(const char *yaml, const char *origin, char *err, size_t errlen);
 void il_cfg_free(struct il_cfg *root);
+
+/* While on, getters add the defaults they use to the tree (marked as
+ * defaults), so il_cfg_dump() prints the effective configuration. */
+void il_cfg_record_defaults(bool on);
+/* The tree as YAML that loads back into the same tree; defaults a getter
+ * added are followed by "# default" when mark_defaults. */
+void il_cfg_dump(FILE *f, const struct il_cfg *root, bool mark_defaults);
 
 /* Set a scalar by dotted path ("groups.0.port"), creating maps on the way.
  * A value of the form "[a, b]" or "{k: v}" is parsed as YAML. */
@@ -43,6 +51,10 @@ int il_cfg_str(const struct il_cfg *map, const char *key, const char *def, const
 /* allowed: NULL-terminated list; *out = index of the match. */
 int il_cfg_enum(const struct il_cfg *map, const char *key, const char *const *allowed, int def,
 		int *out, char *err, size_t errlen);
+/* A list of strings (absent: none) into out[0..max): the count, or -1
+ * naming the key when it is not a list of strings or is longer than max. */
+int il_cfg_str_list(const struct il_cfg *map, const char *key, const char **out, int max,
+		    char *err, size_t errlen);
 /* IPv4 dotted quad into host byte order. */
 int il_cfg_ipv4(const struct il_cfg *map, const char *key, uint32_t def, uint32_t *out,
 		char *err, size_t errlen);

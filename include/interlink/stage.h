@@ -153,6 +153,12 @@ struct il_stage_type {
 	 * every packet it passes on; loses (it adds packets to the burst that
 	 * may be Interlink frames but are not tagged as such). */
 	uint8_t meta_needs, meta_sets, meta_loses;
+	/* Optional: change parameters at run time (interlink-ctl set). Called
+	 * by the poll loop of the stage's lcore between two bursts, so it may
+	 * change any state without a lock; params is a map of the keys to
+	 * change, read with the config's getters (errors name the key and
+	 * what is allowed; -1 leaves the stage as it was). */
+	int (*set)(struct il_stage *st, const struct il_cfg *params, char *err, size_t errlen);
 };
 
 struct il_stage {
@@ -164,7 +170,9 @@ struct il_stage {
 	int lcore;              /* -1 until placed */
 	uint64_t ctr[IL_MAX_STAGE_COUNTERS];
 	uint64_t pkts_in;       /* packets handed to process() */
-	uint64_t tsc_busy;      /* cycles spent in process() (IL_STAGE_CYCLES) */
+	uint64_t tsc_busy;      /* cycles in process() with packets (IL_STAGE_CYCLES) */
+	uint64_t tsc_poll;      /* cycles in process() polled without packets: timers
+				 * and housekeeping, not a cost per packet */
 };
 
 /* Queue a packet on app port index `port`, directly. A full tx ring frees

@@ -24,6 +24,7 @@
 
 #include <interlink/coord.h>
 #include <interlink/json.h>
+#include <interlink/version.h>
 
 #define PROG "il-coord"
 
@@ -328,6 +329,7 @@ static void usage(FILE *f)
 		"  campaign KEY VALUE [--ttl S] [--hold-ms MS] [--lapse-ms MS]\n"
 		"  watch KEY [--prefix] [--count N] [--timeout-ms MS]\n"
 		"  bench-txn KEY N\n"
+		"       " PROG " -h, --help | --version\n"
 		"One JSON object per line; exit 0 ok, 1 not done (compare failed, absent,\n"
 		"lost), 2 error.\n");
 }
@@ -345,6 +347,7 @@ int main(int argc, char **argv)
 		{ "count", required_argument, NULL, 'n' },
 		{ "timeout-ms", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct il_coord_cfg cfg;
@@ -367,6 +370,7 @@ int main(int argc, char **argv)
 		case 'n': count = (unsigned)atoi(optarg); break;
 		case 'T': timeout = (unsigned)atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
+		case 'V': return il_print_version(PROG);
 		default: usage(stderr); return 2;
 		}
 	}

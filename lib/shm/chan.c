@@ -310,6 +310,11 @@ uint64_t il_chan_peer_incarnation(const struct il_chan *ch)
 	return atomic_load_explicit(&ch->sides[!ch->side].incarnation, memory_order_acquire);
 }
 
+bool il_chan_peer_alive(const struct il_chan *ch)
+{
+	return pid_alive(atomic_load_explicit(&ch->sides[!ch->side].pid, memory_order_relaxed));
+}
+
 bool il_chan_peer_restarted(struct il_chan *ch, uint64_t *inc)
 {
 	uint64_t cur = atomic_load_explicit(&ch->sides[!ch->side].incarnation,

@@ -234,7 +234,7 @@ def man_text(root, prog):
 def test_every_program_has_a_man_page_with_the_options_of_its_help(root):
     progs = sorted(p.name for p in (root / "usr" / "bin").iterdir())
     assert progs == sorted(["interlink", "interlink-control", "interlink-pktgen", "il-coord",
-                            "interlink-exporter", "interlink-top"])
+                            "interlink-exporter", "interlink-top", "interlink-ctl"])
     env = dict(os.environ, LD_LIBRARY_PATH=str(root / "usr" / "lib" / TRIPLET))
     for prog in progs:
         h = run([str(root / "usr" / "bin" / prog), "--help"], env=env, timeout=30)

@@ -2,6 +2,8 @@
  * Config tree: typed getters, overrides, and errors that name the key.
  */
 #include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -92,12 +94,48 @@ static void test_syntax_errors(void **state)
 	assert_non_null(strstr(err, "cannot open"));
 }
 
+/* Recorded defaults: printed (marked), invisible to readers, and the dump
+ * loads back into the same tree. */
+static void test_defaults_and_dump(void **state)
+{
+	(void)state;
+	char err[256], *text = NULL;
+	size_t len = 0;
+	uint64_t v;
+	struct il_cfg *c = il_cfg_load_string(doc, "t", err, sizeof(err));
+	assert_non_null(c);
+	il_cfg_record_defaults(true);
+	assert_int_equal(il_cfg_u64(c, "missing", 77, 0, 100, &v, err, sizeof(err)), 0);
+	assert_int_equal(il_cfg_u64(c, "missing", 88, 0, 100, &v, err, sizeof(err)), 0);
+	assert_int_equal(v, 88); /* a reader still sees the key as absent */
+	il_cfg_record_defaults(false);
+	assert_null(il_cfg_get(c, "missing"));
+	assert_int_equal(il_cfg_set(c, "b.s", "\"a: b # c\"", err, sizeof(err)), 0);
+	FILE *f = open_memstream(&text, &len);
+	il_cfg_dump(f, c, true);
+	fclose(f);
+	assert_non_null(strstr(text, "missing: 77  # default\n"));
+	assert_non_null(strstr(text, "s: \"a: b # c\"\n"));
+	struct il_cfg *back = il_cfg_load_string(text, "dump", err, sizeof(err));
+	assert_non_null(back);
+	assert_int_equal(il_cfg_u64(back, "missing", 0, 0, 100, &v, err, sizeof(err)), 0);
+	assert_int_equal(v, 77);
+	assert_string_equal(il_cfg_scalar(il_cfg_get(il_cfg_get(back, "b"), "s")), "a: b # c");
+	assert_string_equal(il_cfg_scalar(il_cfg_at(il_cfg_get(il_cfg_get(back, "b"), "d"), 2)),
+			    "z");
+	assert_int_equal(il_cfg_len(il_cfg_get(back, "list")), 2);
+	free(text);
+	il_cfg_free(back);
+	il_cfg_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_getters),
 		cmocka_unit_test(test_set_overrides),
 		cmocka_unit_test(test_syntax_errors),
+		cmocka_unit_test(test_defaults_and_dump),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -109,8 +109,11 @@ def appliance_metrics(e, a):
             if k == "pkts_in":
                 e.counter("interlink_stage_packets", "Packets handed to the stage.", v, **lab)
             elif k == "cycles":
-                e.counter("interlink_stage_cycles", "TSC cycles spent in the stage.", v,
-                          **lab)
+                e.counter("interlink_stage_cycles", "TSC cycles the stage spent on bursts "
+                          "of packets.", v, **lab)
+            elif k == "poll_cycles":
+                e.counter("interlink_stage_poll_cycles", "TSC cycles a polled stage spent "
+                          "on calls without packets (timers, housekeeping).", v, **lab)
             else:
                 e.counter("interlink_stage_events", "A stage's counter; counter=\"drop_*\" "
                           f"are drops by reason ({DOCS}, Counters).", v, **lab, counter=k)

@@ -80,9 +80,11 @@ class Telemetry:
         if not raw:
             raise SourceError(f"telemetry {cmd}: the appliance closed the connection")
         try:
-            return json.loads(raw.decode()).get(cmd)
+            answer = json.loads(raw.decode())
         except ValueError as e:
             raise SourceError(f"telemetry {cmd}: bad JSON ({e})") from None
+        # DPDK answers under the command's name, without its parameters.
+        return answer.get(cmd, answer.get(cmd.split(",", 1)[0]))
 
 
 class Stage:
