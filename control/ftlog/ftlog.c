@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -42,13 +43,21 @@
 enum { EV_WAKE = 1, EV_LISTEN, EV_STOP, EV_TIMER, EV_SESS, EV_WRITE, EV_FSYNC, EV_REPLAY };
 #define EV(t, i) ((uint64_t)(t) << 32 | (uint32_t)(i))
 
+#define SESS_PORTS 8
+
 struct sess {
 	int fd;
 	int pid;
-	uint16_t listen_port; /* host order, 0: none */
+	uint8_t n_ports;
+	uint16_t port[SESS_PORTS];    /* listening, host order */
+	uint16_t backlog[SESS_PORTS]; /* their listen backlogs */
 	uint8_t buf[4096];
 	uint32_t have;
 };
+
+/* A fabricated connection not accepted this long after FD_RECOVER is
+ * given up (the client is reset rather than left waiting for ever). */
+#define RECOVER_TIMEOUT_NS (60ull * 1000000000ull)
 
 /* A replay file being built by a worker thread. */
 struct rjob {
@@ -135,15 +144,69 @@ static void *replay_worker(void *arg)
 	return NULL;
 }
 
+static void abandon(struct ftlog *L, struct ftl_conn *c, uint32_t why)
+{
+	char p[512];
+
+	down_send(L, FD_ABANDON, &c->key, why, 0);
+	if (why == FTC_AB_TIMEOUT)
+		L->l.st.recover_abandoned_timeout++;
+	else
+		L->l.st.recover_abandoned_replay++;
+	fprintf(stderr, "ftlog: connection to port %u from port %u not recovered: %s\n",
+		ntohs(c->key.sport), ntohs(c->key.cport),
+		why == FTC_AB_TIMEOUT ? "the restarted server did not accept it in time"
+				      : "no replay file");
+	ftl_path(&L->l, &c->key, "log", p, sizeof(p));
+	unlink(p);
+	ftl_path(&L->l, &c->key, "replay", p, sizeof(p));
+	unlink(p);
+	c->wlen = 0;
+	ftl_conn_free(&L->l, c);
+}
+
+/* The replay goes to the shim as two descriptors (the replay file, then
+ * unlinked: nothing is left behind; and the connection's log, read-only):
+ * a server that dropped its privileges (nginx's workers) reads them
+ * without any right to the log directory. */
 static void send_replay(struct ftlog *L, int i, struct ftl_conn *c)
 {
-	char path[512];
-	struct ftc_shim_msg p = {.type = FS_REPLAY, .key = c->key};
+	char rp[512], lp[512];
+	struct ftc_shim_msg p = {.type = FS_REPLAY, .key = c->key, .a = 1};
+	int fds[2];
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(fds))];
+	} cb;
+	struct iovec v = {.iov_base = &p, .iov_len = sizeof(p)};
+	struct msghdr mh = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = cb.b,
+			    .msg_controllen = sizeof(cb.b)};
 
-	ftl_path(&L->l, &c->key, "replay", path, sizeof(path));
-	p.a = (uint32_t)strlen(path);
-	sess_send(L, i, &p, sizeof(p));
-	sess_send(L, i, path, p.a);
+	ftl_path(&L->l, &c->key, "replay", rp, sizeof(rp));
+	ftl_path(&L->l, &c->key, "log", lp, sizeof(lp));
+	fds[0] = open(rp, O_RDONLY | O_CLOEXEC);
+	fds[1] = open(lp, O_RDONLY | O_CLOEXEC);
+	unlink(rp);
+	if (fds[0] < 0 || fds[1] < 0) {
+		fprintf(stderr, "ftlog: %s: %s\n", fds[0] < 0 ? rp : lp, strerror(errno));
+		if (fds[0] >= 0)
+			close(fds[0]);
+		if (fds[1] >= 0)
+			close(fds[1]);
+		p.a = 0;
+		sess_send(L, i, &p, sizeof(p));
+		abandon(L, c, FTC_AB_REPLAY);
+		return;
+	}
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	if (sendmsg(L->sess[i].fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(p))
+		shutdown(L->sess[i].fd, SHUT_RDWR); /* a dead shim: see sess_send */
+	close(fds[0]);
+	close(fds[1]);
 	c->state = FC_LIVE;
 	c->replay = FTL_RP_NONE;
 	c->replay_waiter = -1;
@@ -185,6 +248,7 @@ static void recover(struct ftlog *L, struct ftl_conn *c)
 	}
 	L->jobs_running++;
 	c->state = FC_RECOVERING;
+	c->claimed = false;
 	c->replay = FTL_RP_BUILDING;
 	c->replay_waiter = -1;
 	c->recover_ns = ftl_now_ns();
@@ -233,7 +297,10 @@ static void replay_done(struct ftlog *L)
 					/* No replay: the shim cannot rebuild the server's state. */
 					struct ftc_shim_msg p = {.type = FS_REPLAY, .key = c->key};
 					sess_send(L, w, &p, sizeof(p));
+					abandon(L, c, FTC_AB_REPLAY);
 				}
+			} else if (c->replay == FTL_RP_FAILED && w < 0) {
+				abandon(L, c, FTC_AB_REPLAY);
 			} else if (w >= 0) {
 				/* The restarted server died while it waited. */
 				c->state = FC_LIVE;
@@ -249,22 +316,51 @@ static void replay_done(struct ftlog *L)
 	}
 }
 
+/* How many fabricated connections may wait in the port's accept queue at
+ * once: half the largest backlog a listener reported (Linux queues
+ * backlog + 1; the other half is left to new clients), 1 to 64. 0: nobody
+ * listens on it (a session other than `except`). */
+static uint32_t port_window(struct ftlog *L, uint16_t port_n, int except)
+{
+	uint32_t bl = 0;
+
+	for (int i = 0; i < FTL_MAX_SESS; i++) {
+		const struct sess *s = &L->sess[i];
+		if (s->fd < 0 || i == except)
+			continue;
+		for (unsigned k = 0; k < s->n_ports; k++)
+			if (htons(s->port[k]) == port_n && s->backlog[k] + 1u > bl)
+				bl = s->backlog[k] + 1u;
+	}
+	if (!bl)
+		return 0;
+	bl /= 2;
+	return bl < 1 ? 1 : bl > 64 ? 64 : bl;
+}
+
+/* Recover the port's crashed connections, a window at a time: each
+ * accept of a fabricated connection lets the next one go (the accept
+ * queue never overflows, which would drop the handshake's last ACK). */
 static void try_recover_port(struct ftlog *L, uint16_t port_n)
 {
 	struct ftl_conn *c;
+	uint32_t win = port_window(L, port_n, -1), inflight = 0;
 
+	if (!win)
+		return;
 	FTL_FOR_EACH_LIVE(&L->l, c)
-		if (c->state == FC_FROZEN && c->key.sport == port_n)
-			recover(L, c);
-}
-
-static bool port_listening(struct ftlog *L, uint16_t port_n)
-{
-	for (int i = 0; i < FTL_MAX_SESS; i++)
-		if (L->sess[i].fd >= 0 && L->sess[i].listen_port &&
-		    htons(L->sess[i].listen_port) == port_n)
-			return true;
-	return false;
+		if (c->state == FC_RECOVERING && !c->claimed && c->key.sport == port_n)
+			inflight++;
+	FTL_FOR_EACH_LIVE(&L->l, c) {
+		if (c->state != FC_FROZEN || c->key.sport != port_n)
+			continue;
+		if (inflight >= win) {
+			L->l.st.recover_paced++;
+			break;
+		}
+		recover(L, c);
+		inflight++;
+	}
 }
 
 static void crash_conn(struct ftlog *L, struct ftl_conn *c)
@@ -317,14 +413,17 @@ static unsigned drain_ring(struct ftlog *L)
 		if (!c)
 			continue;
 		if (r->type == FR_CLOSED) {
+			/* A client that gave up during the outage ends it too. */
+			if (c->state != FC_LIVE && !c->closed)
+				L->l.st.recover_client_closed++;
 			c->closed = true;
 			continue;
 		}
 		if (r->type == FR_DATA)
 			L->l.st.bytes_logged += r->plen;
 		ftl_apply(&L->l, c, r, true);
-		if (r->type == FR_CRASHED && c->state == FC_FROZEN && port_listening(L, c->key.sport))
-			recover(L, c);
+		if (r->type == FR_CRASHED && c->state == FC_FROZEN)
+			try_recover_port(L, c->key.sport);
 	}
 	atomic_store_explicit(&h->up_tail, tail, memory_order_release);
 	return n;
@@ -428,6 +527,10 @@ static void publish(struct ftlog *L)
 			char p[512];
 			ftl_path(&L->l, &c->key, "log", p, sizeof(p));
 			unlink(p);
+			if (c->replay != FTL_RP_NONE) {
+				ftl_path(&L->l, &c->key, "replay", p, sizeof(p));
+				unlink(p);
+			}
 			L->l.st.compactions++;
 			ftl_conn_free(&L->l, c);
 		}
@@ -445,12 +548,22 @@ static void sess_close(struct ftlog *L, int i)
 	close(s->fd);
 	s->fd = -1;
 	/* The server process is gone (SIGKILL included: the kernel closed
-	 * this socket): every connection it owned is a crashed one. */
+	 * this socket): every connection it owned is a crashed one; so is a
+	 * fabricated one it was listening for and had not accepted (if no
+	 * other process listens there), to be recovered afresh. */
 	struct ftl_conn *c;
 
-	FTL_FOR_EACH_LIVE(&L->l, c)
-		if (c->owner == i)
+	FTL_FOR_EACH_LIVE(&L->l, c) {
+		if (c->owner == i) {
 			crash_conn(L, c);
+		} else if (c->state == FC_RECOVERING && !c->claimed && c->replay_waiter < 0 &&
+			   !port_window(L, c->key.sport, i)) {
+			c->state = FC_LIVE;
+			c->replay = FTL_RP_NONE;
+			crash_conn(L, c);
+		}
+	}
+	s->n_ports = 0;
 	if (L->l.verbose)
 		fprintf(stderr, "ftlog: shim session %d (pid %d) ended\n", i, s->pid);
 }
@@ -464,16 +577,28 @@ static void sess_msg(struct ftlog *L, int i, const struct ftc_shim_msg *m)
 	case FS_HELLO:
 		L->sess[i].pid = (int)m->a;
 		break;
-	case FS_LISTEN:
-		L->sess[i].listen_port = (uint16_t)m->a;
+	case FS_LISTEN: {
+		struct sess *s = &L->sess[i];
+		unsigned k;
+		for (k = 0; k < s->n_ports && s->port[k] != (uint16_t)m->a; k++)
+			;
+		if (k < SESS_PORTS) {
+			s->port[k] = (uint16_t)m->a;
+			s->backlog[k] = m->b ? (uint16_t)m->b : 1;
+			if (k == s->n_ports)
+				s->n_ports++;
+		}
 		try_recover_port(L, htons((uint16_t)m->a));
 		break;
+	}
 	case FS_ACCEPTED:
 		r.type = FS_CONN;
 		if (c && !c->closed) {
 			r.a = 1;
 			r.b = c->state == FC_RECOVERING;
 			c->owner = i;
+			if (r.b && !m->a)
+				c->claimed = true;
 			c->claim_deadline_ns = 0;
 			if (m->a && c->state == FC_LIVE) /* re-claim after a logger restart */
 				r.b = 0;
@@ -486,12 +611,16 @@ static void sess_msg(struct ftlog *L, int i, const struct ftc_shim_msg *m)
 				else {
 					struct ftc_shim_msg p = {.type = FS_REPLAY, .key = m->key};
 					sess_send(L, i, &p, sizeof(p));
+					abandon(L, c, FTC_AB_REPLAY);
 				}
 			}
 			/* Acks for a re-claim start over: the shim says how many
 			 * it has seen (b). */
 			if (m->a)
 				c->reads_acked = m->b;
+			/* Its slot in the accept queue is free: the next one. */
+			if (r.b && !m->a)
+				try_recover_port(L, m->key.sport);
 		} else {
 			sess_send(L, i, &r, sizeof(r));
 		}
@@ -646,6 +775,39 @@ static void wait_inflight(struct ftlog *L)
 
 /* ---- set-up and the loop ------------------------------------------------ */
 
+/* Crashed connections not yet handed back to a server (gauge). */
+static uint32_t recovering_now(struct ftlog *L)
+{
+	struct ftl_conn *c;
+	uint32_t n = 0;
+
+	FTL_FOR_EACH_LIVE(&L->l, c)
+		n += c->state != FC_LIVE && !c->closed;
+	return n;
+}
+
+/* Replay files a previous run left (its recoveries died with it; the
+ * connections are rebuilt from their logs and recovered afresh). */
+static void remove_stale_replays(struct ftlog *L)
+{
+	DIR *d = opendir(L->l.dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		char p[600];
+		if ((n > 7 && !strcmp(e->d_name + n - 7, ".replay")) ||
+		    (n > 11 && !strcmp(e->d_name + n - 11, ".replay.tmp"))) {
+			snprintf(p, sizeof(p), "%s/%s", L->l.dir, e->d_name);
+			if (!unlink(p))
+				L->l.st.replay_files_removed++;
+		}
+	}
+	closedir(d);
+}
+
 static void write_stats(struct ftlog *L)
 {
 	FILE *f;
@@ -662,10 +824,16 @@ static void write_stats(struct ftlog *L)
 		"{\"records\": %lu, \"bytes_logged\": %lu, \"writes\": %lu, \"fsyncs\": %lu, "
 		"\"acks_down\": %lu, \"reads_logged\": %lu, \"crashes\": %lu, "
 		"\"recoveries\": %lu, \"compactions\": %lu, \"ring_wakeups\": %lu, "
-		"\"down_full\": %lu, \"replay_bytes\": %lu, \"replay_build_us_last\": %lu}\n",
+		"\"down_full\": %lu, \"replay_bytes\": %lu, \"replay_build_us_last\": %lu, "
+		"\"replay_failures\": %lu, \"recover_paced\": %lu, "
+		"\"recover_abandoned_timeout\": %lu, \"recover_abandoned_replay\": %lu, "
+		"\"recover_client_closed\": %lu, \"replay_files_removed\": %lu, "
+		"\"recovering\": %u}\n",
 		s->records, s->bytes_logged, s->writes, s->fsyncs, s->acks_down, s->reads_logged,
 		s->crashes, s->recoveries, s->compactions, s->ring_wakeups, s->down_full,
-		s->replay_bytes, s->replay_us_last);
+		s->replay_bytes, s->replay_us_last, s->replay_failures, s->recover_paced,
+		s->recover_abandoned_timeout, s->recover_abandoned_replay, s->recover_client_closed,
+		s->replay_files_removed, recovering_now(L));
 	fclose(f);
 	rename(tmp, L->stats_path);
 }
@@ -734,6 +902,7 @@ struct ftlog *ftlog_open(const struct ftlog_opts *o, int stop_fd, char *err, siz
 		set_err(err, errlen, "--ftcp-dir %s: %s", o->dir, strerror(errno));
 		goto fail;
 	}
+	remove_stale_replays(L);
 	snprintf(L->wake_path, sizeof(L->wake_path), "%s.wake", o->ring);
 	snprintf(L->sock_path, sizeof(L->sock_path), "%s", o->sock);
 	L->wake_fd = unix_sock(SOCK_DGRAM, L->wake_path);
@@ -784,6 +953,12 @@ int ftlog_run(struct ftlog *L)
 			if (c->claim_deadline_ns && now > c->claim_deadline_ns && c->owner < 0) {
 				c->claim_deadline_ns = 0;
 				crash_conn(L, c);
+			}
+			if (c->state == FC_RECOVERING && !c->claimed && c->replay_waiter < 0 &&
+			    c->replay != FTL_RP_BUILDING && now - c->recover_ns > RECOVER_TIMEOUT_NS) {
+				uint16_t port = c->key.sport;
+				abandon(L, c, FTC_AB_TIMEOUT);
+				try_recover_port(L, port);
 			}
 		}
 		if (now >= L->next_stats) {

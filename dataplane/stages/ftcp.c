@@ -330,6 +330,14 @@ static void on_down(struct il_stage *st, const struct ftc_down *d)
 			stable_advance(st, fl, d->a);
 		break;
 	case FD_CRASH:
+		if (fl->state == FT_RECOVERING) {
+			/* The restarted server died before it accepted the
+			 * fabricated connection: wait for the next FD_RECOVER. */
+			fl->syn_sent = false;
+			fl->crash_rec_pending = !log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0,
+							 0, 0, 0, NULL, 0);
+			break;
+		}
 		if (fl->state != FT_EST && fl->state != FT_SYNACK_HELD)
 			break;
 		fl->state = FT_RECOVERING;
@@ -355,6 +363,19 @@ static void on_down(struct il_stage *st, const struct ftc_down *d)
 		break;
 	case FD_CLOSE_OK:
 		fl->close_ok = true;
+		break;
+	case FD_ABANDON:
+		/* The logger gave the connection up (docs/ft-tcp.md, mass
+		 * recovery): the client is told at once instead of waiting on a
+		 * closed window, and a fabricated connection is reset too. */
+		make_seg(st, fl, false, fl->out_nxt, fl->stable_seq, TCP_F_RST | TCP_F_ACK, 0, NULL,
+			 0);
+		if (fl->syn_sent || fl->recovered) {
+			make_seg(st, fl, true, fl->c2s_next, 0, TCP_F_RST, 0, NULL, 0);
+			st->ctr[C_RST_TO_SERVER]++;
+		}
+		st->ctr[C_RECOVERIES_ABANDONED]++;
+		flow_del(st, fl);
 		break;
 	default:
 		break;
@@ -438,9 +459,19 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	if (!fl)
 		return true; /* not a connection we saw open: leave it alone */
 	if (fl->state == FT_RECOVERING) {
+		if (s->flags & TCP_F_RST) {
+			/* The client gave up during the outage: nothing to
+			 * recover (the logger drops the log). */
+			if (fl->syn_sent)
+				make_seg(st, fl, true, fl->fab_isn + 1, 0, TCP_F_RST, 0, NULL, 0);
+			st->ctr[C_RECOVERIES_CLIENT_RESET]++;
+			flow_closing(st, fl);
+			il_drop(st, C_DROP_IN_RECOVERY, m);
+			return false;
+		}
 		/* Keep the client waiting, not retransmitting into the void:
 		 * a closed window at stable_seq (Sec. IV-E step 1). */
-		if (!(s->flags & TCP_F_RST)) {
+		{
 			make_seg(st, fl, false, fl->out_nxt, fl->stable_seq, TCP_F_ACK, 0, NULL, 0);
 			st->ctr[C_CLOSED_WINDOW_ACKS]++;
 			st->ctr[C_ACKS_TO_CLIENT]++;
@@ -520,6 +551,8 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			make_seg(st, fl, true, fl->fab_isn + 1, s->seq + 1, TCP_F_ACK, fl->last_cwin,
 				 NULL, 0);
 			fl->state = FT_EST;
+			fl->recovered = true;
+			fl->new_isn = s->seq;
 			fl->out_nxt = fl->server_seq;
 			fl->srv_nxt = s->seq + 1;
 			fl->crash_rec_pending = false;
@@ -529,6 +562,17 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			st->ctr[C_RECOVERIES]++;
 			st->ctr[C_RECOVERY_US_LAST] = tsc_us(f, rte_rdtsc() - fl->rec_tsc);
 			st->ctr[C_RECOVERY_US_TOTAL] += st->ctr[C_RECOVERY_US_LAST];
+			rte_pktmbuf_free(m);
+			return false;
+		}
+		if (fl->recovered && fl->state == FT_EST && s->seq == fl->new_isn) {
+			/* The restarted server sent its SYN-ACK again: our ACK
+			 * did not make it into its accept queue (it was full,
+			 * the ACK was dropped). Say it again; the client must
+			 * never see this SYN-ACK. */
+			make_seg(st, fl, true, fl->fab_isn + 1, s->seq + 1, TCP_F_ACK, fl->last_cwin,
+				 NULL, 0);
+			st->ctr[C_SYNACK_REACKED]++;
 			rte_pktmbuf_free(m);
 			return false;
 		}
