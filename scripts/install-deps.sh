@@ -10,6 +10,7 @@ PKGS=(
   libpcap-dev
   python3 python3-scapy python3-pytest python3-matplotlib python3-yaml
   iproute2 iperf3 tcpdump ethtool procps psmisc
+  nginx redis-server redis-tools curl
 )
 
 missing=()

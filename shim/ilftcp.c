@@ -250,13 +250,16 @@ static void drain_acks(void)
 		; /* a non-ack here would be a protocol slip: ignore it */
 }
 
+/* Taken at load: a server may clear its environment later (nginx's
+ * workers keep only what its `env` directives list). */
+static char sock_path[108];
+
 static int lg_connect(void)
 {
-	const char *path = getenv("ILFTCP_SOCK");
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path ? path : FTC_LOGGER_SOCK_DEF);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock_path);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a))) {
 		if (fd >= 0)
 			REAL(close)(fd);
@@ -363,6 +366,8 @@ __attribute__((constructor)) static void shim_init(void)
 	ilf_resolve();
 	timing = getenv("ILFTCP_TIMING") && *getenv("ILFTCP_TIMING") == '1';
 	mark("start", NULL, 0);
+	const char *sp = getenv("ILFTCP_SOCK");
+	snprintf(sock_path, sizeof(sock_path), "%s", sp && *sp ? sp : FTC_LOGGER_SOCK_DEF);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	lg = lg_connect();
 	if (lg < 0) {
