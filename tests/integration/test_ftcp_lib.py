@@ -35,6 +35,7 @@ BUILD = Path(os.environ.get("IL_BUILD", ROOT / "build")).resolve()
 INTERLINK = BUILD / "dataplane" / "interlink"
 CONTROL = BUILD / "control" / "interlink-control"
 SHIM = BUILD / "shim" / "libilftcp.so"
+EVSERVER = BUILD / "tests" / "integration" / "ftcp_evserver"
 PY = "/usr/bin/python3"
 CLIENT_IP, SERVER_IP, PORT = "10.77.0.1", "10.77.0.2", 5001
 V6 = {CLIENT_IP: "fd77::1", SERVER_IP: "fd77::2"}
@@ -541,6 +542,19 @@ def client_main(a):
                 time.sleep(pace)
         res.update(ok=h.hexdigest() == hashlib.sha256(payload(a.seed, a.bytes)).hexdigest(),
                    got=total)
+    elif a.mode == "mirror":  # ftcp_evserver: the reply is the request reversed
+        r = random.Random(a.seed)
+        ok, sent = True, 0
+        while sent < a.bytes:
+            body = r.randbytes(r.randint(1, 20000))
+            c.sendall(struct.pack("!I", len(body)) + body)
+            ok &= recv_exact(c, len(body)) == body[::-1]
+            sent += len(body)
+            if pace:
+                time.sleep(len(body) / a.rate)
+        c.shutdown(socket.SHUT_WR)
+        ok &= c.recv(1) == b""
+        res.update(ok=ok, got=sent)
     elif a.mode == "echo":
         r = random.Random(a.seed)
         ok, sent = True, 0
@@ -581,7 +595,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("role", choices=["server", "client", "garp"])
     ap.add_argument("--iface", default="eth0", help="garp: the interface")
-    ap.add_argument("--mode", choices=["sink", "source", "echo"], default="sink")
+    ap.add_argument("--mode", choices=["sink", "source", "echo", "mirror"], default="sink")
     ap.add_argument("--host", default=SERVER_IP)
     ap.add_argument("--port", type=int, default=PORT)
     ap.add_argument("--bytes", type=int, default=4 << 20)

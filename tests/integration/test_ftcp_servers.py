@@ -17,7 +17,7 @@ import pytest
 from ftcp_servers import (NGINX, REDIS, REDIS_BENCH, REDIS_CLI, Www, http_server_argv,
                           nginx_argv, redis_argv, sha256_file)
 from test_ftcp import assert_capture_clean
-from test_ftcp_lib import CONTROL, INTERLINK, PORT, PY, SERVER_IP, SHIM, V6, Rig
+from test_ftcp_lib import CONTROL, EVSERVER, INTERLINK, PORT, PY, SERVER_IP, SHIM, V6, Rig
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, AF_PACKET)"),
@@ -191,3 +191,32 @@ def test_dual_stack_listener(tmp_path):
         assert sha256_file(tmp_path / "dl4") == www.sha256
         ctr = counters(summary)
         assert ctr["conns_protected"] == 1 and ctr["recoveries"] == 1, ctr
+
+
+@needs(EVSERVER)
+@pytest.mark.parametrize("api", ["epoll-lt", "epoll-et", "epoll-oneshot", "epoll-pwait", "poll",
+                                 "ppoll", "select", "pselect"])
+def test_event_loop_readiness_after_kill(tmp_path, api):
+    """An event-driven server (non-blocking sockets from accept4, recvmsg/readv in,
+    sendmsg/writev out) sleeping in one readiness call is killed while it thinks about a
+    request it has read (the client waits for the reply and sends nothing more) and
+    restarted: the replayed request is in the shim, not in the kernel, so the connection
+    must be reported readable by that call or the server and the client wait for each
+    other for ever. Every reply must come back right."""
+    seed = random.randrange(1 << 30)
+    with Rig(tmp_path, server_cmd=[str(EVSERVER), "--api", api, "--port", str(PORT),
+                                   "--delay-ms", "150"]) as r:
+        c = r.client("--mode", "mirror", "--bytes", str(192 << 10), "--seed", str(seed))
+        log = tmp_path / "server1.log"
+        for _ in range(500):  # the third request read: its reply is 150 ms away
+            if "req 3" in log.read_text():
+                break
+            time.sleep(0.01)
+        time.sleep(0.03)
+        r.kill_server()
+        r.start_server()
+        (rc, out, err), = finish([c], timeout=60)
+        summary = r.stop_appliance()
+        assert rc == 0, (seed, out, err[-2000:], logs(tmp_path, "ftlog.log", "server2.log"))
+        ctr = counters(summary)
+        assert ctr["recoveries"] == 1, ctr
