@@ -7,8 +7,10 @@
  * in network order and that many bytes; the reply is the bytes reversed.
  *
  *   ftcp_evserver --port P --api epoll-lt|epoll-et|epoll-oneshot|epoll-pwait|
- *                              poll|ppoll|select|pselect [--delay-ms D]
+ *                              poll|ppoll|select|pselect [--delay-ms D] [--io splice]
  *
+ * --io splice: bytes in and out go through a pipe with splice() (socket to
+ * pipe, pipe to socket) instead of recvmsg/readv and sendmsg/writev.
  * --delay-ms: think D ms before each reply, after printing "req N" (the
  * test kills the server in that pause: the request is logged and read, its
  * reply not sent, and the client sends nothing more until it comes).
@@ -49,6 +51,7 @@ struct conn {
 static struct conn *cs[MAXC];
 static const char *api;
 static int ep = -1, lfd, delay_ms;
+static int pin[2] = {-1, -1}, pout[2] = {-1, -1}; /* --io splice */
 static unsigned n_req;
 
 static bool is(const char *a)
@@ -91,7 +94,26 @@ static bool flush_out(struct conn *c)
 		v[0] = (struct iovec){c->out + c->out_off, h};
 		v[1] = (struct iovec){c->out + c->out_off + h, left - h};
 		ssize_t n;
-		if (c->n_io++ & 1) {
+		if (pout[0] >= 0) {
+			/* Into the pipe, then the pipe into the socket. */
+			size_t k = left < 65536 ? left : 65536;
+			ssize_t w = write(pout[1], c->out + c->out_off, k);
+			if (w <= 0)
+				return false;
+			for (ssize_t moved = 0; moved < w;) {
+				ssize_t m = splice(pout[0], NULL, c->fd, NULL, (size_t)(w - moved),
+						   SPLICE_F_NONBLOCK);
+				if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
+					struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+					poll(&p, 1, 1000);
+					continue;
+				}
+				if (m <= 0)
+					return false;
+				moved += m;
+			}
+			n = w;
+		} else if (c->n_io++ & 1) {
 			n = writev(c->fd, v, 2);
 		} else {
 			struct msghdr m = {.msg_iov = v, .msg_iovlen = 2};
@@ -150,7 +172,19 @@ static void on_readable(struct conn *c)
 		v[0] = (struct iovec){c->in + c->have, room / 2};
 		v[1] = (struct iovec){c->in + c->have + room / 2, room - room / 2};
 		ssize_t n;
-		if (c->n_io++ & 1) {
+		if (pin[0] >= 0) {
+			/* The socket into the pipe, then the pipe into our buffer. */
+			size_t k = room < 65536 ? room : 65536;
+			n = splice(c->fd, NULL, pin[1], NULL, k, SPLICE_F_NONBLOCK);
+			for (ssize_t got = 0; n > 0 && got < n;) {
+				ssize_t g = read(pin[0], c->in + c->have + got, (size_t)(n - got));
+				if (g <= 0) {
+					perror("read from the pipe");
+					exit(1);
+				}
+				got += g;
+			}
+		} else if (c->n_io++ & 1) {
 			n = readv(c->fd, v, 2);
 		} else {
 			struct msghdr m = {.msg_iov = v, .msg_iovlen = 2};
@@ -286,6 +320,9 @@ int main(int argc, char **argv)
 			api = argv[i + 1];
 		else if (!strcmp(argv[i], "--delay-ms"))
 			delay_ms = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--io") && !strcmp(argv[i + 1], "splice") &&
+			 (pipe(pin) || pipe(pout)))
+			return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -156,13 +156,17 @@ class Resp:
 
 def resp_main(a):
     r, rnd = Resp(a.host, a.port), random.Random(a.seed)
-    acked, errors, t0 = {}, [], time.time()
+    acked, errors, t0, slow = {}, [], time.time(), []
     pace = 1 / a.rate if a.rate else 0
     try:
         for i in range(a.keys):
             k, v = f"ft:{a.seed}:{i}", f"v{i}-" + "x" * rnd.randint(1, 200)
+            t = time.monotonic()
             if r.cmd("SET", k, v) != "OK":
                 errors.append(("SET", k))
+            t = time.monotonic() - t
+            if t > 0.01:  # a stall the client saw (a kill): when and how long
+                slow.append((round(time.time() - t0, 3), round(t, 4)))
             acked[k] = v
             if i % 3 == 2:
                 q = rnd.choice(list(acked))
@@ -178,7 +182,7 @@ def resp_main(a):
     except Exception as e:  # noqa: BLE001 - reported, the test fails on it
         errors.append(("exception", repr(e)))
     res = {"ok": not errors, "acked": len(acked), "errors": errors[:10],
-           "seconds": time.time() - t0}
+           "seconds": time.time() - t0, "stalls": slow, "t0": t0}
     print(json.dumps(res), flush=True)
     return 0 if res["ok"] else 1
 
@@ -189,7 +193,12 @@ def download_main(a):
     hostport, _, path = a.url[7:].partition("/")
     host, _, port = hostport.rpartition(":")
     host = host.strip("[]")
-    s = socket.create_connection((host, int(port)), timeout=60)
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    # A small receive buffer: a paced reader would otherwise read through a
+    # server outage from its buffer and never see the stall.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 128 << 10)
+    s.settimeout(60)
+    s.connect((host, int(port)))
     s.sendall(f"GET /{path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n".encode())
     buf, h, total, gap, last, t0 = b"", hashlib.sha256(), 0, 0.0, None, time.time()
     while b"\r\n\r\n" not in buf:
@@ -201,12 +210,14 @@ def download_main(a):
     h.update(body)
     total = len(body)
     last = time.monotonic()
-    gap_at = 0
+    gap_at, stalls = 0, []
     while True:
         d = s.recv(1 << 20)
         now = time.monotonic()
         if not d:
             break
+        if now - last > 0.01:  # a stall the client saw (a kill): when and how long
+            stalls.append((round(time.time() - t0, 3), round(now - last, 4)))
         if now - last > gap:
             gap, gap_at = now - last, total
         last = now
@@ -216,7 +227,8 @@ def download_main(a):
             time.sleep(len(d) / a.rate)
             last = time.monotonic()
     print(json.dumps({"status": head.split(b"\r\n")[0].decode(), "sha256": h.hexdigest(),
-                      "bytes": total, "max_gap_s": gap, "gap_at": gap_at,
+                      "bytes": total, "max_gap_s": gap, "gap_at": gap_at, "stalls": stalls,
+                      "t0": t0,
                       "seconds": time.time() - t0}), flush=True)
     return 0
 
