@@ -281,10 +281,32 @@ static void say_hello(void)
 
 static struct ftc_shim_msg wait_type(uint16_t type);
 
+/* Read lengths not yet sent to the logger. They leave together when an
+ * output commit needs them (a write, a close) or the batch is full, so a
+ * server that reads from many connections and then writes to them (an
+ * event loop's pass) costs the logger one round trip per pass, not one per
+ * read. A length that never left (the server died first) had no output
+ * depend on it: replay serves its bytes with fresh lengths (G2). */
+static struct ftc_shim_msg rpend[256];
+static unsigned n_rpend;
+
+static void flush_reads(void)
+{
+	if (!n_rpend)
+		return;
+	bool ok = lg >= 0 && lg_put(rpend, n_rpend * sizeof(rpend[0]));
+	n_rpend = 0;
+	if (!ok)
+		lg_reconnect(); /* re-sends every length not acknowledged */
+	else
+		drain_acks();
+}
+
 /* The logger restarted: say hello again, re-claim every protected
  * connection and re-send the read lengths it has not acknowledged. */
 static void lg_reconnect(void)
 {
+	n_rpend = 0; /* all re-sent below */
 	if (lg >= 0)
 		REAL(close)(lg);
 	lg = -1;
@@ -347,6 +369,7 @@ static void fork_child(void)
 	}
 	n_plist = 0;
 	atomic_store(&ilf_replaying, 0);
+	n_rpend = 0;
 	while (n_lg_fds)
 		REAL(close)(lg_take_fd());
 	if (lg < 0)
@@ -383,6 +406,7 @@ void ilf_announce_close(struct pfd *p)
 		return;
 	struct ftc_shim_msg m = {.type = FS_CLOSE, .key = p->key};
 	/* Every read logged first: output that follows them may be the FIN. */
+	flush_reads();
 	while (p->reads_acked != p->reads_sent)
 		lg_next(&m, true);
 	m.type = FS_CLOSE;
@@ -407,16 +431,18 @@ void ilf_log_read(struct pfd *p, size_t n)
 {
 	if (lg < 0 || !n)
 		return;
-	while (p->reads_sent - p->reads_acked >= ILF_UNACKED) {
-		struct ftc_shim_msg m;
-		lg_next(&m, true);
+	if (p->reads_sent - p->reads_acked >= ILF_UNACKED) {
+		flush_reads();
+		while (p->reads_sent - p->reads_acked >= ILF_UNACKED) {
+			struct ftc_shim_msg m;
+			lg_next(&m, true);
+		}
 	}
 	p->lens[p->reads_sent % ILF_UNACKED] = (uint32_t)n;
-	struct ftc_shim_msg m = {.type = FS_READ, .key = p->key, .a = (uint32_t)n,
-				 .b = p->reads_sent++};
-	if (!lg_put(&m, sizeof(m)))
-		lg_reconnect();
-	drain_acks();
+	rpend[n_rpend++] = (struct ftc_shim_msg){.type = FS_READ, .key = p->key,
+						 .a = (uint32_t)n, .b = p->reads_sent++};
+	if (n_rpend == sizeof(rpend) / sizeof(rpend[0]))
+		flush_reads();
 }
 
 /* Output commit: no write before every earlier read length is logged.
@@ -426,6 +452,7 @@ size_t ilf_before_write(struct pfd *p, size_t n)
 	struct ftc_shim_msg m;
 	size_t skip;
 
+	flush_reads();
 	while (lg >= 0 && p->reads_acked != p->reads_sent)
 		lg_next(&m, true);
 	skip = p->out_skip < n ? (size_t)p->out_skip : n;

@@ -169,7 +169,7 @@ static void gen_ack(struct il_stage *st, struct ftcp_flow *fl)
 	uint32_t edge = fl->last_asn + fl->last_win_bytes;
 	uint64_t w = ftc_seq_lt(ack, edge) ? edge - ack : 0;
 
-	make_seg(st, fl, false, fl->out_nxt, ack, TCP_F_ACK, edge_window(fl, ack, w), NULL, 0);
+	make_seg(st, fl, false, fl->seq_hi, ack, TCP_F_ACK, edge_window(fl, ack, w), NULL, 0);
 	st->ctr[C_ACKS_GENERATED]++;
 	st->ctr[C_ACKS_TO_CLIENT]++;
 }
@@ -472,7 +472,7 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 		/* Keep the client waiting, not retransmitting into the void:
 		 * a closed window at stable_seq (Sec. IV-E step 1). */
 		{
-			make_seg(st, fl, false, fl->out_nxt, fl->stable_seq, TCP_F_ACK, 0, NULL, 0);
+			make_seg(st, fl, false, fl->seq_hi, fl->stable_seq, TCP_F_ACK, 0, NULL, 0);
 			st->ctr[C_CLOSED_WINDOW_ACKS]++;
 			st->ctr[C_ACKS_TO_CLIENT]++;
 		}
@@ -581,7 +581,7 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 				full_csum(s);
 			fl->server_isn = s->seq;
 			fl->sws_orig = fl->sws_cur = (has_ws && fl->has_cws) ? ws : 0;
-			fl->out_nxt = fl->srv_nxt = s->seq + 1;
+			fl->out_nxt = fl->srv_nxt = fl->seq_hi = s->seq + 1;
 			fl->max_edge = s->ack + rte_be_to_cpu_16(s->tcp->rx_win);
 			fl->have_edge = true;
 			fl->last_asn = s->ack;
@@ -635,6 +635,8 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	end += fl->delta_seq;
 	if (ftc_seq_lt(fl->out_nxt, end))
 		fl->out_nxt = end;
+	if (ftc_seq_lt(fl->seq_hi, end))
+		fl->seq_hi = end;
 	if (s->flags & TCP_F_RST) {
 		flow_closing(st, fl);
 		return true;

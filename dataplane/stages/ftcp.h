@@ -54,6 +54,14 @@ struct ftcp_flow {
 	uint32_t new_isn;    /* the restarted server's ISN (its SYN-ACK may come again) */
 	uint32_t c2s_next;   /* end of the instream bytes passed on */
 	uint32_t out_nxt;    /* client-visible end of the outstream sent */
+	/* The highest of it ever sent, across recoveries: the seq of the
+	 * stage's own acks (closed windows, the window update that ends a
+	 * recovery, made-up acks). A restarted server resends from server_seq,
+	 * which may be below what the client last saw (G5): an ack with a seq
+	 * below the one that closed the client's window would not reopen it
+	 * (RFC 793's window update rule) and the client would wait for its
+	 * persist timer. */
+	uint32_t seq_hi;
 	uint32_t srv_nxt;    /* the same in the current server TCP's space */
 	uint32_t last_asn;   /* server TCP's latest ack (its rcv_nxt) */
 	uint32_t last_win_bytes;

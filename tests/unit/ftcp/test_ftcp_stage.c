@@ -1063,20 +1063,33 @@ static void test_mass_recovery_reack_abandon_reset(void **state)
 	struct rec r;
 	const uint32_t n0 = 0x44440000u;
 
+	uint8_t pay[200], copy[1600];
+
 	open_conn(&a);
 	client_data(&a, a.c0 + 1, a.s0 + 1, 100);
 	down(&a, FD_STABLE, 0, a.c0 + 101, 0);
 	assert_int_equal(poll_stage(t, e, port), 0);
+	/* 200 bytes reach the client, whose ack of them is never logged. */
+	fill(pay, 200, 3);
+	assert_true(pass1(t, s2c(&a, a.s0 + 1, a.c0 + 101, F_ACK | F_PSH, 500, NULL, 0, pay, 200),
+			  &o, copy, sizeof(copy)));
 	down(&a, FD_CRASH, 0, 0, 0);
 	assert_int_equal(poll_stage(t, e, port), 1); /* RST to the dead socket */
 	free_all(e, 1);
 	expect_rec(&a, &r, FR_CRASHED, a.c0 + 101);
-	down(&a, FD_RECOVER, 0, a.c0 + 100, a.s0 + 1);
+	down(&a, FD_RECOVER, 0, a.c0 + 100, a.s0 + 1); /* server_seq: no ack logged */
 	assert_int_equal(poll_stage(t, e, port), 1); /* the fabricated SYN */
 	free_all(e, 1);
 	assert_false(pass1(t, s2c(&a, n0, a.c0 + 101, F_SYN | F_ACK, 1024, SYN_OPT, 20, NULL, 0),
 			   NULL, NULL, 0));
 	assert_int_equal(emitted(t, e, port), 2); /* ACK to the server, window update */
+	/* The window update's seq is the highest the client saw (not server_seq,
+	 * below it): with a lower one the client would not reopen its window. */
+	assert_int_equal(port[1], P_CLIENT);
+	o = parse(e[1]);
+	assert_true(o.tcp_ok);
+	assert_int_equal(o.seq, a.s0 + 201);
+	assert_true(o.win > 0);
 	free_all(e, 2);
 	expect_rec(&a, &r, FR_RECOVERED, n0);
 	uint64_t re0 = ctr(t, "synack_reacked"), toc0 = ctr(t, "acks_to_client");
