@@ -542,27 +542,17 @@ def client_main(a):
                 time.sleep(pace)
         res.update(ok=h.hexdigest() == hashlib.sha256(payload(a.seed, a.bytes)).hexdigest(),
                    got=total)
-    elif a.mode == "mirror":  # ftcp_evserver: the reply is the request reversed
+    elif a.mode in ("echo", "mirror"):
+        # echo: the reply is the request's SHA-256 and the request reversed;
+        # mirror (ftcp_evserver): the request reversed only.
+        digest = a.mode == "echo"
         r = random.Random(a.seed)
         ok, sent = True, 0
         while sent < a.bytes:
             body = r.randbytes(r.randint(1, 20000))
             c.sendall(struct.pack("!I", len(body)) + body)
-            ok &= recv_exact(c, len(body)) == body[::-1]
-            sent += len(body)
-            if pace:
-                time.sleep(len(body) / a.rate)
-        c.shutdown(socket.SHUT_WR)
-        ok &= c.recv(1) == b""
-        res.update(ok=ok, got=sent)
-    elif a.mode == "echo":
-        r = random.Random(a.seed)
-        ok, sent = True, 0
-        while sent < a.bytes:
-            body = r.randbytes(r.randint(1, 20000))
-            c.sendall(struct.pack("!I", len(body)) + body)
-            back = recv_exact(c, 32 + len(body))
-            ok &= back == hashlib.sha256(body).digest() + body[::-1]
+            back = recv_exact(c, (32 if digest else 0) + len(body))
+            ok &= back == (hashlib.sha256(body).digest() if digest else b"") + body[::-1]
             sent += len(body)
             if pace:
                 time.sleep(len(body) / a.rate)

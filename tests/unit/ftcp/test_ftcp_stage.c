@@ -1050,6 +1050,19 @@ static void test_recovery_fabricated_syn_and_shift(void **state)
  * the client; FD_ABANDON resets both sides and ends the flow; a client RST
  * during the outage ends it (FR_CLOSED); a restarted server that dies
  * before its SYN-ACK stops the SYN until the next FD_RECOVER. */
+/* An open connection whose server dies: the RST to its socket, FR_CRASHED. */
+static void crash_open(struct conn *c, uint32_t c2s_next)
+{
+	struct rte_mbuf *e[8];
+	uint16_t port[8];
+	struct rec r;
+
+	down(c, FD_CRASH, 0, 0, 0);
+	assert_int_equal(poll_stage(c->t, e, port), 1);
+	free_all(e, 1);
+	expect_rec(c, &r, FR_CRASHED, c2s_next);
+}
+
 static void test_mass_recovery_reack_abandon_reset(void **state)
 {
 	(void)state;
@@ -1073,10 +1086,7 @@ static void test_mass_recovery_reack_abandon_reset(void **state)
 	fill(pay, 200, 3);
 	assert_true(pass1(t, s2c(&a, a.s0 + 1, a.c0 + 101, F_ACK | F_PSH, 500, NULL, 0, pay, 200),
 			  &o, copy, sizeof(copy)));
-	down(&a, FD_CRASH, 0, 0, 0);
-	assert_int_equal(poll_stage(t, e, port), 1); /* RST to the dead socket */
-	free_all(e, 1);
-	expect_rec(&a, &r, FR_CRASHED, a.c0 + 101);
+	crash_open(&a, a.c0 + 101);
 	down(&a, FD_RECOVER, 0, a.c0 + 100, a.s0 + 1); /* server_seq: no ack logged */
 	assert_int_equal(poll_stage(t, e, port), 1); /* the fabricated SYN */
 	free_all(e, 1);
@@ -1130,10 +1140,7 @@ static void test_mass_recovery_reack_abandon_reset(void **state)
 	/* The client resets during the outage: the flow ends, the logger is
 	 * told (FR_CLOSED), nothing goes to the dead server. */
 	open_conn(&b);
-	down(&b, FD_CRASH, 0, 0, 0);
-	assert_int_equal(poll_stage(t, e, port), 1);
-	free_all(e, 1);
-	expect_rec(&b, &r, FR_CRASHED, b.c0 + 1);
+	crash_open(&b, b.c0 + 1);
 	uint64_t cr0 = ctr(t, "recoveries_client_reset");
 	assert_false(pass1(t, c2s(&b, b.c0 + 1, b.s0 + 1, F_RST | F_ACK, 0, NULL, 0, NULL, 0), NULL,
 			   NULL, 0));
@@ -1145,10 +1152,7 @@ static void test_mass_recovery_reack_abandon_reset(void **state)
 	/* The restarted server dies before answering the SYN: FR_CRASHED
 	 * again and no more SYNs until the next FD_RECOVER. */
 	open_conn(&k);
-	down(&k, FD_CRASH, 0, 0, 0);
-	assert_int_equal(poll_stage(t, e, port), 1);
-	free_all(e, 1);
-	expect_rec(&k, &r, FR_CRASHED, k.c0 + 1);
+	crash_open(&k, k.c0 + 1);
 	down(&k, FD_RECOVER, 0, k.c0, k.s0 + 1);
 	assert_int_equal(poll_stage(t, e, port), 1);
 	free_all(e, 1);
