@@ -53,6 +53,7 @@ struct ftcp_flow {
 	uint32_t fab_isn;
 	uint32_t new_isn;    /* the restarted server's ISN (its SYN-ACK may come again) */
 	uint32_t c2s_next;   /* end of the instream bytes passed on */
+	uint32_t c_seen;     /* end of the highest client segment seen, the outage's too */
 	uint32_t out_nxt;    /* client-visible end of the outstream sent */
 	/* The highest of it ever sent, across recoveries: the seq of the
 	 * stage's own acks (closed windows, the window update that ends a
