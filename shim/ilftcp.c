@@ -642,8 +642,14 @@ static void on_accept(int fd)
 	socklen_t ml = sizeof(me), pl = sizeof(peer);
 	struct ftc_shim_msg m = {.type = FS_ACCEPTED};
 
-	if (fd < 0 || fd >= ILF_MAX_FD || lg < 0)
+	if (fd < 0 || lg < 0)
 		return;
+	if (fd >= ILF_MAX_FD) {
+		/* Left unprotected, its FIN would never be announced. */
+		fprintf(stderr, "ilftcp: accepted descriptor %d is above the shim's limit (%d): "
+				"stopping rather than running unprotected\n", fd, ILF_MAX_FD);
+		_exit(70);
+	}
 	uint32_t sip, cip;
 	uint16_t sport, cport;
 	if (getsockname(fd, (struct sockaddr *)&me, &ml) ||
