@@ -78,6 +78,7 @@ struct ftlog {
 	unsigned jobs_running;
 	struct sess sess[FTL_MAX_SESS];
 	bool quit;
+	bool recover_again; /* a crashed connection waits for its bytes to be durable */
 	unsigned inflight;
 	uint64_t next_group_ns;
 	struct __kernel_timespec ts;
@@ -354,6 +355,14 @@ static void try_recover_port(struct ftlog *L, uint16_t port_n)
 	FTL_FOR_EACH_LIVE(&L->l, c) {
 		if (c->state != FC_FROZEN || c->key.sport != port_n)
 			continue;
+		if (c->wlen || c->contig_durable != c->contig) {
+			/* Bytes the dead server got are logged but not yet
+			 * durable: the fabricated SYN's ISN must come after them
+			 * (they are replayed), or the client would have to
+			 * resend them, at its next RTO. Next loop pass. */
+			L->recover_again = true;
+			continue;
+		}
 		if (inflight >= win) {
 			L->l.st.recover_paced++;
 			break;
@@ -948,6 +957,13 @@ int ftlog_run(struct ftlog *L)
 		}
 		mark_durable(L, synced);
 		publish(L);
+		if (L->recover_again) {
+			struct ftl_conn *f;
+			L->recover_again = false;
+			FTL_FOR_EACH_LIVE(&L->l, f)
+				if (f->state == FC_FROZEN)
+					try_recover_port(L, f->key.sport);
+		}
 		struct ftl_conn *c;
 		FTL_FOR_EACH_LIVE(&L->l, c) {
 			if (c->claim_deadline_ns && now > c->claim_deadline_ns && c->owner < 0) {

@@ -144,7 +144,7 @@ def test_twenty_downloads_one_kill(tmp_path):
             Rig(tmp_path, server_cmd=http_server_argv(www.path, PORT, bind="0.0.0.0")) as r:
         cs = [curl(r, f"http://{SERVER_IP}:{PORT}/{www.name}", tmp_path / f"dl{i}", "1500K",
                    timeout=240) for i in range(n)]
-        r.wait_established(n)
+        r.wait_established(n, timeout=90)  # twenty curl processes start slowly under load
         time.sleep(kill_at)
         r.kill_server()
         r.start_server()
