@@ -474,11 +474,9 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 		}
 		/* Keep the client waiting, not retransmitting into the void:
 		 * a closed window at stable_seq (Sec. IV-E step 1). */
-		{
-			make_seg(st, fl, false, fl->seq_hi, fl->stable_seq, TCP_F_ACK, 0, NULL, 0);
-			st->ctr[C_CLOSED_WINDOW_ACKS]++;
-			st->ctr[C_ACKS_TO_CLIENT]++;
-		}
+		make_seg(st, fl, false, fl->seq_hi, fl->stable_seq, TCP_F_ACK, 0, NULL, 0);
+		st->ctr[C_CLOSED_WINDOW_ACKS]++;
+		st->ctr[C_ACKS_TO_CLIENT]++;
 		il_drop(st, C_DROP_IN_RECOVERY, m);
 		return false;
 	}
@@ -562,11 +560,12 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			log_rec(f, &k, FR_RECOVERED, s->seq, 0, 0, 0, 0, NULL, 0);
 			gen_ack(st, fl);
 			st->ctr[C_ACKS_GENERATED]--; /* a window update, counted below */
-			/* The client holds bytes nobody acknowledged (sent to the
-			 * dead server unlogged, or dropped during the outage):
-			 * three duplicates of that ack make it retransmit them at
-			 * once (fast retransmit) instead of at its next RTO, at
-			 * least 200 ms away. */
+			/* The client holds bytes nobody acknowledged (dropped
+			 * during the outage): three duplicates of that ack make
+			 * it retransmit them at once (fast retransmit) instead of
+			 * at its next RTO, at least 200 ms away. Without SACK
+			 * this works when more than one segment is outstanding;
+			 * a lone one still waits for the RTO. */
 			if (ftc_seq_lt(ftc_seq_min(fl->stable_seq, fl->last_asn), fl->c_seen))
 				for (int i = 0; i < 3; i++)
 					gen_ack(st, fl);
