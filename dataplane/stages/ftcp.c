@@ -678,6 +678,16 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			fl->clamped_pending = true;
 			asn = fl->stable_seq;
 		}
+		if (fl->held_ack && !pure) {
+			/* Lazy's held pure ack is older than this segment (its
+			 * seq is below a FIN or data that goes now): released
+			 * later it would reach the client behind them, which
+			 * answers an old seq with an ack, and a server socket
+			 * closed meanwhile resets. The made-up ack that
+			 * clamped_pending asks for says the same, newer. */
+			rte_pktmbuf_free(fl->held_ack);
+			fl->held_ack = NULL;
+		}
 		if (fl->held_ack && ftc_seq_le(fl->held_asn, asn)) {
 			/* Superseded by this segment's ack: sending it later
 			 * would make the client's ack go backwards. */
