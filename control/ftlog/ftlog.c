@@ -442,35 +442,84 @@ static unsigned drain_ring(struct ftlog *L)
 
 static void wait_inflight(struct ftlog *L);
 
-static void flush_writes(struct ftlog *L)
+/* One round: every buffer written at its file's end and, when the round
+ * syncs, each written file's fdatasync linked behind its write, all in a
+ * single submit (an fsync must not start before its write completed: a
+ * pair never straddles a submit). One fdatasync per file written since the
+ * last synced round; ext4 commits the concurrent ones together. */
+static void commit(struct ftlog *L, bool sync)
 {
 	struct ftl_conn *c;
+	bool any = false;
 
 	FTL_FOR_EACH_LIVE(&L->l, c) {
-		if (!c->wlen || c->fd < 0)
+		if (c->fd < 0 || !(c->wlen || (sync && c->dirty_sync)))
 			continue;
-		struct io_uring_sqe *s = sqe(L);
-		io_uring_prep_write(s, c->fd, c->wbuf, c->wlen, c->off);
-		io_uring_sqe_set_data64(s, EV(EV_WRITE, (uint32_t)(c - L->l.conns)));
-		L->inflight++;
+		if (io_uring_sq_space_left(&L->ring) < 2)
+			io_uring_submit(&L->ring);
+		uint64_t ud_idx = (uint32_t)(c - L->l.conns);
+		if (c->wlen) {
+			struct io_uring_sqe *s = sqe(L);
+			io_uring_prep_write(s, c->fd, c->wbuf, c->wlen, c->off);
+			io_uring_sqe_set_data64(s, EV(EV_WRITE, ud_idx));
+			if (sync)
+				s->flags |= IOSQE_IO_LINK;
+			L->inflight++;
+		}
+		if (sync) {
+			struct io_uring_sqe *s = sqe(L);
+			io_uring_prep_fsync(s, c->fd, IORING_FSYNC_DATASYNC);
+			io_uring_sqe_set_data64(s, EV(EV_FSYNC, ud_idx));
+			L->inflight++;
+			any = true;
+		}
 	}
 	wait_inflight(L);
-}
-
-static void fsync_dirty(struct ftlog *L)
-{
-	struct ftl_conn *c;
-
+	if (!any)
+		return;
+	L->l.st.sync_rounds++;
+	/* A short write cancels its linked fsync: sync that file here. A
+	 * file whose fdatasync fails stays unacknowledged and is tried again
+	 * next round (mark_durable skips it). */
 	FTL_FOR_EACH_LIVE(&L->l, c) {
 		if (!c->dirty_sync || c->fd < 0)
 			continue;
-		struct io_uring_sqe *s = sqe(L);
-		io_uring_prep_fsync(s, c->fd, IORING_FSYNC_DATASYNC);
-		io_uring_sqe_set_data64(s, EV(EV_FSYNC, (uint32_t)(c - L->l.conns)));
-		L->inflight++;
+		if (fdatasync(c->fd)) {
+			perror("ftlog: fdatasync");
+			continue;
+		}
 		c->dirty_sync = false;
+		L->l.st.fsyncs++;
 	}
-	wait_inflight(L);
+}
+
+static bool any_unsynced(struct ftlog *L)
+{
+	struct ftl_conn *c;
+
+	FTL_FOR_EACH_LIVE(&L->l, c)
+		if (c->fd >= 0 && (c->wlen || c->dirty_sync))
+			return true;
+	return false;
+}
+
+/* Does anything wait for bytes not yet durable? Then `group` syncs at
+ * once instead of at the end of its interval: a shim's read lengths
+ * arrive only when an output commit (a write, a close) needs them, the
+ * stage holds a SYN-ACK until both ISNs are durable, and a crashed
+ * connection is recovered only once its logged bytes are. */
+static bool someone_waits(struct ftlog *L)
+{
+	struct ftl_conn *c;
+
+	FTL_FOR_EACH_LIVE(&L->l, c) {
+		if (c->fd < 0)
+			continue;
+		if (c->reads != c->reads_durable || (c->have_synack && !c->isns_durable) ||
+		    (c->state == FC_FROZEN && c->contig != c->contig_durable))
+			return true;
+	}
+	return false;
 }
 
 /* What is on disk (and synced, by mode) becomes what we acknowledge. */
@@ -481,7 +530,7 @@ static void mark_durable(struct ftlog *L, bool synced)
 	if (!synced && L->l.durability != FTL_NONE)
 		return;
 	FTL_FOR_EACH_LIVE(&L->l, c) {
-		if (c->wlen)
+		if (c->wlen || (synced && c->dirty_sync))
 			continue;
 		c->contig_durable = c->contig;
 		c->isns_durable = c->have_syn && c->have_synack;
@@ -756,7 +805,10 @@ static void on_cqe(struct ftlog *L, struct io_uring_cqe *cqe)
 	}
 	case EV_FSYNC:
 		L->inflight--;
-		L->l.st.fsyncs++;
+		if (cqe->res == 0) {
+			L->l.st.fsyncs++;
+			L->l.conns[idx].dirty_sync = false;
+		}
 		break;
 	}
 }
@@ -837,12 +889,12 @@ static void write_stats(struct ftlog *L)
 		"\"replay_failures\": %lu, \"recover_paced\": %lu, "
 		"\"recover_abandoned_timeout\": %lu, \"recover_abandoned_replay\": %lu, "
 		"\"recover_client_closed\": %lu, \"replay_files_removed\": %lu, "
-		"\"recovering\": %u}\n",
+		"\"sync_rounds\": %lu, \"sync_early\": %lu, \"recovering\": %u}\n",
 		s->records, s->bytes_logged, s->writes, s->fsyncs, s->acks_down, s->reads_logged,
 		s->crashes, s->recoveries, s->compactions, s->ring_wakeups, s->down_full,
 		s->replay_bytes, s->replay_us_last, s->replay_failures, s->recover_paced,
 		s->recover_abandoned_timeout, s->recover_abandoned_replay, s->recover_client_closed,
-		s->replay_files_removed, recovering_now(L));
+		s->replay_files_removed, s->sync_rounds, s->sync_early, recovering_now(L));
 	fclose(f);
 	rename(tmp, L->stats_path);
 }
@@ -944,17 +996,25 @@ fail:
 int ftlog_run(struct ftlog *L)
 {
 	while (!L->quit) {
-		unsigned got = drain_ring(L);
+		/* The shim sessions first, then the ring: the records of the
+		 * bytes a shim's read lengths cover were queued before the
+		 * server could read them, so the round that syncs those
+		 * lengths covers their bytes too. */
 		reap(L);
-		flush_writes(L);
+		unsigned got = drain_ring(L);
 		uint64_t now = ftl_now_ns();
-		bool synced = false;
-		if (L->l.durability == FTL_SYNC ||
-		    (L->l.durability == FTL_GROUP && now >= L->next_group_ns)) {
-			fsync_dirty(L);
-			synced = true;
-			L->next_group_ns = now + (uint64_t)L->l.group_ms * 1000000u;
+		bool synced = L->l.durability == FTL_SYNC;
+		if (L->l.durability == FTL_GROUP) {
+			if (now >= L->next_group_ns) {
+				synced = true;
+			} else if (someone_waits(L)) {
+				synced = true;
+				L->l.st.sync_early++;
+			}
 		}
+		commit(L, synced);
+		if (synced)
+			L->next_group_ns = now + (uint64_t)L->l.group_ms * 1000000u;
 		mark_durable(L, synced);
 		publish(L);
 		if (L->recover_again) {
@@ -993,8 +1053,15 @@ int ftlog_run(struct ftlog *L)
 		/* A safety net only: the data plane wakes us (one datagram per
 		 * announced sleep). */
 		uint64_t wait_ns = 20000000u;
-		if (L->l.durability == FTL_GROUP)
-			wait_ns = (uint64_t)L->l.group_ms * 1000000u;
+		if (L->l.durability == FTL_GROUP && any_unsynced(L)) {
+			/* Bulk traffic nobody waits on: synced at the interval's end. */
+			uint64_t t = ftl_now_ns();
+			if (t >= L->next_group_ns) {
+				atomic_fetch_add(&L->rh->sleep_gen, 1);
+				continue;
+			}
+			wait_ns = L->next_group_ns - t;
+		}
 		L->ts.tv_sec = (long long)(wait_ns / 1000000000u);
 		L->ts.tv_nsec = (long long)(wait_ns % 1000000000u);
 		struct io_uring_cqe *cqe;
@@ -1005,8 +1072,7 @@ int ftlog_run(struct ftlog *L)
 	}
 	write_stats(L);
 	/* Flush what is buffered so a clean stop loses nothing. */
-	flush_writes(L);
-	fsync_dirty(L);
+	commit(L, true);
 	fprintf(stderr, "ftlog: stopped: %lu records, %lu bytes logged, %lu crashes, "
 		"%lu recoveries, %lu compactions\n", L->l.st.records, L->l.st.bytes_logged,
 		L->l.st.crashes, L->l.st.recoveries, L->l.st.compactions);

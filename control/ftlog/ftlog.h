@@ -68,6 +68,9 @@ struct ftl_stats {
 	 * one of those slots); the ones given up, by reason. */
 	uint64_t recover_paced, recover_abandoned_timeout, recover_abandoned_replay,
 		recover_client_closed, replay_files_removed;
+	/* Rounds that synced, and those of them `group` started before its
+	 * interval's end because a shim or the stage waited for them. */
+	uint64_t sync_rounds, sync_early;
 };
 
 struct ftl {
