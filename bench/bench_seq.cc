@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 extern "C" {
@@ -91,6 +92,21 @@ struct Frames {
 	}
 };
 
+// A burst built the way a PMD's rx does: fresh mbufs, the frame bytes just
+// written (hot), copied from the templates in turn. False if the pool is empty.
+bool fill_burst(rte_mempool *pool, rte_mbuf **burst, const std::vector<rte_mbuf *> &tmpl,
+		unsigned pos)
+{
+	if (rte_pktmbuf_alloc_bulk(pool, burst, 32) != 0)
+		return false;
+	for (unsigned i = 0; i < 32; i++) {
+		rte_mbuf *t = tmpl[(pos + i) % tmpl.size()];
+		std::memcpy(rte_pktmbuf_append(burst[i], t->data_len), rte_pktmbuf_mtod(t, void *),
+			    t->data_len);
+	}
+	return true;
+}
+
 void report(benchmark::State &state, uint64_t pkts, uint64_t cycles)
 {
 	state.SetItemsProcessed(pkts);
@@ -141,14 +157,9 @@ void BM_ParseStampHistory(benchmark::State &state)
 	unsigned pos = 0;
 	const double hz = double(rte_get_tsc_hz());
 	for (auto _ : state) {
-		if (rte_pktmbuf_alloc_bulk(g_app.pool, burst, 32) != 0) {
+		if (!fill_burst(g_app.pool, burst, tmpl, pos)) {
 			state.SkipWithError("pool empty");
 			break;
-		}
-		for (unsigned i = 0; i < 32; i++) {
-			rte_mbuf *t = tmpl[(pos + i) & 63];
-			std::memcpy(rte_pktmbuf_append(burst[i], t->data_len),
-				    rte_pktmbuf_mtod(t, void *), t->data_len);
 		}
 		pos += 32;
 		uint64_t t0 = rte_rdtsc();
@@ -228,6 +239,90 @@ void BM_StampUtoFifo(benchmark::State &state)
 		rte_pktmbuf_free(m);
 }
 
+// Raw-mode filters: plain UDP frames (not Interlink) through classify, on
+// appliances with 1 and with 64 filters. range(0): filters configured;
+// range(1): 1 = every frame matches one (spread over all of them), 0 = none
+// does (other traffic, the common case). Only classify is timed.
+il_app g_raw_app[2];
+il_stage *g_raw_cl[2];
+
+std::string raw_config(unsigned n, unsigned idx)
+{
+	std::string c = "name: benchraw" + std::to_string(idx) + "\n"
+			"ports: { in: { device: net_ring" + std::to_string(2 + 2 * idx) +
+			" }, out: { device: net_ring" + std::to_string(3 + 2 * idx) + " } }\n"
+			"groups:\n";
+	for (unsigned i = 1; i <= n; i++)
+		c += "  - { id: " + std::to_string(i) + ", address: 239.3.0." + std::to_string(i) +
+		     ", raw: { dst: 239.4.0." + std::to_string(i) + ", port: 9000 } }\n";
+	c += "stages: { classify: { type: classify } }\n"
+	     "pipeline: [ { lcore: 1, chains: [ { rx: in, stages: [classify], tx: out } ] } ]\n"
+	     "pool_size: 4096\n";
+	return c;
+}
+
+rte_mbuf *make_udp(il_app &app, uint32_t dst, uint16_t dport)
+{
+	rte_mbuf *m = rte_pktmbuf_alloc(app.pool);
+	const unsigned plen = 64;
+	auto *f = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, 42 + plen));
+	std::memset(f, 0, 42 + plen);
+	f[12] = 0x08;
+	auto *ip = reinterpret_cast<rte_ipv4_hdr *>(f + 14);
+	ip->version_ihl = 0x45;
+	ip->total_length = rte_cpu_to_be_16(28 + plen);
+	ip->time_to_live = 8;
+	ip->next_proto_id = IPPROTO_UDP;
+	ip->src_addr = rte_cpu_to_be_32(0x0a000001u);
+	ip->dst_addr = rte_cpu_to_be_32(dst);
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	auto *udp = reinterpret_cast<rte_udp_hdr *>(f + 34);
+	udp->src_port = rte_cpu_to_be_16(5000);
+	udp->dst_port = rte_cpu_to_be_16(dport);
+	udp->dgram_len = rte_cpu_to_be_16(8 + plen);
+	return m;
+}
+
+void BM_ClassifyRawFilters(benchmark::State &state)
+{
+	const unsigned filters = unsigned(state.range(0));
+	const bool match = state.range(1) != 0;
+	const unsigned idx = filters == 1 ? 0 : 1;
+	il_app &app = g_raw_app[idx];
+	il_stage *cl = g_raw_cl[idx];
+	std::vector<rte_mbuf *> tmpl;
+	for (unsigned i = 0; i < 64; i++)
+		tmpl.push_back(match ? make_udp(app, 0xef040001u + i % filters, 9000)
+				     : make_udp(app, 0xef050001u + i, 9000));
+	rte_mbuf *burst[IL_BURST_CAP];
+	uint64_t n = 0, cyc = 0;
+	unsigned pos = 0;
+	const double hz = double(rte_get_tsc_hz());
+	unsigned c_raw = 0;
+	while (std::strcmp(cl->type->counter_names[c_raw], "raw_matched") != 0)
+		c_raw++;
+	const uint64_t matched0 = cl->ctr[c_raw];
+	for (auto _ : state) {
+		if (!fill_burst(app.pool, burst, tmpl, pos)) {
+			state.SkipWithError("pool empty");
+			break;
+		}
+		pos += 32;
+		uint64_t t0 = rte_rdtsc();
+		uint16_t k = cl->type->process(cl, burst, 32);
+		uint64_t dt = rte_rdtsc() - t0;
+		cyc += dt;
+		state.SetIterationTime(double(dt) / hz);
+		rte_pktmbuf_free_bulk(burst, k);
+		n += k;
+	}
+	if ((cl->ctr[c_raw] - matched0 == n) != match)
+		state.SkipWithError("frames did not match (or missed) the filters as intended");
+	report(state, n, cyc);
+	for (auto *m : tmpl)
+		rte_pktmbuf_free(m);
+}
+
 BENCHMARK(BM_Parse);
 // (messages per frame, UDP checksum present, history frames per group)
 BENCHMARK(BM_ParseStampHistory)
@@ -235,6 +330,10 @@ BENCHMARK(BM_ParseStampHistory)
 	->Args({1, 1, 32})->Args({1, 0, 32})
 	->UseManualTime();
 BENCHMARK(BM_StampUtoFifo)->Arg(0)->Arg(1)->UseManualTime();
+// (raw filters configured, frames match one)
+BENCHMARK(BM_ClassifyRawFilters)
+	->Args({1, 0})->Args({1, 1})->Args({64, 0})->Args({64, 1})
+	->UseManualTime();
 
 } // namespace
 
@@ -243,8 +342,10 @@ int main(int argc, char **argv)
 	char err[512];
 	const char *eal[] = {argv[0], "--no-huge", "-m", "1024", "--no-pci", "--lcores", "0,1",
 			     "--file-prefix", "il-bench-seq", "--log-level", "lib.eal:error",
-			     "--vdev", "net_ring0", "--vdev", "net_ring1", nullptr};
-	if (rte_eal_init(15, const_cast<char **>(eal)) < 0) {
+			     "--vdev", "net_ring0", "--vdev", "net_ring1", "--vdev", "net_ring2",
+			     "--vdev", "net_ring3", "--vdev", "net_ring4", "--vdev", "net_ring5",
+			     nullptr};
+	if (rte_eal_init(23, const_cast<char **>(eal)) < 0) {
 		std::fprintf(stderr, "EAL init failed\n");
 		return 1;
 	}
@@ -266,10 +367,25 @@ int main(int argc, char **argv)
 			s->groups[g].stable = UINT64_MAX / 2;
 	}
 	g_nk = il_app_stage(&g_app, "nak");
+	il_cfg *raw_cfg[2];
+	for (unsigned i = 0; i < 2; i++) {
+		raw_cfg[i] = il_cfg_load_string(raw_config(i ? 64 : 1, i).c_str(), "bench", err,
+						sizeof(err));
+		if (!raw_cfg[i] || il_app_configure(&g_raw_app[i], raw_cfg[i], err, sizeof(err)) ||
+		    il_app_start(&g_raw_app[i], err, sizeof(err))) {
+			std::fprintf(stderr, "%s\n", err);
+			return 1;
+		}
+		g_raw_cl[i] = il_app_stage(&g_raw_app[i], "classify");
+	}
 	benchmark::AddCustomContext("tsc_hz", std::to_string(rte_get_tsc_hz()));
 	benchmark::Initialize(&argc, argv);
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();
+	for (unsigned i = 0; i < 2; i++) {
+		il_app_stop(&g_raw_app[i]);
+		il_cfg_free(raw_cfg[i]);
+	}
 	il_app_stop(&g_app);
 	rte_eal_cleanup();
 	return 0;

@@ -37,7 +37,7 @@
 #define RX_BURST 64
 #define DRAIN_BURSTS 256 /* then look at the uring, so signals get through */
 #define MGMT_BUF 256
-#define REPLY_BUF 8192
+#define REPLY_BUF 65536 /* a datagram: members of many groups fit */
 
 enum ev {
 	EV_WAKE = 1,
@@ -371,6 +371,55 @@ static size_t reply_wan(struct ctl *c, char *r, size_t len)
 	return o < len ? o : len - 1;
 }
 
+/* Every member of every group, one line each: what a live view shows and
+ * an exporter labels per member. A receiver's lag is how many messages
+ * its cumulative ACK is behind the group's most advanced receiver: the one
+ * with the largest lag holds the watermark back. */
+static size_t reply_members(struct ctl *c, char *r, size_t len)
+{
+	const size_t tail = 48; /* room for the "truncated" line */
+	uint64_t now = mono_ns();
+	size_t o = 0;
+	unsigned left = 0;
+
+	for (unsigned i = 0; i < c->ms.n_groups; i++) {
+		const struct il_mgroup *g = il_mship_group(&c->ms, c->ms.groups[i]);
+		uint64_t lead = 0, cum;
+
+		for (unsigned k = 0; k < g->stab.n; k++)
+			if (g->stab.rcv[k].cum > lead)
+				lead = g->stab.rcv[k].cum;
+		for (unsigned k = 0; k < g->n; k++) {
+			const struct il_member *mb = &g->m[k];
+			char line[256];
+			int n;
+
+			n = snprintf(line, sizeof(line),
+				     "member %u group %u roles %u incarnation %u suspected %u "
+				     "quiet_ms %llu buffer_free %u",
+				     mb->id, g->id, mb->roles, mb->incarnation, mb->suspected ? 1u : 0u,
+				     (unsigned long long)(now > mb->last_heard_ns
+								  ? (now - mb->last_heard_ns) / 1000000
+								  : 0),
+				     mb->buffer_free);
+			if ((mb->roles & IL_ROLE_RECEIVER) && il_stab_get(&g->stab, mb->id, &cum))
+				n += snprintf(line + n, sizeof(line) - (size_t)n,
+					      " acked %llu lag %llu", (unsigned long long)cum,
+					      (unsigned long long)(lead - cum));
+			if (left > 0 || o + (size_t)n + 1 + tail > len) {
+				left++;
+				continue;
+			}
+			o += (size_t)snprintf(r + o, len - o, "%s\n", line);
+		}
+	}
+	if (left > 0)
+		o += (size_t)snprintf(r + o, len - o, "truncated %u\n", left);
+	if (o == 0)
+		o = (size_t)snprintf(r, len, "no members\n");
+	return o < len ? o : len - 1;
+}
+
 static void on_mgmt(struct ctl *c, int res)
 {
 	static char reply[REPLY_BUF];
@@ -393,9 +442,11 @@ static void on_mgmt(struct ctl *c, int res)
 		n = reply_groups(c, reply, sizeof(reply));
 	else if (strcmp(cmd, "wan") == 0)
 		n = reply_wan(c, reply, sizeof(reply));
+	else if (strcmp(cmd, "members") == 0)
+		n = reply_members(c, reply, sizeof(reply));
 	else
 		n = (size_t)snprintf(reply, sizeof(reply),
-				     "error: unknown command '%.64s' (commands: ping, status, groups, wan)\n",
+				     "error: unknown command '%.64s' (commands: ping, status, groups, wan, members)\n",
 				     cmd);
 	if (c->mmsg.msg_namelen > sizeof(sa_family_t))
 		sendto(c->mgmt_fd, reply, n, MSG_DONTWAIT | MSG_NOSIGNAL,

@@ -14,10 +14,10 @@
 #include <rte_mbuf.h>
 
 #include <interlink/app.h>
+#include <interlink/err.h>
+#include <interlink/memif_guard.h>
 #include <interlink/port.h>
 #include <interlink/wire.h>
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 static const char *const top_keys[] = {
 	"name", "udp_port", "epoch", "appliance_ip", "mtu", "status_interval_ms", "eal",
@@ -493,6 +493,9 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 	for (unsigned p = 0; p < app->n_ports; p++)
 		if (il_port_start(&app->ports[p], err, errlen))
 			return -1;
+	/* A memif peer that disconnects must not unmap rings under a burst. */
+	if (il_guard_arm() < 0)
+		return ERR("out of memory for the memif disconnect guard");
 	return 0;
 }
 

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * The poll loop of one worker lcore: for each chain, receive a burst, run
- * it through the chain's stages, transmit the survivors; flush every tx
- * buffer once per iteration so a lone packet never waits.
+ * it through the chain's stages, transmit the survivors in one call; flush
+ * the tx buffers of emitted packets once per iteration so a lone packet
+ * never waits.
  */
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 
 #include <interlink/app.h>
-#include <interlink/quiesce.h>
+#include <interlink/memif_guard.h>
 
 static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struct il_app *app)
 {
@@ -24,15 +25,17 @@ static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struc
 		struct il_stage *st = ch->stages[s];
 		if (n == 0 && !st->type->poll)
 			continue;
-		uint64_t t0 = rte_rdtsc();
+		uint64_t t0 = IL_STAGE_CYCLES ? rte_rdtsc() : 0;
 		st->pkts_in += n;
 		n = st->type->process(st, pkts, n);
-		st->tsc_busy += rte_rdtsc() - t0;
+		if (IL_STAGE_CYCLES)
+			st->tsc_busy += rte_rdtsc() - t0;
 	}
-	io->tx_queued[ch->tx_port] += n;
-	for (uint16_t i = 0; i < n; i++)
-		rte_eth_tx_buffer(io->port_id[ch->tx_port], io->txq[ch->tx_port], io->txb[ch->tx_port],
-				  pkts[i]);
+	/* The burst is already an array: one tx call for all of it. What the
+	 * stages emitted goes after it (a retransmission never overtakes its
+	 * original). */
+	if (n)
+		il_tx_burst(io, ch->tx_port, pkts, n);
 	if (io->n_defer)
 		il_emit_flush(io);
 	return got | n;
@@ -50,7 +53,7 @@ int il_worker_main(void *arg)
 	if (!w)
 		return 0;
 	unsigned slot = (unsigned)(w - app->workers);
-	il_qs_online(slot);
+	il_guard_online(slot);
 	while (!app->quit) {
 		uint16_t work = 0;
 		for (uint16_t c = 0; c < w->n_chains; c++)
@@ -60,8 +63,8 @@ int il_worker_main(void *arg)
 		w->loops++;
 		if (work)
 			w->busy_loops++;
-		il_qs_point(slot);
+		il_guard_quiescent(slot);
 	}
-	il_qs_offline(slot);
+	il_guard_offline(slot);
 	return 0;
 }

@@ -2,8 +2,10 @@
  * Observability: DPDK telemetry endpoints, the once-per-second status line
  * and the final summary (human table and JSON).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rte_cycles.h>
@@ -11,8 +13,9 @@
 #include <rte_telemetry.h>
 
 #include <interlink/app.h>
+#include <interlink/json.h>
+#include <interlink/memif_guard.h>
 #include <interlink/port.h>
-#include <interlink/quiesce.h>
 
 static struct il_app *tel_app;
 
@@ -87,6 +90,61 @@ static uint64_t drops_total(const struct il_app *app)
 	return v;
 }
 
+/* ---- stage state ------------------------------------------------------ */
+
+/* A value for one group is named "group<ID>_<key>"; the stage's own keep
+ * their key. */
+static const char *state_name(const struct il_app *app, int group, const char *key, char *buf,
+			      size_t len)
+{
+	if (group < 0)
+		return key;
+	snprintf(buf, len, "group%u_%s", app->groups[group].id, key);
+	return buf;
+}
+
+/* Per-group state goes into /interlink/stats while it stays small (DPDK
+ * caps a telemetry reply at 16 KB and a dict at 256 entries); every
+ * group's state is always in /interlink/group,<id>. */
+#define TEL_INLINE_GROUPS 16
+
+struct tel_state {
+	struct il_state_sink sink; /* first: the callback gets its address */
+	struct rte_tel_data *d;
+	int only_group; /* -1: the stage's own values, and every group's inline */
+	bool groups_inline;
+	unsigned n;
+};
+
+static void tel_state_put(struct il_state_sink *sink, int group, const char *key, uint64_t val)
+{
+	struct tel_state *t = (struct tel_state *)sink;
+	char name[RTE_TEL_MAX_STRING_LEN];
+
+	if (t->only_group >= 0) {
+		if (group == t->only_group && rte_tel_data_add_dict_u64(t->d, key, val) == 0)
+			t->n++;
+		return;
+	}
+	if (group >= 0 && !t->groups_inline)
+		return;
+	rte_tel_data_add_dict_u64(t->d, state_name(tel_app, group, key, name, sizeof(name)), val);
+}
+
+struct json_state {
+	struct il_state_sink sink; /* first: the callback gets its address */
+	struct il_json *j;
+	const struct il_app *app;
+};
+
+static void json_state_put(struct il_state_sink *sink, int group, const char *key, uint64_t val)
+{
+	struct json_state *js = (struct json_state *)sink;
+	char name[IL_NAME_LEN + 32];
+
+	il_json_u64(js->j, state_name(js->app, group, key, name, sizeof(name)), val);
+}
+
 /* ---- telemetry -------------------------------------------------------- */
 
 static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
@@ -101,17 +159,57 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 			return -1;
 		rte_tel_data_start_dict(c);
 		rte_tel_data_add_dict_u64(c, "pkts_in", st->pkts_in);
-		rte_tel_data_add_dict_u64(c, "cycles", st->tsc_busy);
+		if (IL_STAGE_CYCLES)
+			rte_tel_data_add_dict_u64(c, "cycles", st->tsc_busy);
 		for (unsigned i = 0; i < st->type->n_counters; i++)
 			rte_tel_data_add_dict_u64(c, st->type->counter_names[i], st->ctr[i]);
 		if (st->type->state && st->ctx) {
-			const char *keys[64];
-			uint64_t vals[64];
-			unsigned n = st->type->state(st, keys, vals, 64);
-			for (unsigned i = 0; i < n; i++)
-				rte_tel_data_add_dict_u64(c, keys[i], vals[i]);
+			struct tel_state ts = {
+				.sink = {.put = tel_state_put},
+				.d = c,
+				.only_group = -1,
+				.groups_inline = tel_app->n_groups <= TEL_INLINE_GROUPS,
+			};
+			st->type->state(st, &ts.sink);
 		}
 		rte_tel_data_add_dict_container(d, st->name, c, 0);
+	}
+	return 0;
+}
+
+/* /interlink/group,<id>: every stage's state for one group. */
+static int tel_group(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	char *end;
+	unsigned long id;
+	uint16_t gi;
+
+	(void)cmd;
+	if (params == NULL || *params == '\0')
+		return -EINVAL;
+	id = strtoul(params, &end, 10);
+	if (*end != '\0' || id > UINT16_MAX || !(gi = tel_app->group_idx_by_id[id]))
+		return -EINVAL;
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "id", id);
+	for (unsigned s = 0; s < tel_app->n_stages; s++) {
+		const struct il_stage *st = tel_app->stages[s];
+		if (!st->type->state || !st->ctx)
+			continue;
+		struct rte_tel_data *c = rte_tel_data_alloc();
+		if (!c)
+			return -ENOMEM;
+		rte_tel_data_start_dict(c);
+		struct tel_state ts = {
+			.sink = {.put = tel_state_put},
+			.d = c,
+			.only_group = gi - 1,
+		};
+		st->type->state(st, &ts.sink);
+		if (ts.n)
+			rte_tel_data_add_dict_container(d, st->name, c, 0);
+		else
+			rte_tel_data_free(c);
 	}
 	return 0;
 }
@@ -159,10 +257,14 @@ static int tel_info(const char *cmd, const char *params, struct rte_tel_data *d)
 void il_telemetry_register(struct il_app *app)
 {
 	tel_app = app;
+	il_telemetry_layout_register(app);
 	rte_telemetry_register_cmd("/interlink/info", tel_info,
 				   "Appliance identity and uptime. No parameters");
 	rte_telemetry_register_cmd("/interlink/stats", tel_stats,
-				   "Per-stage counters and state. No parameters");
+				   "Per-stage counters and state (per-group state inline for up to "
+				   "16 groups). No parameters");
+	rte_telemetry_register_cmd("/interlink/group", tel_group,
+				   "One group's state in every stage. Parameters: int group id");
 	rte_telemetry_register_cmd("/interlink/ports", tel_ports,
 				   "Per-port packets, drops and link. No parameters");
 }
@@ -244,8 +346,12 @@ void il_summary(struct il_app *app, double elapsed, const char *json_path)
 	printf("%-12s %-10s %12s %10s  counters\n", "stage", "type", "pkts_in", "cyc/pkt");
 	for (unsigned s = 0; s < app->n_stages; s++) {
 		const struct il_stage *st = app->stages[s];
-		printf("%-12s %-10s %12" PRIu64 " %10.1f ", st->name, st->type->name, st->pkts_in,
-		       st->pkts_in ? (double)st->tsc_busy / (double)st->pkts_in : 0.0);
+		printf("%-12s %-10s %12" PRIu64, st->name, st->type->name, st->pkts_in);
+		if (IL_STAGE_CYCLES)
+			printf(" %10.1f ", st->pkts_in ? (double)st->tsc_busy / (double)st->pkts_in
+						       : 0.0);
+		else
+			printf(" %10s ", "-"); /* built without stage_cycles */
 		for (unsigned c = 0; c < st->type->n_counters; c++)
 			if (st->ctr[c])
 				printf(" %s=%" PRIu64, st->type->counter_names[c], st->ctr[c]);
@@ -272,9 +378,10 @@ void il_summary(struct il_app *app, double elapsed, const char *json_path)
 		any += t.tx_dropped + t.missed;
 	}
 	printf("%s\n", any ? "" : " none");
-	if (il_qs_waits())
+	if (il_guard_waits())
 		printf("peer disconnects  %" PRIu64 " unmaps held until the workers were quiescent"
-		       " (%" PRIu64 " gave up after 200 ms)\n", il_qs_waits(), il_qs_timeouts());
+		       " (%" PRIu64 " gave up after 200 ms)\n", il_guard_waits(),
+		       il_guard_timeouts());
 	fflush(stdout);
 
 	if (!json_path)
@@ -284,38 +391,52 @@ void il_summary(struct il_app *app, double elapsed, const char *json_path)
 		perror(json_path);
 		return;
 	}
-	fprintf(j, "{\n  \"name\": \"%s\",\n  \"epoch\": %u,\n  \"elapsed_s\": %.6f,\n", app->name,
-		app->epoch, elapsed);
-	fprintf(j, "  \"ports\": {");
+	struct il_json js;
+	il_json_begin(&js, j, 2);
+	il_json_obj(&js, NULL);
+	il_json_str(&js, "name", app->name);
+	il_json_u64(&js, "epoch", app->epoch);
+	il_json_fixed(&js, "elapsed_s", elapsed, 6);
+	il_json_obj(&js, "ports");
 	for (unsigned p = 0; p < app->n_ports; p++) {
 		struct port_totals t;
 		port_totals(app, p, &t);
-		fprintf(j,
-			"%s\n    \"%s\": {\"rx\": %" PRIu64 ", \"tx\": %" PRIu64 ", \"rx_missed\": %" PRIu64
-			", \"rx_errors\": %" PRIu64 ", \"tx_errors\": %" PRIu64 ", \"drop_tx_full\": %" PRIu64
-			"}",
-			p ? "," : "", app->ports[p].name, t.rx, t.tx, t.missed, t.rx_err, t.tx_err,
-			t.tx_dropped);
+		il_json_obj(&js, app->ports[p].name);
+		il_json_u64(&js, "rx", t.rx);
+		il_json_u64(&js, "tx", t.tx);
+		il_json_u64(&js, "rx_missed", t.missed);
+		il_json_u64(&js, "rx_errors", t.rx_err);
+		il_json_u64(&js, "tx_errors", t.tx_err);
+		il_json_u64(&js, "drop_tx_full", t.tx_dropped);
+		il_json_end(&js);
 	}
-	fprintf(j, "\n  },\n  \"stages\": {");
+	il_json_end(&js);
+	il_json_obj(&js, "stages");
 	for (unsigned s = 0; s < app->n_stages; s++) {
 		const struct il_stage *st = app->stages[s];
-		fprintf(j, "%s\n    \"%s\": {\"type\": \"%s\", \"pkts_in\": %" PRIu64
-			   ", \"cycles\": %" PRIu64,
-			s ? "," : "", st->name, st->type->name, st->pkts_in, st->tsc_busy);
+		il_json_obj(&js, st->name);
+		il_json_str(&js, "type", st->type->name);
+		il_json_u64(&js, "pkts_in", st->pkts_in);
+		if (IL_STAGE_CYCLES)
+			il_json_u64(&js, "cycles", st->tsc_busy);
 		for (unsigned c = 0; c < st->type->n_counters; c++)
-			fprintf(j, ", \"%s\": %" PRIu64, st->type->counter_names[c], st->ctr[c]);
+			il_json_u64(&js, st->type->counter_names[c], st->ctr[c]);
 		if (st->type->state && st->ctx) {
-			const char *keys[64];
-			uint64_t vals[64];
-			unsigned n = st->type->state(st, keys, vals, 64);
-			for (unsigned i = 0; i < n; i++)
-				fprintf(j, ", \"%s\": %" PRIu64, keys[i], vals[i]);
+			struct json_state jst = {
+				.sink = {.put = json_state_put},
+				.j = &js,
+				.app = app,
+			};
+			st->type->state(st, &jst.sink);
 		}
-		fprintf(j, "}");
+		il_json_end(&js);
 	}
-	fprintf(j, "\n  },\n  \"messages_ordered\": %" PRIu64 ",\n  \"frames_ordered\": %" PRIu64
-		   ",\n  \"drops_total\": %" PRIu64 "\n}\n",
-		stamped, frames, drops_total(app));
+	il_json_end(&js);
+	il_json_u64(&js, "messages_ordered", stamped);
+	il_json_u64(&js, "frames_ordered", frames);
+	il_json_u64(&js, "drops_total", drops_total(app));
+	il_json_end(&js);
+	if (il_json_finish(&js))
+		fprintf(stderr, "interlink: cannot write %s\n", json_path);
 	fclose(j);
 }

@@ -13,9 +13,8 @@
 #include <rte_errno.h>
 
 #include <interlink/app.h>
+#include <interlink/err.h>
 #include <interlink/port.h>
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 bool il_port_is_vdev(const char *device)
 {

@@ -24,12 +24,11 @@
 #include <unistd.h>
 
 #include <interlink/endpoint.h>
+#include <interlink/err.h>
 #include <interlink/wire.h>
 
 #include "ep_core.h"
 #include "ep_priv.h"
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), (void)0)
 
 uint64_t ep_now_ns(void)
 {
@@ -85,20 +84,20 @@ static int open_sockets(struct il_ep *ep, char *err, size_t errlen)
 	ep->tx_ifindex = (int)if_nametoindex(c->tx_ifname);
 	ep->rx_ifindex = (int)if_nametoindex(c->rx_ifname);
 	if (ep->tx_ifindex == 0 || ep->rx_ifindex == 0) {
-		ERR("libinterlink: interface '%s' not found",
-		    ep->tx_ifindex == 0 ? c->tx_ifname : c->rx_ifname);
+		il_err(err, errlen, "libinterlink: interface '%s' not found",
+		       ep->tx_ifindex == 0 ? c->tx_ifname : c->rx_ifname);
 		return -ENODEV;
 	}
 	int rc = if_ipv4(c->tx_ifname, &ep->tx_addr);
 	if (rc) {
-		ERR("libinterlink: tx interface '%s' has no IPv4 address: %s", c->tx_ifname,
-		    strerror(-rc));
+		il_err(err, errlen, "libinterlink: tx interface '%s' has no IPv4 address: %s",
+		       c->tx_ifname, strerror(-rc));
 		return rc;
 	}
 	ep->txfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	ep->rxfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (ep->txfd < 0 || ep->rxfd < 0) {
-		ERR("libinterlink: socket: %s", strerror(errno));
+		il_err(err, errlen, "libinterlink: socket: %s", strerror(errno));
 		return -errno;
 	}
 	struct ip_mreqn mif = { .imr_ifindex = ep->tx_ifindex };
@@ -110,7 +109,8 @@ static int open_sockets(struct il_ep *ep, char *err, size_t errlen)
 	    setsockopt(ep->txfd, IPPROTO_IP, IP_MULTICAST_LOOP, &zero, sizeof(zero)) != 0 ||
 	    setsockopt(ep->txfd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) != 0 ||
 	    setsockopt(ep->txfd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0) {
-		ERR("libinterlink: tx socket on '%s': %s", c->tx_ifname, strerror(errno));
+		il_err(err, errlen, "libinterlink: tx socket on '%s': %s", c->tx_ifname,
+		       strerror(errno));
 		return -errno;
 	}
 	set_buf(ep->txfd, SO_SNDBUFFORCE, SO_SNDBUF, 4 << 20);
@@ -120,7 +120,8 @@ static int open_sockets(struct il_ep *ep, char *err, size_t errlen)
 	if (setsockopt(ep->rxfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 	    setsockopt(ep->rxfd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)) != 0 ||
 	    bind(ep->rxfd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		ERR("libinterlink: rx socket on port %u: %s", c->port, strerror(errno));
+		il_err(err, errlen, "libinterlink: rx socket on port %u: %s", c->port,
+		       strerror(errno));
 		return -errno;
 	}
 	set_buf(ep->rxfd, SO_RCVBUFFORCE, SO_RCVBUF, 32 << 20);
@@ -154,20 +155,20 @@ struct il_ep *il_ep_open(const struct il_ep_config *cfg, char *err, size_t errle
 	struct il_ep *ep = calloc(1, sizeof(*ep));
 
 	if (ep == NULL) {
-		ERR("libinterlink: out of memory");
+		il_err(err, errlen, "libinterlink: out of memory");
 		return NULL;
 	}
 	ep->cfg = *cfg;
 	ep->txfd = ep->rxfd = -1;
 	if (cfg->tx_ifname == NULL || cfg->rx_ifname == NULL) {
-		ERR("libinterlink: tx_ifname and rx_ifname are required");
+		il_err(err, errlen, "libinterlink: tx_ifname and rx_ifname are required");
 		goto fail;
 	}
 	if (cfg->mtu < 576 || cfg->mtu > 9000 || cfg->rx_depth == 0 || cfg->rx_depth > 1024 ||
 	    cfg->tx_depth == 0 || cfg->tx_depth > 4096 || cfg->ack_every == 0 ||
 	    cfg->rx_window < 2 || (cfg->rx_window & (cfg->rx_window - 1))) {
-		ERR("libinterlink: bad config (mtu 576..9000, rx_depth 1..1024, tx_depth 1..4096, "
-		    "ack_every >= 1, rx_window a power of two)");
+		il_err(err, errlen, "libinterlink: bad config (mtu 576..9000, rx_depth 1..1024, "
+		       "tx_depth 1..4096, ack_every >= 1, rx_window a power of two)");
 		goto fail;
 	}
 	if (open_sockets(ep, err, errlen))
@@ -187,7 +188,7 @@ struct il_ep *il_ep_open(const struct il_ep_config *cfg, char *err, size_t errle
 		ep->max_frame = EP_FRAME_MAX;
 	int rc = io_uring_queue_init(cfg->rx_depth + cfg->tx_depth + 32, &ep->ring, 0);
 	if (rc < 0) {
-		ERR("libinterlink: io_uring_queue_init: %s", strerror(-rc));
+		il_err(err, errlen, "libinterlink: io_uring_queue_init: %s", strerror(-rc));
 		goto fail;
 	}
 	ep->ring_ok = true;
@@ -195,7 +196,7 @@ struct il_ep *il_ep_open(const struct il_ep_config *cfg, char *err, size_t errle
 	ep->tx = calloc(cfg->tx_depth, sizeof(*ep->tx));
 	ep->tx_free = calloc(cfg->tx_depth, sizeof(*ep->tx_free));
 	if (ep->rx == NULL || ep->tx == NULL || ep->tx_free == NULL) {
-		ERR("libinterlink: out of memory");
+		il_err(err, errlen, "libinterlink: out of memory");
 		goto fail;
 	}
 	for (unsigned i = 0; i < cfg->tx_depth; i++)

@@ -281,54 +281,39 @@ bool ep_ack_due(const struct ep_ack *a, uint64_t po, uint64_t now, unsigned ever
 
 /* ---- rate pacing ------------------------------------------------------- */
 
+#define EP_NS_PER_S 1000000000ull
+
 void ep_pace_init(struct ep_pace *p)
 {
 	memset(p, 0, sizeof(*p));
-}
-
-static double pace_bytes_per_ns(const struct ep_pace *p)
-{
-	return (double)p->rate_kbps * 125.0 / 1e9;
-}
-
-static void pace_refill(struct ep_pace *p, uint64_t now)
-{
-	if (now > p->last_ns) {
-		p->tokens += (double)(now - p->last_ns) * pace_bytes_per_ns(p);
-		if (p->tokens > p->depth)
-			p->tokens = p->depth;
-	}
-	p->last_ns = now;
 }
 
 void ep_pace_set(struct ep_pace *p, uint32_t rate_kbps, size_t min_depth, uint64_t now)
 {
 	if (rate_kbps == p->rate_kbps)
 		return;
-	if (p->rate_kbps)
-		pace_refill(p, now); /* what the old rate earned so far */
 	bool was_off = p->rate_kbps == 0;
 	p->rate_kbps = rate_kbps;
 	if (rate_kbps == 0)
 		return;
-	p->depth = (double)EP_PACE_DEPTH_NS * pace_bytes_per_ns(p);
-	if (p->depth < (double)min_depth)
-		p->depth = (double)min_depth;
-	if (was_off || p->tokens > p->depth)
-		p->tokens = p->depth;
-	p->last_ns = now;
+	double rate = (double)rate_kbps * 125.0; /* bytes per second */
+	double depth = (double)EP_PACE_DEPTH_NS * rate / (double)EP_NS_PER_S;
+	if (depth < (double)min_depth)
+		depth = (double)min_depth;
+	if (was_off)
+		il_tbucket_init(&p->tb, rate, depth, EP_NS_PER_S, now);
+	else
+		il_tbucket_set_rate(&p->tb, rate, depth, EP_NS_PER_S, now);
 }
 
 bool ep_pace_take(struct ep_pace *p, size_t bytes, uint64_t now)
 {
 	if (p->rate_kbps == 0)
 		return true;
-	pace_refill(p, now);
-	if (p->tokens < (double)bytes) {
+	if (!il_tbucket_take(&p->tb, (double)bytes, now)) {
 		p->waited++;
 		return false;
 	}
-	p->tokens -= (double)bytes;
 	return true;
 }
 
@@ -336,11 +321,5 @@ uint64_t ep_pace_wait_ns(const struct ep_pace *p, size_t bytes, uint64_t now)
 {
 	if (p->rate_kbps == 0)
 		return 0;
-	double have = p->tokens;
-
-	if (now > p->last_ns)
-		have += (double)(now - p->last_ns) * pace_bytes_per_ns(p);
-	if (have >= (double)bytes)
-		return 0;
-	return (uint64_t)(((double)bytes - have) / pace_bytes_per_ns(p)) + 1;
+	return il_tbucket_wait(&p->tb, (double)bytes, now);
 }

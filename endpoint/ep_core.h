@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <interlink/tbucket.h>
+
 /* ---- deferred messages ------------------------------------------------ */
 /* Records exactly as they go on the wire (u16 len, u16 flags, payload), so
  * packing is one memcpy of a span from the head. */
@@ -66,13 +68,13 @@ void ep_credit_grant(struct ep_credit *c, uint64_t limit, uint32_t window);
 uint64_t ep_credit_unstable(const struct ep_credit *c);
 
 /* ---- rate pacing (WAN groups: CREDIT's rate_kbps) ---------------------- */
-/* A token bucket of bytes, refilled at rate_kbps (1 kbit/s = 125 B/s).
- * Depth: 5 ms at the rate, at least min_depth (two frames, so a frame of
- * any size can always go eventually). It starts full; rate 0: no limit. */
+/* The project's token bucket in bytes, refilled at rate_kbps (1 kbit/s =
+ * 125 B/s), on a clock in nanoseconds. Depth: 5 ms at the rate, at least
+ * min_depth (two frames, so a frame of any size can always go eventually).
+ * It starts full; rate 0: no limit. */
 struct ep_pace {
 	uint32_t rate_kbps;
-	double tokens, depth; /* bytes */
-	uint64_t last_ns;
+	struct il_tbucket tb;
 	uint64_t waited;      /* refusals: times a frame had to wait for tokens */
 };
 

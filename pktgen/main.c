@@ -21,8 +21,9 @@
 #include <rte_ethdev.h>
 #include <rte_malloc.h>
 
+#include <interlink/json.h>
 #include <interlink/port.h>
-#include <interlink/quiesce.h>
+#include <interlink/memif_guard.h>
 #include <interlink/wire.h>
 
 #include "pktgen.h"
@@ -220,59 +221,92 @@ static void summary(FILE *out, const char *json, double send_s, double total_s, 
 		perror(json);
 		return;
 	}
-	fprintf(j, "{\n  \"mode\": \"%s\", \"check\": \"%s\", \"senders\": %u, \"receivers\": %u, "
-		   "\"groups\": %u, \"pass\": %s,\n", mode_name(), count ? "count" : "full",
-		S.c.senders, S.c.receivers, S.c.groups, ok ? "true" : "false");
-	fprintf(j, "  \"sent_msgs\": %" PRIu64 ", \"sent_frames\": %" PRIu64 ", \"send_s\": %.6f, "
-		   "\"total_s\": %.6f, \"tx_mpps\": %.6f, \"tx_gbps\": %.6f, \"tx_bytes\": %" PRIu64
-		   ",\n", S.tx_msgs, S.tx_frames, send_s, total_s, mpps, gbps, S.tx_bytes);
-	fprintf(j, "  \"offered_frames\": %" PRIu64 ", \"offered_mpps\": %.6f, \"tx_refused\": %"
-		   PRIu64 ", \"tx_retry\": %" PRIu64 ",\n", offered, offered_mpps, S.tx_refused,
-		S.tx_retry);
-	fprintf(j, "  \"rx_frames\": %" PRIu64 ", \"rx_data\": %" PRIu64 ", \"rx_other\": %" PRIu64
-		   ", \"rx_mpps\": %.6f, \"lost\": %" PRIu64 ", \"seq_missing\": %" PRIu64
-		   ", \"seq_reordered\": %" PRIu64 ", \"rx_stale\": %" PRIu64 ",\n", S.rx_frames,
-		S.rx_data, S.rx_other, rx_mpps, count ? lost() : 0, seq_missing(), seq_reordered(),
-		S.rx_stale);
-	fprintf(j, "  \"delivered\": %" PRIu64 ", \"expected\": %" PRIu64 ", \"complete\": %s,\n",
-		t.delivered, sent_all * S.c.receivers, complete ? "true" : "false");
-	fprintf(j, "  \"disagreements\": %u, \"fifo_violations\": %" PRIu64 ", \"unrecoverable\": %"
-		   PRIu64 ",\n", dis, t.fifo, t.unrec);
-	fprintf(j, "  \"gaps\": %" PRIu64 ", \"gaps_repaired\": %" PRIu64 ", \"naks\": %" PRIu64
-		   ", \"naks_failed\": %" PRIu64 ", \"duplicates\": %" PRIu64 ", \"injected_losses\": %"
-		   PRIu64 ", \"overruns\": %" PRIu64 ",\n",
-		t.gaps, t.repaired, S.naks_tx, S.naks_tx_fail, t.dups, t.injected, t.overrun);
-	fprintf(j, "  \"captured\": %u,\n", S.cap.n);
+	struct il_json js;
+	il_json_begin(&js, j, 1);
+	il_json_obj(&js, NULL);
+	il_json_str(&js, "mode", mode_name());
+	il_json_str(&js, "check", count ? "count" : "full");
+	il_json_u64(&js, "senders", S.c.senders);
+	il_json_u64(&js, "receivers", S.c.receivers);
+	il_json_u64(&js, "groups", S.c.groups);
+	il_json_bool(&js, "pass", ok);
+	il_json_u64(&js, "sent_msgs", S.tx_msgs);
+	il_json_u64(&js, "sent_frames", S.tx_frames);
+	il_json_fixed(&js, "send_s", send_s, 6);
+	il_json_fixed(&js, "total_s", total_s, 6);
+	il_json_fixed(&js, "tx_mpps", mpps, 6);
+	il_json_fixed(&js, "tx_gbps", gbps, 6);
+	il_json_u64(&js, "tx_bytes", S.tx_bytes);
+	il_json_u64(&js, "offered_frames", offered);
+	il_json_fixed(&js, "offered_mpps", offered_mpps, 6);
+	il_json_u64(&js, "tx_refused", S.tx_refused);
+	il_json_u64(&js, "tx_retry", S.tx_retry);
+	il_json_u64(&js, "rx_frames", S.rx_frames);
+	il_json_u64(&js, "rx_data", S.rx_data);
+	il_json_u64(&js, "rx_other", S.rx_other);
+	il_json_fixed(&js, "rx_mpps", rx_mpps, 6);
+	il_json_u64(&js, "lost", count ? lost() : 0);
+	il_json_u64(&js, "seq_missing", seq_missing());
+	il_json_u64(&js, "seq_reordered", seq_reordered());
+	il_json_u64(&js, "rx_stale", S.rx_stale);
+	il_json_u64(&js, "delivered", t.delivered);
+	il_json_u64(&js, "expected", sent_all * S.c.receivers);
+	il_json_bool(&js, "complete", complete);
+	il_json_u64(&js, "disagreements", dis);
+	il_json_u64(&js, "fifo_violations", t.fifo);
+	il_json_u64(&js, "unrecoverable", t.unrec);
+	il_json_u64(&js, "gaps", t.gaps);
+	il_json_u64(&js, "gaps_repaired", t.repaired);
+	il_json_u64(&js, "naks", S.naks_tx);
+	il_json_u64(&js, "naks_failed", S.naks_tx_fail);
+	il_json_u64(&js, "duplicates", t.dups);
+	il_json_u64(&js, "injected_losses", t.injected);
+	il_json_u64(&js, "overruns", t.overrun);
+	il_json_u64(&js, "captured", S.cap.n);
 	if (S.c.uto) {
 		const struct pg_uto *u = &S.uto;
-		fprintf(j, "  \"uto\": {\"acks\": %" PRIu64 ", \"heartbeats\": %" PRIu64 ", \"joins\": %"
-			   PRIu64 ", \"leaves\": %" PRIu64 ", \"views\": %" PRIu64 ", \"credits\": %" PRIu64
-			   ", \"stables\": %" PRIu64 ", \"credit_window\": %u, \"rate_kbps\": %u, "
-			   "\"blocked_s\": %.6f, \"blocked_stalls\": %" PRIu64 ", \"max_unstable\": %"
-			   PRIu64 ", \"resumes\": %" PRIu64 ", \"resumed_msgs\": %" PRIu64
-			   ", \"exclusions\": %" PRIu64 ", \"ctl_tx_fail\": %" PRIu64 ", \"epoch\": %u, "
-			   "\"all_stable\": %s, \"watermark\": [",
-			u->acks_tx, u->hb_tx, u->joins_tx, u->leaves_tx, u->views_rx, u->credits_rx,
-			u->stable_rx, u->credit_window, u->rate_kbps,
-			(double)u->blocked_tsc / (double)S.hz, u->blocked_stalls,
-			pg_uto_max_unstable(&S), u->resumes_rx, u->resumed_msgs, u->exclusions,
-			u->ctl_tx_fail, u->epoch, S.uto_stable ? "true" : "false");
+		il_json_obj(&js, "uto");
+		il_json_u64(&js, "acks", u->acks_tx);
+		il_json_u64(&js, "heartbeats", u->hb_tx);
+		il_json_u64(&js, "joins", u->joins_tx);
+		il_json_u64(&js, "leaves", u->leaves_tx);
+		il_json_u64(&js, "views", u->views_rx);
+		il_json_u64(&js, "credits", u->credits_rx);
+		il_json_u64(&js, "stables", u->stable_rx);
+		il_json_u64(&js, "credit_window", u->credit_window);
+		il_json_u64(&js, "rate_kbps", u->rate_kbps);
+		il_json_fixed(&js, "blocked_s", (double)u->blocked_tsc / (double)S.hz, 6);
+		il_json_u64(&js, "blocked_stalls", u->blocked_stalls);
+		il_json_u64(&js, "max_unstable", pg_uto_max_unstable(&S));
+		il_json_u64(&js, "resumes", u->resumes_rx);
+		il_json_u64(&js, "resumed_msgs", u->resumed_msgs);
+		il_json_u64(&js, "exclusions", u->exclusions);
+		il_json_u64(&js, "ctl_tx_fail", u->ctl_tx_fail);
+		il_json_u64(&js, "epoch", u->epoch);
+		il_json_bool(&js, "all_stable", S.uto_stable);
+		il_json_arr(&js, "watermark");
 		for (unsigned g = 0; g < S.c.groups; g++)
-			fprintf(j, "%s%" PRIu64, g ? ", " : "", u->wm[g]);
-		fprintf(j, "], \"group_sent\": [");
+			il_json_u64(&js, NULL, u->wm[g]);
+		il_json_end(&js);
+		il_json_arr(&js, "group_sent");
 		for (unsigned g = 0; g < S.c.groups; g++)
-			fprintf(j, "%s%" PRIu64, g ? ", " : "", S.group_sent[g]);
-		fprintf(j, "]},\n");
+			il_json_u64(&js, NULL, S.group_sent[g]);
+		il_json_end(&js);
+		il_json_end(&js);
 	}
-	fprintf(j, "  \"latency_us\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, "
-		   "\"max\": %.3f, \"mean\": %.3f, \"samples\": %" PRIu64 "}\n}\n",
-		(double)pg_hist_quantile(&lat, 0.5) * us, (double)pg_hist_quantile(&lat, 0.9) * us,
-		(double)pg_hist_quantile(&lat, 0.99) * us,
-		(double)pg_hist_quantile(&lat, 0.999) * us, (double)lat.max * us,
-		lat.count ? (double)lat.sum / (double)lat.count * us : 0.0, lat.count);
-	if (j == stdout)
-		fflush(j);
-	else
+	il_json_obj(&js, "latency_us");
+	il_json_fixed(&js, "p50", (double)pg_hist_quantile(&lat, 0.5) * us, 3);
+	il_json_fixed(&js, "p90", (double)pg_hist_quantile(&lat, 0.9) * us, 3);
+	il_json_fixed(&js, "p99", (double)pg_hist_quantile(&lat, 0.99) * us, 3);
+	il_json_fixed(&js, "p999", (double)pg_hist_quantile(&lat, 0.999) * us, 3);
+	il_json_fixed(&js, "max", (double)lat.max * us, 3);
+	il_json_fixed(&js, "mean", lat.count ? (double)lat.sum / (double)lat.count * us : 0.0, 3);
+	il_json_u64(&js, "samples", lat.count);
+	il_json_end(&js);
+	il_json_end(&js);
+	if (il_json_finish(&js))
+		fprintf(stderr, "interlink-pktgen: cannot write %s\n", json);
+	if (j != stdout)
 		fclose(j);
 }
 
@@ -330,16 +364,16 @@ static int rx_main(void *arg)
 {
 	struct rte_mbuf *rx[PG_BURST];
 	(void)arg;
-	il_qs_online(1);
+	il_guard_online(1);
 	while (!S.rx_stop) {
 		uint16_t k = rte_eth_rx_burst(S.rx_port, 0, rx, PG_BURST);
 		if (k) {
 			S.rx_last_tsc = rte_rdtsc();
 			pg_count_burst(&S, rx, k);
 		}
-		il_qs_point(1);
+		il_guard_quiescent(1);
 	}
-	il_qs_offline(1);
+	il_guard_offline(1);
 	return 0;
 }
 
@@ -367,11 +401,10 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 	pg_pace_init(&S.pace, hz, S.c.rate_pps, S.c.rate_bps, t0);
 	if (S.c.catch_up_s > 0)
 		pg_pace_set_lag(&S.pace, hz, S.c.catch_up_s);
-	/* A peer that disconnects must not unmap memif rings mid-burst. */
-	il_qs_online(0);
+	il_guard_online(0);
 	while (!S.quit) {
 		uint64_t now = rte_rdtsc();
-		il_qs_point(0);
+		il_guard_quiescent(0);
 		if (sending && S.c.listen) {
 			if ((double)(now - t0) / (double)hz >= S.c.duration) {
 				sending = false;
@@ -449,7 +482,7 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 			last_status = now;
 		}
 	}
-	il_qs_offline(0);
+	il_guard_offline(0);
 	if (S.rx_lcore_on) {
 		S.rx_stop = true;
 		rte_eal_wait_lcore(S.rx_lcore);
@@ -602,6 +635,11 @@ int main(int argc, char **argv)
 	setup_port(S.tx_port);
 	if (S.rx_port != S.tx_port)
 		setup_port(S.rx_port);
+	/* A memif peer that disconnects must not unmap rings under a burst. */
+	if (il_guard_arm() < 0) {
+		fprintf(stderr, "interlink-pktgen: out of memory for the memif guard\n");
+		return 2;
+	}
 	struct rte_ether_addr mac;
 	rte_eth_macaddr_get(S.tx_port, &mac);
 	memcpy(S.tx_mac, mac.addr_bytes, 6);

@@ -7,9 +7,9 @@
 # Writes results.json, table.md, fwd.json and the plot (default docs/fec-tcp.png); the table
 # and ratios go into docs/fec.md's "Measured" section by hand.
 #
-#   sudo ./scripts/bench-fec-tcp.sh                       # 7 loss rates x on/off x 20 s (~7 min)
-#   sudo ./scripts/bench-fec-tcp.sh --repeat 2            # each point twice, medians
-#   sudo ./scripts/bench-fec-tcp.sh --loss 0,0.01 --seconds 10 --no-fwd
+#   ./scripts/bench-fec-tcp.sh                       # 7 loss rates x on/off x 20 s (~7 min)
+#   ./scripts/bench-fec-tcp.sh --repeat 2            # each point twice, medians
+#   ./scripts/bench-fec-tcp.sh --loss 0,0.01 --seconds 10 --no-fwd
 #
 # Options: --seconds S (20), --loss LIST (0,0.0001,0.001,0.01,0.02,0.05,0.1), --repeat N (1),
 # --out DIR (/tmp/il-fec-tcp), --png FILE (docs/fec-tcp.png), --no-fwd, --append (add the

@@ -9,13 +9,13 @@
 # network namespaces, as in tests/integration/test_ftcp.py. Needs root and a
 # build (IL_BUILD, default ./build).
 #
-#   sudo ./scripts/bench-ftcp.sh                  # 1 GB transfers, 64 MB replay
-#   sudo BYTES=$((256<<20)) REPLAY_MB=32 ./scripts/bench-ftcp.sh
-#   sudo RUNS=3 ./scripts/bench-ftcp.sh           # repeat each row, report median
-#   sudo FTLOG_NICE=-15 ./scripts/bench-ftcp.sh   # the logger (interlink-control) at a higher priority
-#   sudo ONLY=recovery ./scripts/bench-ftcp.sh    # the recovery figures alone
-#   sudo ONLY=lazy/none,eager/none ./scripts/bench-ftcp.sh   # some rows (+ FT-TCP off)
-#   sudo ONLY=servers ./scripts/bench-ftcp.sh     # stock servers: nginx and redis
+#   ./scripts/bench-ftcp.sh                  # 1 GB transfers, 64 MB replay
+#   BYTES=$((256<<20)) REPLAY_MB=32 ./scripts/bench-ftcp.sh
+#   RUNS=3 ./scripts/bench-ftcp.sh           # repeat each row, report median
+#   FTLOG_NICE=-15 ./scripts/bench-ftcp.sh   # the logger (interlink-control) at a higher priority
+#   ONLY=recovery ./scripts/bench-ftcp.sh    # the recovery figures alone
+#   ONLY=lazy/none,eager/none ./scripts/bench-ftcp.sh   # some rows (+ FT-TCP off)
+#   ONLY=servers ./scripts/bench-ftcp.sh     # stock servers: nginx and redis
 #
 # ONLY=servers: Debian's nginx (stock settings, sendfile on) serving NGINX_BYTES
 # (1 GiB) to curl and redis-benchmark (REDIS_N requests, 50 clients, SET and GET)

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The line-rate benchmark (issue 3) in one command: builds what is missing, then runs
-# bench/linerate/run.py, which drives the appliance, the testpmd-io ceiling and the
-# kernel-socket baseline with interlink-pktgen and writes the "Line rate (issue 3)"
-# section of docs/benchmarks.md and docs/linerate-*.png.
+# The line-rate benchmark in one command: builds what is missing, then runs
+# bench/linerate/run.py: dpdk-testpmd (txonly) drives the appliance and the
+# testpmd-io ceiling as fast as they take frames, interlink-pktgen measures no-drop
+# rates and latency, and the same raw-mode job runs on veth pairs by the appliance,
+# by an AF_PACKET sequencer and by a UDP-socket one. Writes the "Line rate" section
+# of docs/benchmarks.md and docs/linerate-*.png.
 #
-#   sudo ./scripts/bench-linerate.sh              # full run, about 15 minutes
-#   sudo ./scripts/bench-linerate.sh --quick      # one short point of each kind (< 1 min)
-#   sudo ./scripts/bench-linerate.sh --nice -10   # push other work on a shared machine aside
+#   ./scripts/bench-linerate.sh              # full run, about 5 minutes
+#   ./scripts/bench-linerate.sh --quick      # one short point of each kind, no verdicts (< 1 min)
+#   ./scripts/bench-linerate.sh --nice -10   # push other work on a shared machine aside
 #
 # Other options: bench/linerate/run.py --help. IL_BUILD names the build directory
 # (default build/).

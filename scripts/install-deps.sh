@@ -7,9 +7,11 @@ PKGS=(
   build-essential pkg-config meson ninja-build clang llvm lld libclang-rt-14-dev
   libdpdk-dev dpdk dpdk-dev
   libisal-dev liburing-dev libbenchmark-dev libcmocka-dev libyaml-dev
-  libpcap-dev
+  libpcap-dev libcurl4-openssl-dev libjansson-dev etcd-server
   python3 python3-scapy python3-pytest python3-matplotlib python3-yaml
-  iproute2 iperf3 tcpdump ethtool procps psmisc
+  python3-venv python3-setuptools python3-wheel
+  iproute2 iperf3 tcpdump ethtool procps psmisc tshark
+  tmux python3-prometheus-client prometheus
   nginx redis-server redis-tools curl
 )
 
@@ -32,6 +34,8 @@ fi
 
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# tshark's wireshark-common asks whether non-root users may capture: no, and no prompt.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install-deps: done"

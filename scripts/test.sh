@@ -17,7 +17,10 @@ step "build (release)"
 ./scripts/build.sh
 
 step "unit tests (release)"
-meson test -C build --print-errorlogs --num-processes 1
+# The pytest suites are meson tests too (suites conformance, integration);
+# they run in one pytest call at the end.
+meson test -C build --print-errorlogs --num-processes 1 --no-suite conformance \
+  --no-suite integration
 
 step "unit tests (ASan + UBSan)"
 if [ ! -f build-san/build.ninja ]; then
@@ -26,7 +29,8 @@ fi
 ninja -C build-san
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   meson test -C build-san --print-errorlogs --num-processes 1 --suite core --suite stages \
-  --suite impair --suite control --suite fec --timeout-multiplier 4
+  --suite impair --suite control --suite fec --suite util --suite coord --suite lec \
+  --timeout-multiplier 4
 
 step "fuzz the parser for ${FUZZ_SECONDS}s (libFuzzer)"
 if [ ! -f build-fuzz/build.ninja ]; then

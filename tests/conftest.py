@@ -11,7 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("IL_BUILD", ROOT / "build")).resolve()
-sys.path.insert(0, str(ROOT / "tests" / "conformance"))
+# The Scapy layers are the package in python/ (pip-installable, docs/scapy-wireshark.md); the
+# tests use the tree's copy, installed or not.
+sys.path.insert(0, str(ROOT / "python"))
 
 INTERLINK = BUILD / "dataplane" / "interlink"
 PKTGEN = BUILD / "pktgen" / "interlink-pktgen"

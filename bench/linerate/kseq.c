@@ -27,53 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <interlink/json.h>
+#include "rawseq.h"
+
 #define MAX_BATCH 256
 #define MAX_PAYLOAD 9000
-#define HDR 40
-#define REC 4
-#define SRC_SLOTS 4096 /* open addressing; far more than the benchmark's senders */
-
-static volatile sig_atomic_t quit;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	quit = 1;
-}
-
-struct src {
-	uint32_t addr;
-	uint16_t port;
-	bool used;
-	uint64_t next;
-};
-
-static struct src srcs[SRC_SLOTS];
-
-static uint64_t sender_seq(uint32_t addr, uint16_t port)
-{
-	uint32_t h = (addr * 2654435761u) ^ port;
-	for (unsigned i = 0; i < SRC_SLOTS; i++) {
-		struct src *s = &srcs[(h + i) & (SRC_SLOTS - 1)];
-		if (!s->used) {
-			s->used = true;
-			s->addr = addr;
-			s->port = port;
-			s->next = 1;
-		}
-		if (s->addr == addr && s->port == port)
-			return s->next++;
-	}
-	return 0; /* table full: never with the benchmark's senders */
-}
-
-static void put16(uint8_t *p, uint16_t v) { v = htons(v); memcpy(p, &v, 2); }
-static void put32(uint8_t *p, uint32_t v) { v = htonl(v); memcpy(p, &v, 4); }
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
 
 int main(int argc, char **argv)
 {
@@ -138,7 +96,7 @@ int main(int argc, char **argv)
 	setsockopt(rs, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf));
 	setsockopt(ss, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf));
 
-	static uint8_t in[MAX_BATCH][MAX_PAYLOAD], out[MAX_BATCH][MAX_PAYLOAD + HDR + REC];
+	static uint8_t in[MAX_BATCH][MAX_PAYLOAD], out[MAX_BATCH][MAX_PAYLOAD + RAWSEQ_INSERT];
 	static struct mmsghdr rm[MAX_BATCH], sm[MAX_BATCH];
 	static struct iovec riov[MAX_BATCH], siov[MAX_BATCH];
 	static struct sockaddr_in from[MAX_BATCH];
@@ -152,14 +110,12 @@ int main(int argc, char **argv)
 		siov[i].iov_base = out[i];
 		sm[i].msg_hdr = (struct msghdr){.msg_iov = &siov[i], .msg_iovlen = 1};
 	}
-	struct sigaction act = {.sa_handler = on_signal}; /* no SA_RESTART: recvmmsg returns */
-	sigaction(SIGINT, &act, NULL);
-	sigaction(SIGTERM, &act, NULL);
+	rawseq_signals();
 	printf("kseq: %s:%u on %s -> %s:%u on %s, batches of %u\n", group, port, in_addr, group,
 	       out_port, out_addr, batch);
 	fflush(stdout);
 
-	while (!quit) {
+	while (!rawseq_quit) {
 		for (unsigned i = 0; i < batch; i++)
 			rm[i].msg_hdr.msg_namelen = sizeof(from[i]);
 		int n = recvmmsg(rs, rm, batch, MSG_WAITFORONE, NULL);
@@ -173,24 +129,11 @@ int main(int argc, char **argv)
 		calls++;
 		rx += (uint64_t)n;
 		for (int i = 0; i < n; i++) {
-			uint8_t *h = out[i];
 			unsigned len = rm[i].msg_len;
-			uint32_t saddr = ntohl(from[i].sin_addr.s_addr);
-			memset(h, 0, HDR);
-			h[0] = 1;           /* version */
-			h[1] = 1;           /* DATA */
-			h[2] = HDR;
-			h[3] = 0x01 | 0x08; /* STAMPED | RAW */
-			put16(h + 4, (uint16_t)group_id);
-			put16(h + 6, 1);
-			put32(h + 8, saddr);
-			put32(h + 12, epoch);
-			put64(h + 16, sender_seq(saddr, ntohs(from[i].sin_port)));
-			put64(h + 24, gseq++);
-			put16(h + HDR, (uint16_t)len);
-			put16(h + HDR + 2, 0);
-			memcpy(h + HDR + REC, in[i], len);
-			siov[i].iov_len = HDR + REC + len;
+			rawseq_header(out[i], (uint16_t)group_id, from[i].sin_addr.s_addr,
+				      ntohs(from[i].sin_port), epoch, gseq++, (uint16_t)len);
+			memcpy(out[i] + RAWSEQ_INSERT, in[i], len);
+			siov[i].iov_len = RAWSEQ_INSERT + len;
 		}
 		int done = 0;
 		while (done < n) {
@@ -213,8 +156,15 @@ int main(int argc, char **argv)
 	if (json) {
 		FILE *f = fopen(json, "w");
 		if (f) {
-			fprintf(f, "{\"received\": %" PRIu64 ", \"sent\": %" PRIu64 ", \"send_errors\": %"
-				   PRIu64 ", \"calls\": %" PRIu64 "}\n", rx, tx, send_err, calls);
+			struct il_json j;
+			il_json_begin(&j, f, 0);
+			il_json_obj(&j, NULL);
+			il_json_u64(&j, "received", rx);
+			il_json_u64(&j, "sent", tx);
+			il_json_u64(&j, "send_errors", send_err);
+			il_json_u64(&j, "calls", calls);
+			il_json_end(&j);
+			il_json_finish(&j);
 			fclose(f);
 		}
 	}

@@ -142,11 +142,13 @@ def run(tmp, receivers, count, rate=0, window=256):
         res["appliance"] = {
             "frames_in_per_msg": app["ports"]["in"]["rx"] / msgs,
             "acks_up_per_msg": st["ctrl"]["up_ack"] / msgs,
+            "max_poll_gap_us": st["ctrl"]["max_poll_gap_us"]}
+        if "cycles" in st["classify"]:  # not in a build without stage_cycles
             # classify and seq run per received burst only; ctrl's cycles include its
             # poll of the channel and timers on every loop, idle or not.
-            "classify_seq_cycles_per_msg": (st["classify"]["cycles"] + st["seq"]["cycles"]) / msgs,
-            "ctrl_cycles_per_msg": st["ctrl"]["cycles"] / msgs,
-            "max_poll_gap_us": st["ctrl"]["max_poll_gap_us"]}
+            res["appliance"]["classify_seq_cycles_per_msg"] = (
+                st["classify"]["cycles"] + st["seq"]["cycles"]) / msgs
+            res["appliance"]["ctrl_cycles_per_msg"] = st["ctrl"]["cycles"] / msgs
     return res
 
 
@@ -259,7 +261,9 @@ def summarize(rs):
             "wakeups": med(lambda x: x["control_wakeups_per_msg"]),
             "frames_tx": med(lambda x: x["emulator_frames_tx_per_msg"]),
             "frames_in": med(lambda x: x["appliance"]["frames_in_per_msg"]),
-            "cycles": med(lambda x: x["appliance"]["classify_seq_cycles_per_msg"]),
+            "cycles": (med(lambda x: x["appliance"]["classify_seq_cycles_per_msg"])
+                       if all("classify_seq_cycles_per_msg" in x["appliance"] for x in rs)
+                       else None),
             "ctl": med(lambda x: x["ctl_per_data_msg"]),
             "waits": (med(lambda x: x["emulator_waits_per_msg"])
                       if all("emulator_waits_per_msg" in x for x in rs) else None)}
@@ -280,7 +284,8 @@ def table(title, sums):
         print(f"| {r} | {v['n']} | {v['median_msgs_s']:.0f} | {v['min_msgs_s']:.0f}-"
               f"{v['max_msgs_s']:.0f} | {rel} | {v['emulator']:.2f} + {v['control']:.2f} = "
               f"{cpu0:.2f} | {1e6 / cpu0:.0f} | {v['frames_tx']:.3f} | {v['frames_in']:.3f} | "
-              f"{v['cycles']:.0f} | {v['ctl']:.3f} | {v['wakeups']:.3f} | "
+              f"{'-' if v['cycles'] is None else '%.0f' % v['cycles']} | {v['ctl']:.3f} | "
+              f"{v['wakeups']:.3f} | "
               f"{'-' if v['waits'] is None else '%.4f' % v['waits']} |")
 
 

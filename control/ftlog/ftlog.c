@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <interlink/json.h>
+
 #include "ftlog.h"
 
 enum { EV_WAKE = 1, EV_LISTEN, EV_STOP, EV_TIMER, EV_SESS, EV_WRITE, EV_FSYNC, EV_REPLAY };
@@ -881,21 +883,38 @@ static void write_stats(struct ftlog *L)
 	if (!f)
 		return;
 	const struct ftl_stats *s = &L->l.st;
-	fprintf(f,
-		"{\"records\": %lu, \"bytes_logged\": %lu, \"writes\": %lu, \"fsyncs\": %lu, "
-		"\"acks_down\": %lu, \"reads_logged\": %lu, \"crashes\": %lu, "
-		"\"recoveries\": %lu, \"compactions\": %lu, \"ring_wakeups\": %lu, "
-		"\"down_full\": %lu, \"replay_bytes\": %lu, \"replay_build_us_last\": %lu, "
-		"\"replay_failures\": %lu, \"recover_paced\": %lu, "
-		"\"recover_abandoned_timeout\": %lu, \"recover_abandoned_replay\": %lu, "
-		"\"recover_client_closed\": %lu, \"replay_files_removed\": %lu, "
-		"\"sync_rounds\": %lu, \"sync_early\": %lu, \"recovering\": %u}\n",
-		s->records, s->bytes_logged, s->writes, s->fsyncs, s->acks_down, s->reads_logged,
-		s->crashes, s->recoveries, s->compactions, s->ring_wakeups, s->down_full,
-		s->replay_bytes, s->replay_us_last, s->replay_failures, s->recover_paced,
-		s->recover_abandoned_timeout, s->recover_abandoned_replay, s->recover_client_closed,
-		s->replay_files_removed, s->sync_rounds, s->sync_early, recovering_now(L));
-	fclose(f);
+	struct il_json j;
+	il_json_begin(&j, f, 0);
+	il_json_obj(&j, NULL);
+	il_json_u64(&j, "records", s->records);
+	il_json_u64(&j, "bytes_logged", s->bytes_logged);
+	il_json_u64(&j, "writes", s->writes);
+	il_json_u64(&j, "fsyncs", s->fsyncs);
+	il_json_u64(&j, "acks_down", s->acks_down);
+	il_json_u64(&j, "reads_logged", s->reads_logged);
+	il_json_u64(&j, "crashes", s->crashes);
+	il_json_u64(&j, "recoveries", s->recoveries);
+	il_json_u64(&j, "compactions", s->compactions);
+	il_json_u64(&j, "ring_wakeups", s->ring_wakeups);
+	il_json_u64(&j, "down_full", s->down_full);
+	il_json_u64(&j, "replay_bytes", s->replay_bytes);
+	il_json_u64(&j, "replay_build_us_last", s->replay_us_last);
+	il_json_u64(&j, "replay_failures", s->replay_failures);
+	il_json_u64(&j, "recover_paced", s->recover_paced);
+	il_json_u64(&j, "recover_abandoned_timeout", s->recover_abandoned_timeout);
+	il_json_u64(&j, "recover_abandoned_replay", s->recover_abandoned_replay);
+	il_json_u64(&j, "recover_client_closed", s->recover_client_closed);
+	il_json_u64(&j, "replay_files_removed", s->replay_files_removed);
+	il_json_u64(&j, "sync_rounds", s->sync_rounds);
+	il_json_u64(&j, "sync_early", s->sync_early);
+	il_json_u64(&j, "recovering", recovering_now(L));
+	il_json_end(&j);
+	bool ok = il_json_finish(&j) == 0;
+	/* A partial file never replaces a whole one. */
+	if (fclose(f) != 0 || !ok) {
+		unlink(tmp);
+		return;
+	}
 	rename(tmp, L->stats_path);
 }
 

@@ -10,6 +10,8 @@
 
 #include <isa-l/raid.h>
 
+#include <interlink/err.h>
+
 #include "fec_internal.h"
 
 /* ---- configuration ---------------------------------------------------- */
@@ -50,13 +52,6 @@ static uint64_t gcd64(uint64_t a, uint64_t b)
 	}
 	return a;
 }
-
-#define FAIL(...)                                      \
-	do {                                           \
-		if (errlen)                            \
-			snprintf(err, errlen, __VA_ARGS__); \
-		return -1;                             \
-	} while (0)
 
 /* Interleaves a < b share packets every LCM(a, b) packets. A bin of the
  * a-layer spans (r-1)*a + 1 packets, so two of its repairs' packets can
@@ -112,67 +107,67 @@ int il_fec_cfg_check(const struct il_fec_cfg *cfg, char *err, size_t errlen, cha
 	if (warn && warnlen)
 		warn[0] = '\0';
 	if (cfg->code != IL_FEC_CODE_XOR && cfg->code != IL_FEC_CODE_RS)
-		FAIL("fec.code = %u is unknown; allowed: xor (%u), rs (%u)", cfg->code,
-		     IL_FEC_CODE_XOR, IL_FEC_CODE_RS);
+		return ERR("fec.code = %u is unknown; allowed: xor (%u), rs (%u)", cfg->code,
+		           IL_FEC_CODE_XOR, IL_FEC_CODE_RS);
 	if (cfg->r < 2 || cfg->r > IL_FEC_MAX_R)
-		FAIL("fec.r = %u is out of range; allowed: 2..%u (with r = 1 a repair would "
-		     "only copy one packet)",
-		     cfg->r, IL_FEC_MAX_R);
+		return ERR("fec.r = %u is out of range; allowed: 2..%u (with r = 1 a repair would "
+		           "only copy one packet)",
+		           cfg->r, IL_FEC_MAX_R);
 	if (cfg->c < 1 || cfg->c > IL_FEC_MAX_C)
-		FAIL("fec.c = %u is out of range; allowed: 1..%u", cfg->c, IL_FEC_MAX_C);
+		return ERR("fec.c = %u is out of range; allowed: 1..%u", cfg->c, IL_FEC_MAX_C);
 	layers = fec_layers(cfg);
 	for (unsigned l = 0; l < layers; l++) {
 		if (cfg->interleave[l] < 1 || cfg->interleave[l] > IL_FEC_MAX_INTERLEAVE)
-			FAIL("fec.interleaves[%u] = %u is out of range; allowed: 1..%u "
-			     "(%s)",
-			     l, cfg->interleave[l], IL_FEC_MAX_INTERLEAVE,
-			     cfg->code == IL_FEC_CODE_RS
-				     ? "the Reed-Solomon block interleave"
-				     : "one interleave per layer, c of them");
+			return ERR("fec.interleaves[%u] = %u is out of range; allowed: 1..%u "
+			           "(%s)",
+			           l, cfg->interleave[l], IL_FEC_MAX_INTERLEAVE,
+			           cfg->code == IL_FEC_CODE_RS
+				           ? "the Reed-Solomon block interleave"
+				           : "one interleave per layer, c of them");
 	}
 	if (cfg->xor_impl > IL_FEC_XOR_ISAL_XORGEN)
-		FAIL("fec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u), "
-		     "isal-xorgen (%u)",
-		     cfg->xor_impl, IL_FEC_XOR_ISAL, IL_FEC_XOR_REF, IL_FEC_XOR_ISAL_XORGEN);
+		return ERR("fec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u), "
+		           "isal-xorgen (%u)",
+		           cfg->xor_impl, IL_FEC_XOR_ISAL, IL_FEC_XOR_REF, IL_FEC_XOR_ISAL_XORGEN);
 	if (cfg->lan_mtu < 68)
-		FAIL("fec.lan_mtu = %u is out of range; allowed: 68..65535 (the IPv4 minimum "
-		     "is 68)",
-		     cfg->lan_mtu);
+		return ERR("fec.lan_mtu = %u is out of range; allowed: 68..65535 (the IPv4 minimum "
+		           "is 68)",
+		           cfg->lan_mtu);
 	if (fec_max_span(cfg) > 65535)
-		FAIL("fec.lan_mtu + fec.span_extra = %u is too large; allowed: at most 65535",
-		     fec_max_span(cfg));
+		return ERR("fec.lan_mtu + fec.span_extra = %u is too large; allowed: at most 65535",
+		           fec_max_span(cfg));
 	/* A repair carries the longest span plus its headers in one IPv4
 	 * datagram; if that exceeds the link MTU it fragments, and losing
 	 * either fragment loses the repair (the paper's Fig. 10 setup). */
 	need = IL_FEC_IP_UDP_LEN + il_fec_repair_max_len(cfg);
 	if (cfg->link_mtu < need)
-		FAIL("fec.link_mtu = %u is too small: a repair for fec.lan_mtu = %u "
-		     "(+ fec.span_extra = %u) at r = %u needs %llu bytes (IPv4+UDP %u, "
-		     "Interlink header %u, FEC body %u, recipe %u x %u, payload %u); raise "
-		     "fec.link_mtu to at least %llu or lower fec.lan_mtu",
-		     cfg->link_mtu, cfg->lan_mtu, cfg->span_extra, cfg->r,
-		     (unsigned long long)need, IL_FEC_IP_UDP_LEN, IL_HDR_LEN, IL_FEC_BODY_LEN,
-		     cfg->r, IL_FEC_ID_LEN, fec_max_span(cfg), (unsigned long long)need);
+		return ERR("fec.link_mtu = %u is too small: a repair for fec.lan_mtu = %u "
+		           "(+ fec.span_extra = %u) at r = %u needs %llu bytes (IPv4+UDP %u, "
+		           "Interlink header %u, FEC body %u, recipe %u x %u, payload %u); raise "
+		           "fec.link_mtu to at least %llu or lower fec.lan_mtu",
+		           cfg->link_mtu, cfg->lan_mtu, cfg->span_extra, cfg->r,
+		           (unsigned long long)need, IL_FEC_IP_UDP_LEN, IL_HDR_LEN, IL_FEC_BODY_LEN,
+		           cfg->r, IL_FEC_ID_LEN, fec_max_span(cfg), (unsigned long long)need);
 	if (cfg->verify_l3_off < -1 || cfg->verify_l3_off > (int32_t)cfg->span_extra)
-		FAIL("fec.verify_l3_off = %d is out of range; allowed: -1 (no check) or "
-		     "0..fec.span_extra (%u)",
-		     cfg->verify_l3_off, cfg->span_extra);
+		return ERR("fec.verify_l3_off = %d is out of range; allowed: -1 (no check) or "
+		           "0..fec.span_extra (%u)",
+		           cfg->verify_l3_off, cfg->span_extra);
 	/* The decoder must still hold a packet when the last repair that
 	 * contains it arrives, or it cannot use that repair. */
 	settle = fec_settle_span(cfg);
 	if (cfg->dec_max_pkts < settle || cfg->dec_max_pkts > (1u << 22))
-		FAIL("fec.dec_max_pkts = %u is out of range; allowed: %llu..%u (a packet "
-		     "must stay until the last repair holding it, (r-1) x max "
-		     "interleave%s + 1 = %llu packets later)",
-		     cfg->dec_max_pkts, (unsigned long long)settle, 1u << 22,
-		     cfg->delay_xor ? " + max interleave" : "", (unsigned long long)settle);
+		return ERR("fec.dec_max_pkts = %u is out of range; allowed: %llu..%u (a packet "
+		           "must stay until the last repair holding it, (r-1) x max "
+		           "interleave%s + 1 = %llu packets later)",
+		           cfg->dec_max_pkts, (unsigned long long)settle, 1u << 22,
+		           cfg->delay_xor ? " + max interleave" : "", (unsigned long long)settle);
 	if (cfg->dec_max_age_ns > 3600ull * 1000000000ull)
-		FAIL("fec.dec_max_age_ns = %llu is out of range; allowed: 0 (no age limit) "
-		     "..3600 s",
-		     (unsigned long long)cfg->dec_max_age_ns);
+		return ERR("fec.dec_max_age_ns = %llu is out of range; allowed: 0 (no age limit) "
+		           "..3600 s",
+		           (unsigned long long)cfg->dec_max_age_ns);
 	if (cfg->dec_max_repairs < cfg->c || cfg->dec_max_repairs > (1u << 20))
-		FAIL("fec.dec_max_repairs = %u is out of range; allowed: %u..%u (at least c)",
-		     cfg->dec_max_repairs, cfg->c, 1u << 20);
+		return ERR("fec.dec_max_repairs = %u is out of range; allowed: %u..%u (at least c)",
+		           cfg->dec_max_repairs, cfg->c, 1u << 20);
 
 	if (cfg->code == IL_FEC_CODE_XOR)
 		check_overlap(cfg, warn, warnlen);

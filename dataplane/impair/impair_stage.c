@@ -227,8 +227,7 @@ static int impair_create(struct il_stage *st, const struct il_cfg *params, struc
 			if (rate_burst < IMPAIR_MIN_BURST_BYTES)
 				rate_burst = IMPAIR_MIN_BURST_BYTES;
 		}
-		if (il_tbucket_init(&c->tb, rate_bps, rate_burst, hz, now, err, errlen))
-			goto fail;
+		il_tbucket_init(&c->tb, (double)rate_bps / 8.0, (double)rate_burst, hz, now);
 	}
 	st->ctx = c;
 	return 0;
@@ -247,7 +246,7 @@ static uint16_t impair_release(struct il_stage *st, struct impair_ctx *c,
 	struct rte_mbuf *m;
 
 	while (out < IL_BURST_CAP && (m = il_delay_peek(&c->line, now)) != NULL) {
-		if (c->shaped && !il_tbucket_take(&c->tb, rte_pktmbuf_pkt_len(m), now))
+		if (c->shaped && !il_tbucket_take(&c->tb, (double)rte_pktmbuf_pkt_len(m), now))
 			break;
 		il_delay_pop(&c->line, now);
 		pkts[out++] = m;
@@ -306,21 +305,12 @@ static void impair_destroy(struct il_stage *st)
 	st->ctx = NULL;
 }
 
-static unsigned impair_state(const struct il_stage *st, const char **keys, uint64_t *vals,
-			     unsigned max)
+static void impair_state(const struct il_stage *st, struct il_state_sink *out)
 {
 	const struct impair_ctx *c = st->ctx;
-	unsigned n = 0;
 
-	if (n < max) {
-		keys[n] = "queued";
-		vals[n++] = c->queued ? il_delay_count(&c->line) : 0;
-	}
-	if (n < max) {
-		keys[n] = "queue_cap";
-		vals[n++] = c->queued ? c->line.cap : 0;
-	}
-	return n;
+	il_state_put(out, -1, "queued", c->queued ? il_delay_count(&c->line) : 0);
+	il_state_put(out, -1, "queue_cap", c->queued ? c->line.cap : 0);
 }
 
 const struct il_stage_type il_stage_impair = {

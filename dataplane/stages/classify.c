@@ -9,9 +9,8 @@
 #include <rte_malloc.h>
 
 #include <interlink/app.h>
+#include <interlink/err.h>
 #include <interlink/parse.h>
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 enum {
 	CL_C_UNKNOWN_GROUP = IL_V_COUNT,
@@ -22,15 +21,56 @@ enum {
 
 static const char *cl_counter_names[CL_C_COUNT];
 
-#define MAX_RAW 64
+/*
+ * Raw-mode filters, looked up for every UDP frame that is not Interlink:
+ * an open-addressing table with linear probing, at most half full, so a
+ * lookup (a miss, for most other traffic) ends within a probe or two
+ * whatever the number of filters. A slot holds the key (destination
+ * address << 16 | destination port: 48 bits) and the group index + 1 in
+ * the top 16 bits; 0 is an empty slot (no filter has port 0).
+ */
+#define RAW_KEY_MASK ((UINT64_C(1) << 48) - 1)
+#define RAW_MIN_SLOTS 8u
 
 struct classify {
 	struct il_app *app;
 	uint16_t il_port;
 	uint16_t n_raw;
-	uint64_t raw_key[MAX_RAW]; /* dst ip << 16 | dst port */
-	uint16_t raw_group[MAX_RAW];
+	uint32_t raw_mask; /* slots - 1 */
+	uint64_t raw[];
 };
+
+static inline uint64_t raw_key(uint32_t dst_ip, uint16_t dst_port)
+{
+	return (uint64_t)dst_ip << 16 | dst_port;
+}
+
+static inline uint32_t raw_slot(uint64_t key, uint32_t mask)
+{
+	return (uint32_t)((key * UINT64_C(0x9e3779b97f4a7c15)) >> 32) & mask;
+}
+
+/* The group index of the filter for key, or -1. */
+static inline int raw_find(const struct classify *c, uint64_t key)
+{
+	for (uint32_t i = raw_slot(key, c->raw_mask);; i = (i + 1) & c->raw_mask) {
+		uint64_t e = c->raw[i];
+		if (e == 0)
+			return -1;
+		if ((e & RAW_KEY_MASK) == key)
+			return (int)(e >> 48) - 1;
+	}
+}
+
+static void raw_add(struct classify *c, uint64_t key, uint16_t group_idx)
+{
+	uint32_t i = raw_slot(key, c->raw_mask);
+
+	while (c->raw[i] != 0)
+		i = (i + 1) & c->raw_mask;
+	c->raw[i] = key | (uint64_t)(group_idx + 1) << 48;
+	c->n_raw++;
+}
 
 static inline bool is_drop(enum il_verdict v)
 {
@@ -70,14 +110,12 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 		mt->l4_off = p.l4_off;
 		mt->il_off = p.il_off;
 		if (v == IL_V_UDP) {
-			uint64_t key = (uint64_t)p.dst_ip << 16 | p.dst_port;
-			for (uint16_t r = 0; r < c->n_raw; r++)
-				if (c->raw_key[r] == key) {
-					mt->kind = IL_K_RAW;
-					mt->group_idx = c->raw_group[r];
-					st->ctr[CL_C_RAW_MATCHED]++;
-					break;
-				}
+			int g = c->n_raw ? raw_find(c, raw_key(p.dst_ip, p.dst_port)) : -1;
+			if (g >= 0) {
+				mt->kind = IL_K_RAW;
+				mt->group_idx = (uint16_t)g;
+				st->ctr[CL_C_RAW_MATCHED]++;
+			}
 			pkts[out++] = m;
 			continue;
 		}
@@ -105,21 +143,23 @@ static int classify_create(struct il_stage *st, const struct il_cfg *p, struct i
 
 	if (il_cfg_check_keys(p, keys, err, errlen))
 		return -1;
-	struct classify *c = rte_zmalloc("il_classify", sizeof(*c), RTE_CACHE_LINE_SIZE);
+	unsigned n_raw = 0, slots = RAW_MIN_SLOTS;
+	for (unsigned g = 0; g < app->n_groups; g++)
+		n_raw += app->groups[g].raw;
+	while (slots < 2 * n_raw)
+		slots *= 2;
+	struct classify *c = rte_zmalloc("il_classify", sizeof(*c) + slots * sizeof(c->raw[0]),
+					 RTE_CACHE_LINE_SIZE);
 	if (!c)
 		return ERR("out of memory for stage '%s'", st->name);
 	c->app = app;
 	c->il_port = app->il_udp_port;
+	c->raw_mask = slots - 1;
+	/* The configuration rejects two groups with one filter. */
 	for (unsigned g = 0; g < app->n_groups; g++) {
 		const struct il_group *grp = &app->groups[g];
-		if (!grp->raw)
-			continue;
-		if (c->n_raw == MAX_RAW) {
-			rte_free(c);
-			return ERR("config: 'groups': at most %d raw-mode groups", MAX_RAW);
-		}
-		c->raw_key[c->n_raw] = (uint64_t)grp->raw_dst_ip << 16 | grp->raw_dst_port;
-		c->raw_group[c->n_raw++] = (uint16_t)g;
+		if (grp->raw)
+			raw_add(c, raw_key(grp->raw_dst_ip, grp->raw_dst_port), (uint16_t)g);
 	}
 	st->ctx = c;
 	return 0;

@@ -20,12 +20,11 @@
 #include <rte_malloc.h>
 
 #include <interlink/app.h>
+#include <interlink/err.h>
 #include <interlink/parse.h>
 #include <interlink/wire.h>
 
 #include "ctrl.h"
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_UP_ACK] = "up_ack",
@@ -601,40 +600,22 @@ static void ctrl_destroy(struct il_stage *st)
 	st->ctx = NULL;
 }
 
-static unsigned ctrl_state(const struct il_stage *st, const char **keys, uint64_t *vals,
-			   unsigned max)
+static void ctrl_state(const struct il_stage *st, struct il_state_sink *out)
 {
-	static char names[IL_MAX_GROUPS][5][32];
 	const struct ctrl *c = st->ctx;
-	unsigned n = 0;
 
-	if (n < max) {
-		/* The lcore was away this long at most (descheduled, or a
-		 * stage ran long): what the failure detectors must tolerate. */
-		keys[n] = "max_poll_gap_us";
-		vals[n++] = c->max_gap * 1000000 / rte_get_tsc_hz();
-	}
-	for (unsigned gi = 0; gi < c->app->n_groups && n + 5 <= max; gi++) {
+	/* The lcore was away this long at most (descheduled, or a stage ran
+	 * long): what the failure detectors must tolerate. */
+	il_state_put(out, -1, "max_poll_gap_us", c->max_gap * 1000000 / rte_get_tsc_hz());
+	for (unsigned gi = 0; gi < c->app->n_groups; gi++) {
 		const struct cgroup *g = &c->g[gi];
-		uint16_t id = c->app->groups[gi].id;
 
-		snprintf(names[gi][0], 32, "group%u_watermark", id);
-		snprintf(names[gi][1], 32, "group%u_view", id);
-		snprintf(names[gi][2], 32, "group%u_members", id);
-		snprintf(names[gi][3], 32, "group%u_window", id);
-		keys[n] = names[gi][0];
-		vals[n++] = g->wm;
-		keys[n] = names[gi][1];
-		vals[n++] = g->view_id;
-		keys[n] = names[gi][2];
-		vals[n++] = g->n_members;
-		keys[n] = names[gi][3];
-		vals[n++] = g->window;
-		snprintf(names[gi][4], 32, "group%u_rate_kbps", id);
-		keys[n] = names[gi][4];
-		vals[n++] = g->rate_kbps;
+		il_state_put(out, (int)gi, "watermark", g->wm);
+		il_state_put(out, (int)gi, "view", g->view_id);
+		il_state_put(out, (int)gi, "members", g->n_members);
+		il_state_put(out, (int)gi, "window", g->window);
+		il_state_put(out, (int)gi, "rate_kbps", g->rate_kbps);
 	}
-	return n;
 }
 
 const struct il_stage_type il_stage_control = {

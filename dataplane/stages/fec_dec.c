@@ -350,8 +350,7 @@ static void dec_destroy(struct il_stage *st)
 	st->ctx = NULL;
 }
 
-static unsigned dec_state(const struct il_stage *st, const char **keys, uint64_t *vals,
-			  unsigned max)
+static void dec_state(const struct il_stage *st, struct il_state_sink *out)
 {
 	const struct fec_dec_ctx *c = st->ctx;
 	const struct il_fec_dec_stats *s = c->s;
@@ -370,24 +369,17 @@ static unsigned dec_state(const struct il_stage *st, const char **keys, uint64_t
 		{ "lat_pkts_sum", s->lat_pkts_sum },
 		{ "lat_us_sum", s->lat_ns_sum / 1000u },
 	};
-	unsigned n = 0;
 
-	for (unsigned i = 0; i < RTE_DIM(kv) && n < max; i++, n++) {
-		keys[n] = kv[i].k;
-		vals[n] = kv[i].v;
-	}
+	for (unsigned i = 0; i < RTE_DIM(kv); i++)
+		il_state_put(out, -1, kv[i].k, kv[i].v);
 	for (unsigned h = 0; h < 2; h++)
-		for (unsigned k = 0; k < IL_FEC_LAT_BUCKETS && n < max; k++, n++) {
-			keys[n] = hist_keys[h][k];
-			vals[n] = h ? s->lat_us_hist[k] : s->lat_pkts_hist[k];
-		}
+		for (unsigned k = 0; k < IL_FEC_LAT_BUCKETS; k++)
+			il_state_put(out, -1, hist_keys[h][k],
+				     h ? s->lat_us_hist[k] : s->lat_pkts_hist[k]);
 	/* Refused repairs by reason, only those that happened. */
-	for (unsigned b = 1; b < IL_FEC_BAD_COUNT_ && n < max; b++)
-		if (s->repair_bad[b]) {
-			keys[n] = bad_keys[b];
-			vals[n++] = s->repair_bad[b];
-		}
-	return n;
+	for (unsigned b = 1; b < IL_FEC_BAD_COUNT_; b++)
+		if (s->repair_bad[b])
+			il_state_put(out, -1, bad_keys[b], s->repair_bad[b]);
 }
 
 const struct il_stage_type il_stage_fec_dec = {

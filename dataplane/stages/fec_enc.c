@@ -19,6 +19,7 @@
 #include <rte_udp.h>
 
 #include <interlink/app.h>
+#include <interlink/err.h>
 
 #include "fec_stage.h"
 
@@ -41,8 +42,6 @@ static const char *const impl_names[] = {
 	[IL_FEC_XOR_ISAL] = "isal", [IL_FEC_XOR_REF] = "ref",
 	[IL_FEC_XOR_ISAL_XORGEN] = "isal-xorgen", NULL,
 };
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 static const char *keypath(const struct il_cfg *params, const char *key, char *buf, size_t len)
 {
@@ -472,8 +471,7 @@ static void enc_destroy(struct il_stage *st)
 	st->ctx = NULL;
 }
 
-static unsigned enc_state(const struct il_stage *st, const char **keys, uint64_t *vals,
-			  unsigned max)
+static void enc_state(const struct il_stage *st, struct il_state_sink *out)
 {
 	const struct fec_enc_ctx *c = st->ctx;
 	const struct il_fec_enc_stats *s = il_fec_enc_stats(c->enc);
@@ -488,13 +486,9 @@ static unsigned enc_state(const struct il_stage *st, const char **keys, uint64_t
 		{ "protected_bytes", s->bytes },
 		{ "memory_bytes", il_fec_enc_footprint(c->enc) },
 	};
-	unsigned n = 0;
 
-	for (unsigned i = 0; i < RTE_DIM(kv) && n < max; i++, n++) {
-		keys[n] = kv[i].k;
-		vals[n] = kv[i].v;
-	}
-	return n;
+	for (unsigned i = 0; i < RTE_DIM(kv); i++)
+		il_state_put(out, -1, kv[i].k, kv[i].v);
 }
 
 const struct il_stage_type il_stage_fec_enc = {

@@ -17,6 +17,7 @@
 #include <rte_mbuf.h>
 
 #include <interlink/app.h>
+#include <interlink/err.h>
 #include <interlink/stage.h>
 
 #include "ftcp.h"
@@ -34,8 +35,6 @@ const char *const ftcp_counter_names[C_COUNT] = {
 };
 
 static const char *const strategy_names[] = {"basic", "lazy", "eager", "conditional", NULL};
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 /* ---- set-up ----------------------------------------------------------- */
 
@@ -174,21 +173,16 @@ static void ftcp_destroy(struct il_stage *st)
 	st->ctx = NULL;
 }
 
-static unsigned ftcp_state(const struct il_stage *st, const char **keys, uint64_t *vals,
-			   unsigned max)
+static void ftcp_state(const struct il_stage *st, struct il_state_sink *out)
 {
 	const struct ftcp *f = st->ctx;
-	unsigned n = 0;
 
-	if (!f || !f->ring || max < 3)
-		return 0;
-	keys[n] = "strategy";
-	vals[n++] = (uint64_t)f->strategy;
-	keys[n] = "ring_bytes_queued";
-	vals[n++] = atomic_load(&f->ring->up_head) - atomic_load(&f->ring->up_tail);
-	keys[n] = "ring_drops";
-	vals[n++] = f->ring->up_drops;
-	return n;
+	if (!f || !f->ring)
+		return;
+	il_state_put(out, -1, "strategy", (uint64_t)f->strategy);
+	il_state_put(out, -1, "ring_bytes_queued",
+		     atomic_load(&f->ring->up_head) - atomic_load(&f->ring->up_tail));
+	il_state_put(out, -1, "ring_drops", f->ring->up_drops);
 }
 
 const struct il_stage_type il_stage_ftcp = {

@@ -12,11 +12,11 @@
 #include <rte_malloc.h>
 #include <rte_udp.h>
 
+#include <interlink/err.h>
+#include <interlink/tbucket.h>
 #include <interlink/wire.h>
 
 #include "seq.h"
-
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 enum {
 	NAK_C_NAKS,
@@ -50,21 +50,10 @@ struct nak {
 	struct il_app *app;
 	uint16_t tx;
 	uint32_t max_frames;
-	/* Retransmission budget: a token bucket in frames. */
+	/* Retransmission budget: a token bucket in frames, on the TSC. */
 	uint64_t rate_pps, burst;
-	double tokens;
-	uint64_t last_tsc;
-	double tokens_per_tsc;
+	struct il_tbucket budget;
 };
-
-static inline void refill(struct nak *k)
-{
-	uint64_t now = rte_rdtsc();
-	k->tokens += (double)(now - k->last_tsc) * k->tokens_per_tsc;
-	if (k->tokens > (double)k->burst)
-		k->tokens = (double)k->burst;
-	k->last_tsc = now;
-}
 
 /* Build an UNAVAIL frame for [first, last] of group gi, to the group's
  * multicast address (or back to the requester if the group has none). */
@@ -157,7 +146,7 @@ static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
 			return;
 		first = low;
 	}
-	refill(k);
+	uint64_t now = rte_rdtsc();
 	uint32_t idx = il_seq_hist_find(k->seq, gi, first);
 	uint32_t sent = 0;
 	for (; idx < g->n; idx++) {
@@ -168,11 +157,10 @@ static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
 			st->ctr[NAK_C_CAPPED]++;
 			break;
 		}
-		if (k->tokens < 1.0) {
+		if (!il_tbucket_take(&k->budget, 1.0, now)) {
 			st->ctr[NAK_C_RATE_LIMITED]++;
 			break;
 		}
-		k->tokens -= 1.0;
 		rte_mbuf_refcnt_update(e->m, 1);
 		il_emit(st, k->tx, e->m);
 		sent++;
@@ -229,9 +217,8 @@ static int nak_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	    il_cfg_u64(p, "max_frames_per_nak", 4096, 1, IL_NAK_MAX_SPAN, &v, err, errlen))
 		return -1;
 	k->max_frames = (uint32_t)v;
-	k->tokens = (double)k->burst;
-	k->last_tsc = rte_rdtsc();
-	k->tokens_per_tsc = (double)k->rate_pps / (double)rte_get_tsc_hz();
+	il_tbucket_init(&k->budget, (double)k->rate_pps, (double)k->burst, rte_get_tsc_hz(),
+			rte_rdtsc());
 	return 0;
 }
 

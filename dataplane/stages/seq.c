@@ -12,11 +12,11 @@
 #include <rte_udp.h>
 
 #include <interlink/csum.h>
+#include <interlink/err.h>
 #include <interlink/wire.h>
 
 #include "seq.h"
 
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 #define RAW_INSERT (IL_HDR_LEN + IL_MSG_HDR_LEN)
 
 static const char *const seq_counter_names[SEQ_C_COUNT] = {
@@ -438,25 +438,15 @@ static void seq_destroy(struct il_stage *st)
 	st->ctx = NULL;
 }
 
-static unsigned seq_state(const struct il_stage *st, const char **keys, uint64_t *vals,
-			  unsigned max)
+static void seq_state(const struct il_stage *st, struct il_state_sink *out)
 {
-	static char names[IL_MAX_GROUPS][3][32];
 	const struct il_seq *s = st->ctx;
-	unsigned n = 0;
 
-	for (unsigned g = 0; g < s->app->n_groups && n + 3 <= max; g++) {
-		snprintf(names[g][0], 32, "group%u_next", s->app->groups[g].id);
-		snprintf(names[g][1], 32, "group%u_history_low", s->app->groups[g].id);
-		snprintf(names[g][2], 32, "group%u_history_frames", s->app->groups[g].id);
-		keys[n] = names[g][0];
-		vals[n++] = s->groups[g].next;
-		keys[n] = names[g][1];
-		vals[n++] = il_seq_hist_low(s, g);
-		keys[n] = names[g][2];
-		vals[n++] = s->groups[g].n;
+	for (unsigned g = 0; g < s->app->n_groups; g++) {
+		il_state_put(out, (int)g, "next", s->groups[g].next);
+		il_state_put(out, (int)g, "history_low", il_seq_hist_low(s, g));
+		il_state_put(out, (int)g, "history_frames", s->groups[g].n);
 	}
-	return n;
 }
 
 const struct il_stage_type il_stage_sequencer = {

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include <interlink/endpoint.h>
+#include <interlink/json.h>
 
 #include "kv.h"
 
@@ -218,9 +219,17 @@ static int writer(void)
 	if (o->status) {
 		FILE *f = fopen(o->status, "w");
 		if (f) {
-			fprintf(f, "{\"id\": %u, \"sent\": %lu, \"pending\": %lu, \"frames\": %lu, "
-				"\"packed\": %lu, \"deferred\": %lu}\n", o->id, sent, pending,
-				st.data_tx, st.msgs_packed, st.msgs_deferred);
+			struct il_json j;
+			il_json_begin(&j, f, 0);
+			il_json_obj(&j, NULL);
+			il_json_u64(&j, "id", o->id);
+			il_json_u64(&j, "sent", sent);
+			il_json_u64(&j, "pending", pending);
+			il_json_u64(&j, "frames", st.data_tx);
+			il_json_u64(&j, "packed", st.msgs_packed);
+			il_json_u64(&j, "deferred", st.msgs_deferred);
+			il_json_end(&j);
+			il_json_finish(&j);
 			fclose(f);
 		}
 	}

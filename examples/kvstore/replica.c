@@ -11,12 +11,15 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <interlink/json.h>
 
 #include "kv.h"
 
@@ -315,15 +318,34 @@ static void write_status(struct il_ep *ep, uint64_t pos)
 	f = fopen(tmp, "w");
 	if (f == NULL)
 		return;
-	fprintf(f, "{\"id\": %u, \"ready\": %s, \"member\": %s, \"applied\": %lu, \"pos\": %lu, "
-		"\"hash\": \"%016lx\", \"bad\": %lu, \"transfers\": %u, \"served\": %u, "
-		"\"data_rx\": %lu, \"msgs_uto\": %lu, \"nak_tx\": %lu, \"ack_tx\": %lu, "
-		"\"unavail_msgs\": %lu, \"rx_overflow\": %lu, \"epochs\": %u, \"lost_stable\": %lu, "
-		"\"fifo_dup\": %lu}\n",
-		kv_opts.id, R.ready ? "true" : "false", R.member ? "true" : "false", R.applied, pos,
-		state_hash(), R.bad, R.transfers, R.served, st.data_rx, st.msgs_uto, st.nak_tx,
-		st.ack_tx, st.unavail_msgs, st.rx_overflow, R.epochs, st.lost_stable, st.fifo_dup);
-	fclose(f);
+	struct il_json j;
+	il_json_begin(&j, f, 0);
+	il_json_obj(&j, NULL);
+	il_json_u64(&j, "id", kv_opts.id);
+	il_json_bool(&j, "ready", R.ready);
+	il_json_bool(&j, "member", R.member);
+	il_json_u64(&j, "applied", R.applied);
+	il_json_u64(&j, "pos", pos);
+	il_json_strf(&j, "hash", "%016" PRIx64, state_hash());
+	il_json_u64(&j, "bad", R.bad);
+	il_json_u64(&j, "transfers", R.transfers);
+	il_json_u64(&j, "served", R.served);
+	il_json_u64(&j, "data_rx", st.data_rx);
+	il_json_u64(&j, "msgs_uto", st.msgs_uto);
+	il_json_u64(&j, "nak_tx", st.nak_tx);
+	il_json_u64(&j, "ack_tx", st.ack_tx);
+	il_json_u64(&j, "unavail_msgs", st.unavail_msgs);
+	il_json_u64(&j, "rx_overflow", st.rx_overflow);
+	il_json_u64(&j, "epochs", R.epochs);
+	il_json_u64(&j, "lost_stable", st.lost_stable);
+	il_json_u64(&j, "fifo_dup", st.fifo_dup);
+	il_json_end(&j);
+	bool ok = il_json_finish(&j) == 0;
+	/* A partial file never replaces a whole one. */
+	if (fclose(f) != 0 || !ok) {
+		unlink(tmp);
+		return;
+	}
 	rename(tmp, kv_opts.status);
 }
 

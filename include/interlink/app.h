@@ -108,6 +108,8 @@ static inline const struct il_group *il_app_group_by_id(const struct il_app *app
 int il_worker_main(void *arg);
 /* The app the telemetry callbacks read. */
 void il_telemetry_register(struct il_app *app);
+/* /interlink/stages, /interlink/counters, /interlink/groups (stats_layout.c). */
+void il_telemetry_layout_register(const struct il_app *app);
 void il_status_line(struct il_app *app, double elapsed_s, double dt_s);
 void il_summary(struct il_app *app, double elapsed_s, const char *json_path);
 

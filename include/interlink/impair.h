@@ -13,6 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The rate limit is the project's token bucket, in bytes on the TSC. */
+#include <interlink/tbucket.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -87,24 +90,6 @@ uint32_t il_delay_count(const struct il_delay *d);
 void *il_delay_peek(const struct il_delay *d, uint64_t now);
 /* Due time of the head item; UINT64_MAX when the line is empty. */
 uint64_t il_delay_next_due(const struct il_delay *d);
-
-/* ---- rate limit (token bucket) --------------------------------------- */
-struct il_tbucket {
-	uint64_t rate_bps;    /* bits per second */
-	uint64_t burst_bytes; /* bucket depth */
-	uint64_t hz;          /* ticks per second */
-	double tokens;        /* bytes */
-	uint64_t last;
-};
-
-int il_tbucket_init(struct il_tbucket *tb, uint64_t rate_bps, uint64_t burst_bytes, uint64_t hz,
-		    uint64_t now, char *err, size_t errlen);
-/* Take len bytes if available now. A packet larger than the bucket may go
- * once the bucket is full and leaves it in debt, so any size gets through
- * and the long-run rate stays exact. */
-bool il_tbucket_take(struct il_tbucket *tb, uint32_t len, uint64_t now);
-/* Earliest time len bytes will be available (now if already). */
-uint64_t il_tbucket_ready_at(struct il_tbucket *tb, uint32_t len, uint64_t now);
 
 #ifdef __cplusplus
 }

@@ -36,6 +36,12 @@
 #define IL_MAX_STAGE_COUNTERS 48
 #define IL_NAME_LEN 32
 
+/* 1: the poll loop counts TSC cycles per stage (st->tsc_busy); the build
+ * option stage_cycles sets it. */
+#ifndef IL_STAGE_CYCLES
+#define IL_STAGE_CYCLES 1
+#endif
+
 /* Per-packet metadata: 8 bytes kept in the mbuf's `hash` field, which is
  * in the first cache line that the PMD has just written; a private area
  * would cost one more cold cache line per packet. Only RSS and flow
@@ -85,6 +91,21 @@ struct il_lcore_io {
 	struct rte_mbuf *defer[2 * IL_BURST_CAP];
 };
 
+/* Where a stage's state() reports: each value under a key, either for the
+ * stage as a whole (group -1) or for one configured group (its index in
+ * app->groups). The reader names and places the values (the JSON summary
+ * and telemetry say "group<ID>_<key>"), so a stage keeps no name buffers
+ * and there is no limit on how many values it reports. */
+struct il_state_sink {
+	void (*put)(struct il_state_sink *sink, int group, const char *key, uint64_t val);
+};
+
+static inline void il_state_put(struct il_state_sink *sink, int group, const char *key,
+				uint64_t val)
+{
+	sink->put(sink, group, key, val);
+}
+
 struct il_stage_type {
 	const char *name;
 	const char *help;
@@ -101,9 +122,9 @@ struct il_stage_type {
 	/* Call process() on every poll iteration, even with n == 0. */
 	bool poll;
 	void (*destroy)(struct il_stage *st);
-	/* Optional: extra JSON-able state for telemetry (key/value u64). */
-	unsigned (*state)(const struct il_stage *st, const char **keys, uint64_t *vals,
-			  unsigned max);
+	/* Optional: state beyond the counters (queue depths, per-group
+	 * sequence numbers...), each value handed to the sink as it is read. */
+	void (*state)(const struct il_stage *st, struct il_state_sink *sink);
 };
 
 struct il_stage {
@@ -115,7 +136,7 @@ struct il_stage {
 	int lcore;              /* -1 until placed */
 	uint64_t ctr[IL_MAX_STAGE_COUNTERS];
 	uint64_t pkts_in;       /* packets handed to process() */
-	uint64_t tsc_busy;      /* cycles spent in process() */
+	uint64_t tsc_busy;      /* cycles spent in process() (IL_STAGE_CYCLES) */
 };
 
 /* Queue a packet on app port index `port`, directly. A full tx ring frees
@@ -124,6 +145,23 @@ static inline void il_tx(struct il_lcore_io *io, uint16_t port, struct rte_mbuf 
 {
 	io->tx_queued[port]++;
 	rte_eth_tx_buffer(io->port_id[port], io->txq[port], io->txb[port], m);
+}
+
+/* Send a chain's survivors on app port `port` in one call. What is still
+ * buffered for the port is older, so it goes first; what the tx ring
+ * refuses is freed and counted in io->tx_dropped[port]. */
+static inline void il_tx_burst(struct il_lcore_io *io, uint16_t port, struct rte_mbuf **pkts,
+			       uint16_t n)
+{
+	uint16_t sent;
+
+	io->tx_queued[port] += n;
+	rte_eth_tx_buffer_flush(io->port_id[port], io->txq[port], io->txb[port]);
+	sent = rte_eth_tx_burst(io->port_id[port], io->txq[port], pkts, n);
+	if (unlikely(sent < n)) {
+		io->tx_dropped[port] += n - sent;
+		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+	}
 }
 
 /* Send a packet a stage made or re-sends, after the current burst. */

@@ -3,7 +3,7 @@
  * Interlink wire format: the single source of truth.
  *
  * docs/wire-format.md describes every message and field, and the Scapy
- * layer in tests/conformance/interlink.py dissects them; tests/conformance/
+ * layers in python/interlink_scapy/ dissect them; tests/conformance/
  * test_wire_contract.py fails when the three disagree (it compares the
  * output of tools/il-wire-dump, built from this header, with both).
  *

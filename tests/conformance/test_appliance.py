@@ -9,7 +9,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
-from interlink import Interlink, il_data, il_nak
+from interlink_scapy import Interlink, il_data, il_nak
 
 MC = {1: "239.1.1.1", 2: "239.1.1.2", 100: "239.1.1.100"}
 FLAG_STAMPED, FLAG_RAW = 0x01, 0x08
@@ -111,6 +111,33 @@ def test_epoch_from_config_and_a_new_epoch_per_restart(run_pcap):
     c = run_pcap(f)
     assert b.out[0][Interlink].epoch != 4242
     assert b.out[0][Interlink].epoch <= c.out[0][Interlink].epoch
+
+
+def test_summary_json_escapes_the_names_of_the_config(run_pcap):
+    """Stage and port names are the config's own strings: quotes, backslashes and control
+    characters in them still give a summary that parses, with every name intact."""
+    odd = 'odd"stage\\x\ty'
+    r = run_pcap([data_frame(1, 1, 1, [b"x"])], sets=[f"stages.{odd}={{type: classify}}"])
+    assert r.summary["stages"][odd]["type"] == "classify"
+    assert ctr(r.summary, "seq", "stamped_msgs") == 1
+
+
+def test_summary_has_every_groups_state_for_every_sequencer(run_pcap):
+    """Two sequencer instances and 120 groups: the summary holds next, history_low and
+    history_frames of every group for each instance, with that instance's own values."""
+    ids = range(1, 121)
+    groups = ", ".join(f"{{id: {i}, address: 239.1.1.{i}}}" for i in ids)
+    sets = [f"groups=[{groups}]", "stages.seq.history=8",
+            "stages.seq2={type: sequencer, history: 8}",
+            "pipeline.0.chains.1.stages=[classify, seq2, nak]"]
+    r = run_pcap([data_frame(100, 1, 1, [b"a"]), data_frame(100, 1, 2, [b"b"])],
+                 frames_out_side=[data_frame(2, 2, 1, [b"c"])], sets=sets)
+    for stage, stamped in (("seq", {100: 2}), ("seq2", {2: 1})):
+        st = r.summary["stages"][stage]
+        for i in ids:
+            assert st[f"group{i}_next"] == 1 + stamped.get(i, 0), (stage, i)
+            assert st[f"group{i}_history_frames"] == stamped.get(i, 0), (stage, i)
+            assert st[f"group{i}_history_low"] == 1, (stage, i)
 
 
 @pytest.mark.parametrize("chksum", [None, 0])

@@ -9,7 +9,9 @@ import time
 import uuid
 from pathlib import Path
 
-from conftest import INTERLINK, PKTGEN
+from conftest import BUILD, INTERLINK, PKTGEN, ROOT
+
+CONTROL = BUILD / "control" / "interlink-control"
 
 
 def control_mgmt(chan, cmd, tmp: Path, timeout=2.0):
@@ -80,20 +82,44 @@ class MemifRig:
         raise RuntimeError("appliance did not create its memif sockets: " +
                            self.app_log.read_text())
 
+    def pktgen_cmd(self, js, *args):
+        return ["taskset", "-c", self.gen_cpu, str(PKTGEN),
+                "--tx", f"net_memif0,role=client,socket={self.sock_in},socket-abstract=no",
+                "--rx", f"net_memif1,role=client,socket={self.sock_out},socket-abstract=no",
+                "--json", str(js), *args,
+                "--", "--file-prefix", f"gen{self.tag}", "--lcores", "0",
+                "--log-level", "lib.eal:error"]
+
     def run_pktgen(self, *args, timeout=120):
         js = self.tmp / f"pktgen-{uuid.uuid4().hex[:6]}.json"
-        cmd = ["taskset", "-c", self.gen_cpu, str(PKTGEN),
-               "--tx", f"net_memif0,role=client,socket={self.sock_in},socket-abstract=no",
-               "--rx", f"net_memif1,role=client,socket={self.sock_out},socket-abstract=no",
-               "--json", str(js), *args,
-               "--", "--file-prefix", f"gen{self.tag}", "--lcores", "0",
-               "--log-level", "lib.eal:error"]
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            p = subprocess.run(self.pktgen_cmd(js, *args), capture_output=True, text=True,
+                               timeout=timeout)
         finally:
             shutil.rmtree(f"/var/run/dpdk/gen{self.tag}", ignore_errors=True)
         out = json.loads(js.read_text()) if js.exists() else None
         return p.returncode, p.stdout + p.stderr, out
+
+    def start_pktgen(self, *args):
+        """pktgen in the background: (process, its JSON summary's path, its log's path).
+        Collect it with wait_pktgen."""
+        js = self.tmp / f"pktgen-{uuid.uuid4().hex[:6]}.json"
+        log = js.with_suffix(".log")
+        p = subprocess.Popen(self.pktgen_cmd(js, *args), stdout=open(log, "w"),
+                             stderr=subprocess.STDOUT)
+        return p, js, log
+
+    def wait_pktgen(self, started, timeout=120):
+        p, js, log = started
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        finally:
+            shutil.rmtree(f"/var/run/dpdk/gen{self.tag}", ignore_errors=True)
+        out = json.loads(js.read_text()) if js.exists() else None
+        return p.returncode, log.read_text(), out
 
     def stop_appliance(self):
         if self.app and self.app.poll() is None:
@@ -117,3 +143,59 @@ class MemifRig:
 
     def __exit__(self, *exc):
         self.stop_appliance()
+
+
+class UtoMemifRig(MemifRig):
+    """MemifRig with configs/uto.yaml and interlink-control on a channel of its own."""
+
+    def __init__(self, tmp: Path, ctl_args=()):
+        super().__init__(tmp)
+        self.chan = f"/dev/shm/ilpg{self.tag}-chan"
+        self.ctl_args = list(ctl_args)
+        self.ctl = None
+
+    def start_appliance(self):
+        log = open(self.tmp / "control.log", "w")
+        self.ctl = subprocess.Popen(["taskset", "-c", "0", str(CONTROL), "--chan", self.chan,
+                                     *self.ctl_args], stdout=log, stderr=subprocess.STDOUT)
+        cmd = ["taskset", "-c", self.app_cpu, str(INTERLINK), "-c",
+               str(ROOT / "configs" / "uto.yaml"), "--json", str(self.app_json),
+               "--set", f"name=app{self.tag}",
+               "--set", f"ports.in.device=net_memif0,role=server,socket={self.sock_in},socket-abstract=no",
+               "--set", f"ports.out.device=net_memif1,role=server,socket={self.sock_out},socket-abstract=no",
+               "--set", f"stages.ctrl.chan={self.chan}",
+               "--set", "status_interval_ms=0",
+               "--set", 'eal=[--no-huge, -m, "1024", --lcores, "0,1", --log-level, "lib.eal:error"]']
+        self.app = subprocess.Popen(cmd, stdout=open(self.app_log, "w"), stderr=subprocess.STDOUT)
+        end = time.time() + 30
+        while time.time() < end:
+            if self.app.poll() is not None:
+                raise RuntimeError("appliance exited: " + self.app_log.read_text())
+            if (self.sock_in.exists() and self.sock_out.exists() and
+                    self.status().get("dp_incarnation", 0) >= 1):
+                return
+            time.sleep(0.05)
+        raise RuntimeError("no HELLO from the data plane: " + self.app_log.read_text())
+
+    def mgmt(self, cmd, timeout=2.0):
+        return control_mgmt(self.chan, cmd, self.tmp, timeout)
+
+    def status(self):
+        return control_status(self.chan, self.tmp)
+
+    def groups(self):
+        return control_groups(self.chan, self.tmp)
+
+    def stop_appliance(self):
+        try:
+            return super().stop_appliance()
+        finally:
+            if self.ctl is not None and self.ctl.poll() is None:
+                self.ctl.send_signal(signal.SIGTERM)
+                try:
+                    self.ctl.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.ctl.kill()
+                    self.ctl.wait()
+            for suffix in ("", ".sock", ".mgmt"):
+                Path(self.chan + suffix).unlink(missing_ok=True)

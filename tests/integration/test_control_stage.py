@@ -9,7 +9,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from interlink import ILAck, ILAckTfrc, ILMember, Interlink, il_data
+from interlink_scapy import ILAck, ILAckTfrc, ILMember, Interlink, il_data
 
 MC = "239.1.1.1"
 MAC = "01:00:5e:01:01:01"

@@ -15,7 +15,7 @@ from scapy.utils import rdpcap, wrpcap
 
 from conftest import PKTGEN
 from harness import MemifRig
-from interlink import Interlink
+from interlink_scapy import Interlink
 
 
 def pktgen_alone(tmp_path, tx, *args, rx=None, timeout=60, lcores="0"):

@@ -7,78 +7,15 @@ Asserted: every message delivered in one order at both receivers (pktgen's own c
 control process's watermark of each group reached the last sequence (its management socket),
 and no sender ever had more than W messages not known stable (pktgen's count from the
 watermark and receiver 0's deliveries)."""
-import signal
-import subprocess
-import time
-from pathlib import Path
-
 import pytest
 
-from conftest import BUILD, INTERLINK, ROOT
-from harness import MemifRig, control_groups, control_mgmt, control_status
+from harness import CONTROL, MemifRig, UtoMemifRig
 
-CONTROL = BUILD / "control" / "interlink-control"
 WINDOW = 256
 COUNT = 200000
 RATE = 400000  # frames/s in all: half a second, long enough for heartbeats
 
 pytestmark = pytest.mark.skipif(not CONTROL.exists(), reason="interlink-control not built")
-
-
-class UtoMemifRig(MemifRig):
-    """MemifRig with configs/uto.yaml and interlink-control on a channel of its own."""
-
-    def __init__(self, tmp: Path, ctl_args=()):
-        super().__init__(tmp)
-        self.chan = f"/dev/shm/ilpg{self.tag}-chan"
-        self.ctl_args = list(ctl_args)
-        self.ctl = None
-
-    def start_appliance(self):
-        log = open(self.tmp / "control.log", "w")
-        self.ctl = subprocess.Popen(["taskset", "-c", "0", str(CONTROL), "--chan", self.chan,
-                                     *self.ctl_args], stdout=log, stderr=subprocess.STDOUT)
-        cmd = ["taskset", "-c", self.app_cpu, str(INTERLINK), "-c",
-               str(ROOT / "configs" / "uto.yaml"), "--json", str(self.app_json),
-               "--set", f"name=app{self.tag}",
-               "--set", f"ports.in.device=net_memif0,role=server,socket={self.sock_in},socket-abstract=no",
-               "--set", f"ports.out.device=net_memif1,role=server,socket={self.sock_out},socket-abstract=no",
-               "--set", f"stages.ctrl.chan={self.chan}",
-               "--set", "status_interval_ms=0",
-               "--set", 'eal=[--no-huge, -m, "1024", --lcores, "0,1", --log-level, "lib.eal:error"]']
-        self.app = subprocess.Popen(cmd, stdout=open(self.app_log, "w"), stderr=subprocess.STDOUT)
-        end = time.time() + 30
-        while time.time() < end:
-            if self.app.poll() is not None:
-                raise RuntimeError("appliance exited: " + self.app_log.read_text())
-            if (self.sock_in.exists() and self.sock_out.exists() and
-                    self.status().get("dp_incarnation", 0) >= 1):
-                return
-            time.sleep(0.05)
-        raise RuntimeError("no HELLO from the data plane: " + self.app_log.read_text())
-
-    def mgmt(self, cmd, timeout=2.0):
-        return control_mgmt(self.chan, cmd, self.tmp, timeout)
-
-    def status(self):
-        return control_status(self.chan, self.tmp)
-
-    def groups(self):
-        return control_groups(self.chan, self.tmp)
-
-    def stop_appliance(self):
-        try:
-            return super().stop_appliance()
-        finally:
-            if self.ctl is not None and self.ctl.poll() is None:
-                self.ctl.send_signal(signal.SIGTERM)
-                try:
-                    self.ctl.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self.ctl.kill()
-                    self.ctl.wait()
-            for suffix in ("", ".sock", ".mgmt"):
-                Path(self.chan + suffix).unlink(missing_ok=True)
 
 
 def test_pktgen_uto_members_credit_and_stability(tmp_path):

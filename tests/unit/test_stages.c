@@ -20,6 +20,7 @@
 
 #include "seq.h"
 #include "tu_frame.h"
+#include "tu_state.h"
 
 static struct il_app app;
 static struct il_stage *cl, *sq, *nk;
@@ -254,14 +255,168 @@ static void test_nak_serves_history_unavail_and_future(void **state)
 	free_deferred();
 }
 
+/* A chain's survivors go out in one call, after what was buffered for the
+ * port before them; what a full tx ring refuses is freed and counted. The
+ * net_ring port's tx ring is its own rx ring (1023 frames). */
+static void test_tx_burst_order_and_drops(void **state)
+{
+	(void)state;
+	struct il_lcore_io *io = nk->io;
+	const uint16_t out = 1, pid = app.ports[out].port_id;
+	struct rte_mbuf *p[IL_BURST_CAP];
+	unsigned avail = rte_mempool_avail_count(app.pool);
+	uint64_t queued = io->tx_queued[out], dropped = io->tx_dropped[out];
+	uint64_t offered = 0, refused = 0;
+	uint16_t n;
+
+	for (unsigned i = 0; i < 3; i++)
+		p[i] = frame(7400, IL_T_DATA, 1, 7, 1 + i, 1, 4, false);
+	struct rte_mbuf *first = p[0], *second = p[1], *third = p[2];
+	il_tx(io, out, first); /* buffered, not sent yet */
+	il_tx_burst(io, out, p + 1, 2);
+	n = rte_eth_rx_burst(pid, 0, p, IL_BURST_CAP);
+	assert_int_equal(n, 3);
+	assert_ptr_equal(p[0], first);
+	assert_ptr_equal(p[1], second);
+	assert_ptr_equal(p[2], third);
+	rte_pktmbuf_free_bulk(p, n);
+
+	/* Nobody drains the ring: it fills, the rest is refused. */
+	for (unsigned round = 0; round < 12; round++) {
+		for (unsigned i = 0; i < IL_BURST_CAP; i++)
+			p[i] = frame(7400, IL_T_DATA, 1, 7, 10 + i, 1, 4, false);
+		il_tx_burst(io, out, p, IL_BURST_CAP);
+		offered += IL_BURST_CAP;
+	}
+	refused = io->tx_dropped[out] - dropped;
+	assert_true(refused > 0);
+	assert_int_equal(io->tx_queued[out] - queued, 3 + offered);
+	unsigned got = 0;
+	while ((n = rte_eth_rx_burst(pid, 0, p, IL_BURST_CAP)) > 0) {
+		got += n;
+		rte_pktmbuf_free_bulk(p, n);
+	}
+	assert_int_equal(got + refused, offered);
+	/* Refused frames went back to the pool. */
+	assert_int_equal(rte_mempool_avail_count(app.pool), avail);
+}
+
+/* ---- a second appliance: many groups, raw filters, two sequencers ---- */
+
+#define MANY_GROUPS 200
+#define MANY_RAW 100 /* groups 1..100 have a raw filter 239.1.1.<id>:20000+<id> */
+
+static struct il_app app2;
+static struct il_stage *cl2, *sq_a, *sq_b;
+
+static char *many_groups_config(void)
+{
+	static char text[32768];
+	size_t o = 0;
+
+	o += (size_t)snprintf(text + o, sizeof(text) - o,
+			      "name: stagetest2\n"
+			      "ports:\n"
+			      "  in: { device: net_ring2 }\n"
+			      "  out: { device: net_ring3 }\n"
+			      "groups:\n");
+	for (unsigned id = 1; id <= MANY_GROUPS; id++)
+		if (id <= MANY_RAW)
+			o += (size_t)snprintf(text + o, sizeof(text) - o,
+					      "  - { id: %u, address: 239.2.0.%u, raw: { dst: 239.1.1.%u, "
+					      "port: %u } }\n", id, id, id, 20000 + id);
+		else
+			o += (size_t)snprintf(text + o, sizeof(text) - o,
+					      "  - { id: %u, address: 239.2.0.%u }\n", id, id);
+	snprintf(text + o, sizeof(text) - o,
+		 "stages:\n"
+		 "  classify: { type: classify }\n"
+		 "  seq_a: { type: sequencer, history: 4 }\n"
+		 "  seq_b: { type: sequencer, history: 4 }\n"
+		 "pipeline:\n"
+		 "  - lcore: 1\n"
+		 "    chains:\n"
+		 "      - { rx: in, stages: [classify, seq_a], tx: out }\n"
+		 "      - { rx: out, stages: [classify, seq_b], tx: in }\n");
+	return text;
+}
+
+/* Every raw filter steers its own traffic to its group, whatever their
+ * number (the filters are hashed); near misses (the filter's address with
+ * another port, its port with another address) are not raw. */
+static void test_raw_filters_hashed(void **state)
+{
+	(void)state;
+	uint64_t matched = ctr(cl2, "raw_matched");
+
+	for (unsigned id = 1; id <= MANY_RAW; id++) {
+		struct rte_mbuf *p[3];
+		p[0] = frame((uint16_t)(20000 + id), IL_T_DATA, (uint16_t)id, 5, 0, 1, 8, false);
+		p[1] = frame((uint16_t)(20000 + id + 1), IL_T_DATA, (uint16_t)id, 5, 0, 1, 8, false);
+		p[2] = frame((uint16_t)(20000 + id), IL_T_DATA, (uint16_t)(id + 1), 5, 0, 1, 8, false);
+		assert_int_equal(cl2->type->process(cl2, p, 3), 3);
+		assert_int_equal(il_meta(p[0])->kind, IL_K_RAW);
+		assert_int_equal(app2.groups[il_meta(p[0])->group_idx].id, id);
+		assert_int_equal(il_meta(p[1])->kind, IL_K_NONE);
+		assert_int_equal(il_meta(p[2])->kind, IL_K_NONE);
+		rte_pktmbuf_free_bulk(p, 3);
+	}
+	assert_int_equal(ctr(cl2, "raw_matched") - matched, MANY_RAW);
+}
+
+static uint16_t gidx(unsigned id)
+{
+	return (uint16_t)(app2.group_idx_by_id[id] - 1);
+}
+
+/* Two sequencer instances over 200 groups: each reports all three values
+ * of every group, its own, with no cut-off. */
+static void test_state_of_two_sequencers_over_many_groups(void **state)
+{
+	(void)state;
+	static struct tu_state a, b;
+	struct rte_mbuf *p[4];
+	uint64_t v;
+
+	p[0] = frame(7400, IL_T_DATA, 150, 1, 1, 1, 8, false);
+	p[1] = frame(7400, IL_T_DATA, 150, 1, 2, 1, 8, false);
+	uint16_t n = cl2->type->process(cl2, p, 2);
+	n = sq_a->type->process(sq_a, p, n);
+	rte_pktmbuf_free_bulk(p, n);
+	p[0] = frame(7400, IL_T_DATA, 7, 1, 1, 1, 8, false);
+	p[1] = frame(7400, IL_T_DATA, 150, 1, 3, 1, 8, false);
+	n = cl2->type->process(cl2, p, 2);
+	n = sq_b->type->process(sq_b, p, n);
+	rte_pktmbuf_free_bulk(p, n);
+
+	tu_state_collect(sq_a, &a);
+	tu_state_collect(sq_b, &b);
+	assert_int_equal(a.n, 3 * MANY_GROUPS);
+	assert_int_equal(b.n, 3 * MANY_GROUPS);
+	for (unsigned id = 1; id <= MANY_GROUPS; id++) {
+		static const char *const keys[] = {"next", "history_low", "history_frames"};
+		for (unsigned k = 0; k < 3; k++) {
+			assert_true(tu_state_get(&a, gidx(id), keys[k], &v));
+			assert_true(tu_state_get(&b, gidx(id), keys[k], &v));
+		}
+		assert_true(tu_state_get(&a, gidx(id), "next", &v));
+		assert_int_equal(v, id == 150 ? 3 : 1);
+		assert_true(tu_state_get(&b, gidx(id), "next", &v));
+		assert_int_equal(v, id == 150 || id == 7 ? 2 : 1);
+	}
+	assert_true(tu_state_get(&a, gidx(150), "history_frames", &v));
+	assert_int_equal(v, 2);
+}
+
 int main(int argc, char **argv)
 {
 	char err[512];
 	(void)argc;
 	char *eal[] = {argv[0], "--no-huge", "-m", "256", "--no-pci", "--lcores", "0,1",
 		       "--file-prefix", "il-stage-test", "--log-level", "lib.eal:error",
-		       "--vdev", "net_ring0", "--vdev", "net_ring1", NULL};
-	if (rte_eal_init(15, eal) < 0) {
+		       "--vdev", "net_ring0", "--vdev", "net_ring1", "--vdev", "net_ring2",
+		       "--vdev", "net_ring3", NULL};
+	if (rte_eal_init(19, eal) < 0) {
 		fprintf(stderr, "EAL init failed\n");
 		return 1;
 	}
@@ -271,6 +426,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
+	struct il_cfg *cfg2 = il_cfg_load_string(many_groups_config(), "test2", err, sizeof(err));
+	if (!cfg2 || il_app_configure(&app2, cfg2, err, sizeof(err)) ||
+	    il_app_start(&app2, err, sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	cl2 = il_app_stage(&app2, "classify");
+	sq_a = il_app_stage(&app2, "seq_a");
+	sq_b = il_app_stage(&app2, "seq_b");
 	cl = il_app_stage(&app, "classify");
 	sq = il_app_stage(&app, "seq");
 	nk = il_app_stage(&app, "nak");
@@ -280,8 +444,13 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_history_evicts_oldest_and_releases_it),
 		cmocka_unit_test(test_raw_mode_insertion),
 		cmocka_unit_test(test_nak_serves_history_unavail_and_future),
+		cmocka_unit_test(test_tx_burst_order_and_drops),
+		cmocka_unit_test(test_raw_filters_hashed),
+		cmocka_unit_test(test_state_of_two_sequencers_over_many_groups),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	il_app_stop(&app2);
+	il_cfg_free(cfg2);
 	il_app_stop(&app);
 	il_cfg_free(cfg);
 	rte_eal_cleanup();

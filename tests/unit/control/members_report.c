@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include <interlink/json.h>
+
 #include "members.h"
 
 void hist(uint64_t *h, uint64_t ns)
@@ -146,64 +148,83 @@ void report(double elapsed, double t_first, double t_last)
 		perror(o.json);
 		exit(2);
 	}
-	fprintf(f, "{\n  \"elapsed_s\": %.3f, \"span_s\": %.3f, \"epoch\": %u,\n", elapsed, span,
-		epoch);
-	fprintf(f, "  \"receivers\": [\n");
+	struct il_json j;
+	il_json_begin(&j, f, 2);
+	il_json_obj(&j, NULL);
+	il_json_fixed(&j, "elapsed_s", elapsed, 3);
+	il_json_fixed(&j, "span_s", span, 3);
+	il_json_u64(&j, "epoch", epoch);
+	il_json_arr(&j, "receivers");
 	for (unsigned k = 0; k < o.nr; k++) {
 		const struct rcv *r = &R[k];
 		static const char *const sn[] = { "idle", "joining", "member", "dead", "silent" };
 
-		fprintf(f, "    {\"id\": %u, \"state\": \"%s\", \"start\": %llu, \"po\": %llu, "
-			   "\"uto\": %llu, \"po_n\": %llu, \"uto_n\": %llu, \"buffer_drops\": %llu, "
-			   "\"rejoins\": %llu, \"view\": %u, \"inc\": %u, \"excluded_after_s\": %.3f, "
-			   "\"dup_skipped\": %llu, "
-			   "\"fastjoin_senders\": %u, \"fastjoin_mismatches\": %llu}%s\n",
-			r->id, sn[r->st], (unsigned long long)r->start, (unsigned long long)r->po,
-			(unsigned long long)r->uto, (unsigned long long)r->po_n,
-			(unsigned long long)r->uto_n, (unsigned long long)r->buffer_drops,
-			(unsigned long long)r->rejoins, r->view, r->inc, r->excluded_after_s,
-			(unsigned long long)r->dup_skipped, r->n_fj,
-			(unsigned long long)fastjoin_mismatches(r), k + 1 < o.nr ? "," : "");
+		il_json_obj(&j, NULL);
+		il_json_u64(&j, "id", r->id);
+		il_json_str(&j, "state", sn[r->st]);
+		il_json_u64(&j, "start", r->start);
+		il_json_u64(&j, "po", r->po);
+		il_json_u64(&j, "uto", r->uto);
+		il_json_u64(&j, "po_n", r->po_n);
+		il_json_u64(&j, "uto_n", r->uto_n);
+		il_json_u64(&j, "buffer_drops", r->buffer_drops);
+		il_json_u64(&j, "rejoins", r->rejoins);
+		il_json_u64(&j, "view", r->view);
+		il_json_u64(&j, "inc", r->inc);
+		il_json_fixed(&j, "excluded_after_s", r->excluded_after_s, 3);
+		il_json_u64(&j, "dup_skipped", r->dup_skipped);
+		il_json_u64(&j, "fastjoin_senders", r->n_fj);
+		il_json_u64(&j, "fastjoin_mismatches", fastjoin_mismatches(r));
+		il_json_end(&j);
 		uto_total += r->uto_n;
 		buffer_drops += r->buffer_drops;
 		rejoins += r->rejoins;
 	}
-	fprintf(f, "  ],\n  \"senders\": [\n");
+	il_json_end(&j);
+	il_json_arr(&j, "senders");
 	for (unsigned i = 0; i < o.ns; i++) {
 		const struct snd *s = &S[i];
 
-		fprintf(f, "    {\"id\": %u, \"sent\": %llu, \"limit\": %llu, \"max_unstable\": %llu, "
-			   "\"resent\": %llu, \"unseen\": %llu}%s\n", s->id,
-			(unsigned long long)(s->next - 1), (unsigned long long)s->limit,
-			(unsigned long long)s->max_unstable, (unsigned long long)s->resent,
-			(unsigned long long)s->unseen, i + 1 < o.ns ? "," : "");
+		il_json_obj(&j, NULL);
+		il_json_u64(&j, "id", s->id);
+		il_json_u64(&j, "sent", s->next - 1);
+		il_json_u64(&j, "limit", s->limit);
+		il_json_u64(&j, "max_unstable", s->max_unstable);
+		il_json_u64(&j, "resent", s->resent);
+		il_json_u64(&j, "unseen", s->unseen);
+		il_json_end(&j);
 		if (s->max_unstable > max_unstable)
 			max_unstable = s->max_unstable;
 	}
+	il_json_end(&j);
 	uint64_t ctl = c.ack_tx + c.hb_tx + c.join_tx + c.nak_tx + c.stable_rx + c.view_rx +
 		       c.credit_rx + c.unavail_rx;
-	fprintf(f, "  ],\n  \"messages\": %llu, \"max_g\": %llu, \"stable\": %llu,\n",
-		(unsigned long long)(o.ns * o.count), (unsigned long long)c.max_g,
-		(unsigned long long)stable);
-	fprintf(f, "  \"throughput_msgs_s\": %.1f, \"uto_deliveries\": %llu,\n",
-		span > 0 ? (double)(o.ns * o.count) / span : 0.0, (unsigned long long)uto_total);
-	fprintf(f, "  \"buffer_drops\": %llu, \"max_unstable\": %llu, \"rejoins\": %llu,\n",
-		(unsigned long long)buffer_drops, (unsigned long long)max_unstable,
-		(unsigned long long)rejoins);
-	fprintf(f, "  \"disagreements\": %llu, \"uniform_violations\": %llu, \"restamped\": %llu,\n",
-		(unsigned long long)c.disagreements, (unsigned long long)c.uniform_violations,
-		(unsigned long long)c.restamped);
-	fprintf(f, "  \"data_rx\": %llu, \"data_dup\": %llu, \"send_fail\": %llu, \"epochs\": %llu,\n",
-		(unsigned long long)c.data_rx, (unsigned long long)c.data_dup,
-		(unsigned long long)c.send_fail, (unsigned long long)c.epochs);
-	fprintf(f, "  \"ctl\": {\"ack_tx\": %llu, \"hb_tx\": %llu, \"join_tx\": %llu, \"nak_tx\": %llu, "
-		   "\"stable_rx\": %llu, \"view_rx\": %llu, \"credit_rx\": %llu, \"unavail_rx\": %llu, "
-		   "\"total\": %llu},\n",
-		(unsigned long long)c.ack_tx, (unsigned long long)c.hb_tx,
-		(unsigned long long)c.join_tx, (unsigned long long)c.nak_tx,
-		(unsigned long long)c.stable_rx, (unsigned long long)c.view_rx,
-		(unsigned long long)c.credit_rx, (unsigned long long)c.unavail_rx,
-		(unsigned long long)ctl);
+	il_json_u64(&j, "messages", (uint64_t)o.ns * o.count);
+	il_json_u64(&j, "max_g", c.max_g);
+	il_json_u64(&j, "stable", stable);
+	il_json_fixed(&j, "throughput_msgs_s", span > 0 ? (double)(o.ns * o.count) / span : 0.0, 1);
+	il_json_u64(&j, "uto_deliveries", uto_total);
+	il_json_u64(&j, "buffer_drops", buffer_drops);
+	il_json_u64(&j, "max_unstable", max_unstable);
+	il_json_u64(&j, "rejoins", rejoins);
+	il_json_u64(&j, "disagreements", c.disagreements);
+	il_json_u64(&j, "uniform_violations", c.uniform_violations);
+	il_json_u64(&j, "restamped", c.restamped);
+	il_json_u64(&j, "data_rx", c.data_rx);
+	il_json_u64(&j, "data_dup", c.data_dup);
+	il_json_u64(&j, "send_fail", c.send_fail);
+	il_json_u64(&j, "epochs", c.epochs);
+	il_json_obj(&j, "ctl");
+	il_json_u64(&j, "ack_tx", c.ack_tx);
+	il_json_u64(&j, "hb_tx", c.hb_tx);
+	il_json_u64(&j, "join_tx", c.join_tx);
+	il_json_u64(&j, "nak_tx", c.nak_tx);
+	il_json_u64(&j, "stable_rx", c.stable_rx);
+	il_json_u64(&j, "view_rx", c.view_rx);
+	il_json_u64(&j, "credit_rx", c.credit_rx);
+	il_json_u64(&j, "unavail_rx", c.unavail_rx);
+	il_json_u64(&j, "total", ctl);
+	il_json_end(&j);
 	uint64_t missing = 0, redelivered = 0, rewound = 0;
 	for (unsigned k = 0; k < o.nr; k++) {
 		redelivered += R[k].redelivered;
@@ -215,29 +236,48 @@ void report(double elapsed, double t_first, double t_last)
 	}
 	for (unsigned i = 0; i < o.ns; i++)
 		rewound += S[i].rewound;
-	fprintf(f, "  \"missing\": %llu, \"redelivered\": %llu, \"lost_stable\": %llu, "
-		   "\"finals\": %llu, \"rewound\": %llu,\n", (unsigned long long)missing,
-		(unsigned long long)redelivered, (unsigned long long)c.lost_stable,
-		(unsigned long long)c.finals, (unsigned long long)rewound);
-	fprintf(f, "  \"max_loop_gap_ms\": %.1f,\n", (double)c.max_gap_ns / 1e6);
+	il_json_u64(&j, "missing", missing);
+	il_json_u64(&j, "redelivered", redelivered);
+	il_json_u64(&j, "lost_stable", c.lost_stable);
+	il_json_u64(&j, "finals", c.finals);
+	il_json_u64(&j, "rewound", rewound);
+	il_json_fixed(&j, "max_loop_gap_ms", (double)c.max_gap_ns / 1e6, 1);
 	/* The emulator's own cost, which grows with the receivers it emulates
 	 * (an ACK frame each per ack_every messages; their deliveries). */
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	fprintf(f, "  \"emulator\": {\"loops\": %llu, \"waits\": %llu, \"rx_calls\": %llu, "
-		   "\"tx_calls\": %llu, \"frames_tx\": %llu, \"cpu_user_s\": %.3f, \"cpu_sys_s\": %.3f},\n",
-		(unsigned long long)c.loops, (unsigned long long)c.waits,
-		(unsigned long long)c.rx_calls, (unsigned long long)c.tx_calls,
-		(unsigned long long)c.frames_tx,
-		(double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
-		(double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6);
-	fprintf(f, "  \"ctl_per_data_msg\": %.4f,\n",
-		c.data_tx ? (double)ctl / (double)c.data_tx : 0.0);
-	fprintf(f, "  \"latency_us\": {\"po\": [%.0f, %.0f, %.0f, %.0f], \"uto\": [%.0f, %.0f, %.0f, "
-		   "%.0f], \"uto_minus_po\": [%.0f, %.0f, %.0f, %.0f], \"percentiles\": [10, 50, 90, 99]}\n}\n",
-		pct(lat_po, .1), pct(lat_po, .5), pct(lat_po, .9), pct(lat_po, .99), pct(lat_uto, .1),
-		pct(lat_uto, .5), pct(lat_uto, .9), pct(lat_uto, .99), pct(lat_diff, .1),
-		pct(lat_diff, .5), pct(lat_diff, .9), pct(lat_diff, .99));
+	il_json_obj(&j, "emulator");
+	il_json_u64(&j, "loops", c.loops);
+	il_json_u64(&j, "waits", c.waits);
+	il_json_u64(&j, "rx_calls", c.rx_calls);
+	il_json_u64(&j, "tx_calls", c.tx_calls);
+	il_json_u64(&j, "frames_tx", c.frames_tx);
+	il_json_fixed(&j, "cpu_user_s",
+		      (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6, 3);
+	il_json_fixed(&j, "cpu_sys_s",
+		      (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6, 3);
+	il_json_end(&j);
+	il_json_fixed(&j, "ctl_per_data_msg", c.data_tx ? (double)ctl / (double)c.data_tx : 0.0, 4);
+	static const double ps[] = { .1, .5, .9, .99 };
+	static const struct {
+		const char *name;
+		const uint64_t *h;
+	} lat[] = { { "po", lat_po }, { "uto", lat_uto }, { "uto_minus_po", lat_diff } };
+	il_json_obj(&j, "latency_us");
+	for (unsigned l = 0; l < sizeof(lat) / sizeof(lat[0]); l++) {
+		il_json_arr(&j, lat[l].name);
+		for (unsigned i = 0; i < 4; i++)
+			il_json_fixed(&j, NULL, pct(lat[l].h, ps[i]), 0);
+		il_json_end(&j);
+	}
+	il_json_arr(&j, "percentiles");
+	for (unsigned i = 0; i < 4; i++)
+		il_json_u64(&j, NULL, (uint64_t)(ps[i] * 100 + 0.5));
+	il_json_end(&j);
+	il_json_end(&j);
+	il_json_end(&j);
+	if (il_json_finish(&j))
+		fprintf(stderr, "il-uto-members: cannot write the report\n");
 	if (f != stdout)
 		fclose(f);
 }

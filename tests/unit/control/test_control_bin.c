@@ -324,10 +324,27 @@ static void stop_control(struct fx *f)
 	assert_int_equal(lstat(f->t.chan, &st), 0);
 }
 
+/* The line of `reply` that starts with `start`, copied into line. */
+static void line_of(const char *reply, const char *start, char *line, size_t len)
+{
+	const char *p = reply;
+	size_t n;
+
+	while (strncmp(p, start, strlen(start)) != 0) {
+		p = strchr(p, '\n');
+		assert_non_null(p);
+		p++;
+	}
+	n = strcspn(p, "\n");
+	assert_true(n < len);
+	memcpy(line, p, n);
+	line[n] = '\0';
+}
+
 static void test_watermarks_end_to_end(void **state)
 {
 	struct fx *f = *state;
-	char reply[8192];
+	char reply[8192], line[256];
 	struct il_cmsg m;
 	uint64_t t0, lat_ns, cpu0, cpu1;
 
@@ -348,6 +365,15 @@ static void test_watermarks_end_to_end(void **state)
 	send1(f, IL_CM_ACK, 3, 1, 7, 10);
 	send1(f, IL_CM_ACK, 3, 2, 7, 5);
 	expect_wm(f, 3, 5, 2, 7);
+	/* Per member: its ACK and how far it is behind the leading receiver
+	 * (receiver 2 holds the watermark back by 5). */
+	mgmt(f, "members", reply, sizeof(reply));
+	line_of(reply, "member 1 group 3 ", line, sizeof(line));
+	assert_non_null(strstr(line, " roles 2 "));
+	assert_non_null(strstr(line, " suspected 0 "));
+	assert_non_null(strstr(line, " acked 10 lag 0"));
+	line_of(reply, "member 2 group 3 ", line, sizeof(line));
+	assert_non_null(strstr(line, " acked 5 lag 5"));
 	/* Let it go to sleep, then time one ACK-to-watermark round trip
 	 * through the eventfd wake-up. */
 	usleep(50000);
@@ -365,6 +391,10 @@ static void test_watermarks_end_to_end(void **state)
 
 	mgmt(f, "groups", reply, sizeof(reply));
 	assert_non_null(strstr(reply, "group 3 receivers 1 watermark 20 published 20"));
+	mgmt(f, "members", reply, sizeof(reply));
+	assert_null(strstr(reply, "member 1 "));
+	line_of(reply, "member 2 group 3 ", line, sizeof(line));
+	assert_non_null(strstr(line, " acked 20 lag 0"));
 	mgmt(f, "status", reply + 1, sizeof(reply) - 1);
 	reply[0] = '\n';
 	assert_int_equal(stat_u64(reply, "dp_epoch"), 7);

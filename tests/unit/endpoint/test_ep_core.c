@@ -374,7 +374,7 @@ static void test_pace(void **state)
 	assert_int_equal(ep_pace_wait_ns(&p, 1500, t), 0);
 	/* 8000 kbit/s = 10^6 B/s; depth 5 ms = 5000 B (above two 1500 B frames). */
 	ep_pace_set(&p, 8000, 3000, t);
-	assert_true(p.depth > 4999 && p.depth < 5001);
+	assert_true(p.tb.depth > 4999 && p.tb.depth < 5001);
 	/* It starts full: three 1500 B frames go, the fourth waits 1 ms. */
 	for (int i = 0; i < 3; i++)
 		assert_true(ep_pace_take(&p, 1500, t));
@@ -394,7 +394,7 @@ static void test_pace(void **state)
 	/* A lower rate: tokens capped at the new depth (min_depth here). */
 	uint64_t now = start + 2000 * MSEC; /* a long pause fills the bucket */
 	ep_pace_set(&p, 80, 3000, now);   /* 10^4 B/s: 5 ms is 50 B < 3000 */
-	assert_true(p.depth > 2999 && p.depth < 3001);
+	assert_true(p.tb.depth > 2999 && p.tb.depth < 3001);
 	assert_true(ep_pace_take(&p, 3000, now));
 	assert_false(ep_pace_take(&p, 100, now));
 	assert_in_range(ep_pace_wait_ns(&p, 100, now), 9 * MSEC, 11 * MSEC);

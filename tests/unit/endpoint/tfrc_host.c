@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include <interlink/endpoint.h>
+#include <interlink/json.h>
 
 #define MAX_SAMPLES 4096
 
@@ -170,24 +171,40 @@ int main(int argc, char **argv)
 		perror(json);
 		return 1;
 	}
-	fprintf(f, "{\"role\": \"%s\", \"id\": %u, \"group\": %u, \"size\": %u, \"offered\": %lu, "
-		   "\"delivered\": %lu, \"msgs_tx\": %lu, \"data_rx\": %lu, \"acks\": %lu, "
-		   "\"naks\": %lu, \"credits\": %lu,\n \"samples\": [\n",
-		role, id, group, size, (unsigned long)offered, (unsigned long)delivered,
-		(unsigned long)st.msgs_tx, (unsigned long)st.data_rx, (unsigned long)st.ack_tx,
-		(unsigned long)st.nak_tx, (unsigned long)st.credit_rx);
+	struct il_json j;
+	il_json_begin(&j, f, 2);
+	il_json_obj(&j, NULL);
+	il_json_str(&j, "role", role);
+	il_json_u64(&j, "id", id);
+	il_json_u64(&j, "group", group);
+	il_json_u64(&j, "size", size);
+	il_json_u64(&j, "offered", offered);
+	il_json_u64(&j, "delivered", delivered);
+	il_json_u64(&j, "msgs_tx", st.msgs_tx);
+	il_json_u64(&j, "data_rx", st.data_rx);
+	il_json_u64(&j, "acks", st.ack_tx);
+	il_json_u64(&j, "naks", st.nak_tx);
+	il_json_u64(&j, "credits", st.credit_rx);
+	il_json_arr(&j, "samples");
 	for (unsigned i = 0; i < n_smp; i++) {
 		const struct il_ep_tfrc *tf = &smp[i].tf;
 
-		fprintf(f, "  {\"t\": %.4f, \"rate_kbps\": %u, \"tx_bytes\": %lu, \"msgs_tx\": %lu, "
-			   "\"paced\": %lu, \"loss_p\": %.6f, \"loss_events\": %lu, \"lost\": %lu, "
-			   "\"received\": %lu}%s\n",
-			smp[i].t, tf->rate_kbps, (unsigned long)tf->tx_bytes,
-			(unsigned long)smp[i].msgs_tx, (unsigned long)tf->paced, tf->loss_p,
-			(unsigned long)tf->loss_events, (unsigned long)tf->lost,
-			(unsigned long)tf->received, i + 1 < n_smp ? "," : "");
+		il_json_obj(&j, NULL);
+		il_json_fixed(&j, "t", smp[i].t, 4);
+		il_json_u64(&j, "rate_kbps", tf->rate_kbps);
+		il_json_u64(&j, "tx_bytes", tf->tx_bytes);
+		il_json_u64(&j, "msgs_tx", smp[i].msgs_tx);
+		il_json_u64(&j, "paced", tf->paced);
+		il_json_fixed(&j, "loss_p", tf->loss_p, 6);
+		il_json_u64(&j, "loss_events", tf->loss_events);
+		il_json_u64(&j, "lost", tf->lost);
+		il_json_u64(&j, "received", tf->received);
+		il_json_end(&j);
 	}
-	fprintf(f, " ]}\n");
+	il_json_end(&j);
+	il_json_end(&j);
+	if (il_json_finish(&j))
+		fprintf(stderr, "il-tfrc-host: cannot write %s\n", json);
 	fclose(f);
 	il_ep_close(ep);
 	return 0;

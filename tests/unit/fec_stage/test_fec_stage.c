@@ -30,6 +30,8 @@
 #include <interlink/fec.h>
 #include <interlink/wire.h>
 
+#include "../tu_state.h"
+
 extern const struct il_stage_type il_stage_fec_enc;
 extern const struct il_stage_type il_stage_fec_dec;
 
@@ -334,9 +336,8 @@ static void test_late_original_dropped_and_counted(void **state)
 	struct rte_mbuf *pkts[IL_BURST_CAP];
 	unsigned seen[N_DATA], avail0 = rte_mempool_avail_count(app.pool);
 	struct il_stage dec;
-	const char *keys[64];
-	uint64_t vals[64];
-	unsigned nk, skip = 0;
+	static struct tu_state ts;
+	unsigned skip = 0;
 	bool hist = false;
 
 	(void)state;
@@ -353,13 +354,13 @@ static void test_late_original_dropped_and_counted(void **state)
 	assert_int_equal(dec.type->process(&dec, pkts, 1), 0);
 	assert_int_equal(ctr(&dec, "drop_late_original"), 1);
 	/* Telemetry: the latency histograms hold the recovery. */
-	nk = dec.type->state(&dec, keys, vals, 64);
-	assert_true(nk <= 64);
-	for (unsigned i = 0; i < nk; i++) {
-		if (!strncmp(keys[i], "lat_pkts_", 9) && strcmp(keys[i], "lat_pkts_sum") && vals[i])
+	tu_state_collect(&dec, &ts);
+	for (unsigned i = 0; i < ts.n; i++) {
+		if (!strncmp(ts.key[i], "lat_pkts_", 9) && strcmp(ts.key[i], "lat_pkts_sum") &&
+		    ts.val[i])
 			hist = true;
-		if (!strcmp(keys[i], "store_pkts_live"))
-			assert_true(vals[i] > 0);
+		if (!strcmp(ts.key[i], "store_pkts_live"))
+			assert_true(ts.val[i] > 0);
 	}
 	assert_true(hist);
 	stage_del(&dec);

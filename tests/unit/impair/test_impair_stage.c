@@ -19,6 +19,7 @@
 #include <interlink/stage.h>
 
 #include "impair_check.h"
+#include "../tu_state.h"
 
 extern const struct il_stage_type il_stage_impair;
 
@@ -291,8 +292,8 @@ static void test_queue_full(void **state)
 	struct rte_mbuf *pkts[IL_BURST_CAP];
 	unsigned avail = rte_mempool_avail_count(pool);
 	struct il_stage st;
-	const char *keys[4];
-	uint64_t vals[4];
+	static struct tu_state ts;
+	uint64_t v;
 
 	(void)state;
 	/* 50 rounds up to 64. */
@@ -303,10 +304,12 @@ static void test_queue_full(void **state)
 	}
 	assert_int_equal(st.ctr[ctr_index("delayed")], 64);
 	assert_int_equal(st.ctr[ctr_index("queue_full")], 4 * IL_BURST - 64);
-	assert_int_equal(il_stage_impair.state(&st, keys, vals, 4), 2);
-	assert_string_equal(keys[0], "queued");
-	assert_int_equal(vals[0], 64);
-	assert_int_equal(vals[1], 64);
+	tu_state_collect(&st, &ts);
+	assert_int_equal(ts.n, 2);
+	assert_true(tu_state_get(&ts, -1, "queued", &v));
+	assert_int_equal(v, 64);
+	assert_true(tu_state_get(&ts, -1, "queue_cap", &v));
+	assert_int_equal(v, 64);
 	assert_int_equal(rte_mempool_avail_count(pool), avail - 64);
 	il_stage_impair.destroy(&st);
 	assert_int_equal(rte_mempool_avail_count(pool), avail);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * Delay line and token bucket on a virtual clock: the caller supplies the
- * ticks, so the results are exact and do not depend on machine load. The
+ * The delay line on a virtual clock: the caller supplies the ticks, so the
+ * results are exact and do not depend on machine load. (The rate limit is
+ * the project's token bucket: tests/unit/util/test_tbucket.c.) The
  * clock here runs at 2.4 GHz, like a TSC, and the "poll loop" samples it
  * every 0.1 or 1 microsecond.
  */
@@ -240,114 +241,6 @@ static void test_delay_jitter(void **state)
 	}
 }
 
-/* ---- token bucket ---------------------------------------------------------- */
-
-static void test_tbucket_validation(void **state)
-{
-	struct il_tbucket tb;
-	char err[256];
-
-	(void)state;
-	assert_int_equal(il_tbucket_init(&tb, 0, 1500, HZ, 0, err, sizeof(err)), -1);
-	CHECK_ERR_PRINT(err, "'rate_bps'");
-	assert_int_equal(il_tbucket_init(&tb, 1000, 0, HZ, 0, err, sizeof(err)), -1);
-	CHECK_ERR_PRINT(err, "'burst_bytes'");
-	assert_int_equal(il_tbucket_init(&tb, 1000, 1500, 0, 0, err, sizeof(err)), -1);
-	CHECK_ERR_PRINT(err, "'hz'");
-	assert_int_equal(il_tbucket_init(&tb, 1000, 1500, HZ, 0, err, sizeof(err)), 0);
-}
-
-/*
- * A greedy sender offers far more than the rate; each poll step it sends
- * as much as the bucket allows. Over one simulated second the bytes sent
- * must match the rate (plus the initial full bucket) within 1%, and no
- * window may ever carry more than burst + rate * window.
- */
-static void test_tbucket_rate(void **state)
-{
-	static const struct {
-		uint64_t rate_bps, burst;
-		uint32_t min_len, max_len;
-	} cases[] = {
-		{ 10000000ull, 3036, 64, 1500 },      /* 10 Mbit/s, mixed sizes */
-		{ 1000000000ull, 12500, 1500, 1500 }, /* 1 Gbit/s, full frames */
-		{ 40000000000ull, 500000, 64, 64 },   /* 40 Gbit/s, minimum frames */
-		{ 100000000ull, 3000, 9000, 9000 },   /* jumbo frames > bucket */
-	};
-	char err[256], what[96];
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct il_tbucket tb;
-		struct il_rng rng;
-		uint64_t now = 777, start = now, bytes = 0, pkts = 0, span;
-		double rate, max_excess = 0;
-		uint32_t len;
-
-		il_rng_seed(&rng, i);
-		assert_int_equal(il_tbucket_init(&tb, cases[i].rate_bps, cases[i].burst, HZ, now,
-						 err, sizeof(err)), 0);
-		len = cases[i].min_len;
-		for (; now < start + HZ; now += POLL_STEP) {
-			while (il_tbucket_take(&tb, len, now)) {
-				bytes += len;
-				pkts++;
-				len = cases[i].min_len +
-				      (uint32_t)(il_rng_next(&rng) %
-						 (cases[i].max_len - cases[i].min_len + 1));
-			}
-			/* Conformance: never ahead of the bucket's envelope
-			 * (one packet of slack for oversize frames). */
-			{
-				double allowed = (double)cases[i].burst + cases[i].max_len +
-						 (double)(now - start) * cases[i].rate_bps / 8.0 / HZ;
-
-				if (bytes - allowed > max_excess)
-					max_excess = bytes - allowed;
-			}
-		}
-		span = now - start;
-		rate = (double)(bytes - cases[i].burst) * 8.0 * HZ / (double)span;
-		snprintf(what, sizeof(what), "tbucket rate %g bit/s, %" PRIu64 " pkts",
-			 (double)cases[i].rate_bps, pkts);
-		CHECK_NEAR(what, rate, (double)cases[i].rate_bps, 0.01 * cases[i].rate_bps);
-		assert_true(max_excess <= 0);
-	}
-}
-
-/* ready_at() names the tick at which take() will succeed, no earlier than
- * the tokens allow; scheduling on it gives the exact rate. */
-static void test_tbucket_ready_at(void **state)
-{
-	const uint64_t rate = 123456789; /* bit/s, deliberately odd */
-	const uint32_t len = 1000;
-	struct il_tbucket tb;
-	uint64_t now = 0, t, sent = 0;
-	char err[256];
-
-	(void)state;
-	assert_int_equal(il_tbucket_init(&tb, rate, 2000, HZ, now, err, sizeof(err)), 0);
-	assert_int_equal(il_tbucket_ready_at(&tb, len, now), now);
-	assert_true(il_tbucket_take(&tb, len, now));
-	assert_true(il_tbucket_take(&tb, len, now));
-	t = il_tbucket_ready_at(&tb, len, now);
-	/* 1000 bytes at 123456789 bit/s is 64.8 us. */
-	CHECK_NEAR("ready_at after emptying (us)", (double)(t - now) / US,
-		   len * 8.0 / rate * 1e6, 0.01);
-	assert_false(il_tbucket_take(&tb, len, t - 2));
-	assert_true(il_tbucket_take(&tb, len, t));
-
-	/* Event-driven sender: always send at ready_at. */
-	now = t;
-	for (int k = 0; k < 100000; k++) {
-		now = il_tbucket_ready_at(&tb, len, now);
-		assert_true(il_tbucket_take(&tb, len, now));
-		sent += len;
-	}
-	CHECK_NEAR("rate scheduling on ready_at (bit/s)", (double)sent * 8.0 * HZ / (double)(now - t),
-		   (double)rate, 0.01 * rate);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -355,9 +248,6 @@ int main(void)
 		cmocka_unit_test(test_delay_basic),
 		cmocka_unit_test(test_delay_constant),
 		cmocka_unit_test(test_delay_jitter),
-		cmocka_unit_test(test_tbucket_validation),
-		cmocka_unit_test(test_tbucket_rate),
-		cmocka_unit_test(test_tbucket_ready_at),
 	};
 
 	return cmocka_run_group_tests_name("impair_delay_rate", tests, NULL, NULL);

@@ -1,17 +1,19 @@
-"""Scapy layer for the Interlink wire format (include/interlink/wire.h).
+"""Scapy layers for the Interlink wire format (include/interlink/wire.h, fec_wire.h).
 
-Import it and Ethernet/IPv4/UDP frames on port 7400 dissect as Interlink:
+Importing them binds UDP port 7400 (and 7401, the default port of FEC repairs), so frames read
+with rdpcap() or caught with sniff() dissect as Interlink:
 
-    from interlink import Interlink, ILMsg, ILRange, il_data
+    from interlink_scapy import Interlink, ILMsg, ILRange, il_data
     pkt = Ether()/IP(dst="239.1.1.1")/UDP(sport=5000, dport=7400)/il_data(1, 3, 7, [b"hi"])
 """
-from scapy.fields import (BitField, ByteEnumField, ByteField, FieldLenField, FlagsField,
-                          IntField, LongField, PacketListField, ShortField, StrLenField,
-                          XStrLenField)
+from scapy.fields import (ByteEnumField, ByteField, FieldLenField, FlagsField, IntField,
+                          IPField, LongField, PacketListField, ShortField, StrLenField,
+                          XIntField, XStrLenField)
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_layers, Raw
 
 IL_UDP_PORT = 7400
+IL_FEC_UDP_PORT = 7401  # default `port` of the fec_enc/fec_dec stages
 IL_VERSION = 1
 IL_HDR_LEN = 40
 
@@ -125,8 +127,46 @@ class ILCredit(Packet):
         return b"", s
 
 
+IL_FEC_CODES = {1: "XOR", 2: "RS"}
+IL_FEC_ID_LEN = 16
+
+
+class ILFecId(Packet):
+    """One recipe entry of a FEC repair: the identity of an IPv4 packet it covers."""
+    name = "InterlinkFecId"
+    fields_desc = [IPField("src", "0.0.0.0"), IPField("dst", "0.0.0.0"), ShortField("ip_id", 0),
+                   ShortField("ip_len", 0), XIntField("csum", 0)]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class ILFecRepair(Packet):
+    """FEC_REPAIR body (include/interlink/fec_wire.h): the 24-byte FEC header, `count`
+    recipe entries, then `xor_len` bytes of repair payload."""
+    name = "InterlinkFecRepair"
+    fields_desc = [
+        ByteEnumField("code", 1, IL_FEC_CODES),
+        ByteField("layer", 0),
+        ByteField("rate_r", 0),
+        ByteField("rate_c", 0),
+        FieldLenField("count", None, count_of="recipe", fmt="B"),
+        ByteField("id_len", IL_FEC_ID_LEN),
+        ShortField("interleave", 1),
+        FieldLenField("xor_len", None, length_of="data", fmt="!H"),
+        ShortField("len_code", 0),
+        IntField("reserved", 0),
+        LongField("x_first", 0),
+        PacketListField("recipe", [], ILFecId, count_from=lambda p: p.count),
+        StrLenField("data", b"", length_from=lambda p: p.xor_len),
+    ]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
 IL_BODIES = {2: "ILRange", 3: "ILRange", 4: "ILAck", 5: "ILStable", 6: "ILMember",
-             7: "ILMember", 8: "ILMember", 9: "ILView", 10: "ILCredit"}
+             7: "ILMember", 8: "ILMember", 9: "ILView", 10: "ILCredit", 11: "ILFecRepair"}
 ROLE_SENDER, ROLE_RECEIVER = 1, 2
 
 
@@ -169,8 +209,15 @@ class Interlink(Packet):
 HEADER_FIELDS = ["version", "type", "hdr_len", "flags", "group_id", "msg_count", "sender_id",
                  "epoch", "sender_seq", "global_seq", "stable_seq"]
 
-bind_layers(UDP, Interlink, dport=IL_UDP_PORT)
-bind_layers(UDP, Interlink, sport=IL_UDP_PORT)
+def bind_port(port):
+    """Dissect UDP traffic to or from `port` as Interlink too (a config's `udp_port`, a group's
+    `port` or a FEC stage's `port` other than the defaults)."""
+    bind_layers(UDP, Interlink, dport=port)
+    bind_layers(UDP, Interlink, sport=port)
+
+
+bind_port(IL_UDP_PORT)
+bind_layers(UDP, Interlink, dport=IL_FEC_UDP_PORT)
 
 
 def il_data(group, sender, sender_seq, msgs, **kw):
