@@ -448,7 +448,8 @@ static void wait_inflight(struct ftlog *L);
  * syncs, each written file's fdatasync linked behind its write, all in a
  * single submit (an fsync must not start before its write completed: a
  * pair never straddles a submit). One fdatasync per file written since the
- * last synced round; ext4 commits the concurrent ones together. */
+ * last synced round, run side by side; each still flushes the device's
+ * cache, so a round's cost grows with the files in it (docs/ft-tcp.md). */
 static void commit(struct ftlog *L, bool sync)
 {
 	struct ftl_conn *c;
