@@ -15,13 +15,13 @@
 extern "C" {
 #include <rte_cycles.h>
 #include <rte_eal.h>
-#include <rte_ip.h>
 #include <rte_mbuf.h>
-#include <rte_udp.h>
 
 #include <interlink/app.h>
+#include <interlink/frame.h>
 #include <interlink/parse.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "seq.h"
 }
@@ -34,7 +34,8 @@ il_stage *g_cl, *g_sq, *g_sq32, *g_squto, *g_nk;
 const char *kConfig =
 	"name: benchseq\n"
 	"ports: { in: { device: net_ring0 }, out: { device: net_ring1 } }\n"
-	"groups: [ { id: 1, address: 239.1.1.1 }, { id: 2, address: 239.1.1.2 } ]\n"
+	"groups: [ { id: 1, address: 239.1.1.1 }, { id: 2, address: 239.1.1.2 },\n"
+	"          { id: 3, address: 239.1.1.3, raw: { dst: 239.1.1.100, port: 9000 } } ]\n"
 	"stages:\n"
 	"  classify: { type: classify }\n"
 	"  seq: { type: sequencer, history: 16384 }\n"
@@ -46,34 +47,32 @@ const char *kConfig =
 	"pool_size: 80000\n";
 // history 16384 x 2 groups: 32768 frames held, the rest of the pool cycles.
 
-// A native DATA frame: `msgs` messages of `size` bytes, group alternating.
-rte_mbuf *make_frame(unsigned i, unsigned msgs, unsigned size)
+// A native DATA frame: `msgs` messages of `size` bytes, group alternating;
+// with a UDP checksum or none.
+rte_mbuf *make_frame(unsigned i, unsigned msgs, unsigned size, bool csum = true)
 {
 	rte_mbuf *m = rte_pktmbuf_alloc(g_app.pool);
-	unsigned plen = IL_HDR_LEN + msgs * (IL_MSG_HDR_LEN + size);
-	auto *f = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, 42 + plen));
-	std::memset(f, 0, 42 + plen);
-	f[12] = 0x08;
-	auto *ip = reinterpret_cast<rte_ipv4_hdr *>(f + 14);
-	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16(28 + plen);
-	ip->time_to_live = 8;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->dst_addr = rte_cpu_to_be_32(0xef010101u + (i & 1));
-	auto *udp = reinterpret_cast<rte_udp_hdr *>(f + 34);
-	udp->dst_port = rte_cpu_to_be_16(7400);
-	udp->dgram_len = rte_cpu_to_be_16(8 + plen);
-	uint8_t *h = f + 42;
-	h[0] = IL_VERSION;
-	h[1] = IL_T_DATA;
-	h[2] = IL_HDR_LEN;
-	il_put16(h + IL_OFF_GROUP_ID, 1 + (i & 1));
-	il_put16(h + IL_OFF_MSG_COUNT, msgs);
-	il_put32(h + IL_OFF_SENDER_ID, i % 8);
-	il_put64(h + IL_OFF_SENDER_SEQ, i);
-	for (unsigned k = 0; k < msgs; k++)
-		il_put16(h + IL_HDR_LEN + k * (IL_MSG_HDR_LEN + size), size);
-	udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+	const unsigned body = msgs * (IL_MSG_HDR_LEN + size);
+	auto *f = reinterpret_cast<uint8_t *>(
+		rte_pktmbuf_append(m, uint16_t(IL_UDP_HDRS_LEN + IL_HDR_LEN + body)));
+	il_path p{};
+	p.dst_ip = 0xef010101u + (i & 1);
+	p.dst_port = 7400;
+	p.ttl = 8;
+	il_hdr_fields h{};
+	h.type = IL_T_DATA;
+	h.group_id = uint16_t(1 + (i & 1));
+	h.msg_count = uint16_t(msgs);
+	h.sender_id = i % 8;
+	h.sender_seq = i;
+	uint8_t *r = il_frame_put(f, &p, 0, &h, uint16_t(body));
+	for (unsigned k = 0; k < msgs; k++) {
+		r = il_rec_put(r, uint16_t(size));
+		std::memset(r, 0, size);
+		r += size;
+	}
+	if (csum)
+		il_udp_csum_set(f + IL_ETH_HLEN);
 	return m;
 }
 
@@ -92,27 +91,29 @@ struct Frames {
 	}
 };
 
-// A burst built the way a PMD's rx does: fresh mbufs, the frame bytes just
-// written (hot), copied from the templates in turn. False if the pool is empty.
-bool fill_burst(rte_mempool *pool, rte_mbuf **burst, const std::vector<rte_mbuf *> &tmpl,
-		unsigned pos)
-{
-	if (rte_pktmbuf_alloc_bulk(pool, burst, 32) != 0)
-		return false;
-	for (unsigned i = 0; i < 32; i++) {
-		rte_mbuf *t = tmpl[(pos + i) % tmpl.size()];
-		std::memcpy(rte_pktmbuf_append(burst[i], t->data_len), rte_pktmbuf_mtod(t, void *),
-			    t->data_len);
-	}
-	return true;
-}
-
 void report(benchmark::State &state, uint64_t pkts, uint64_t cycles)
 {
 	state.SetItemsProcessed(pkts);
 	state.counters["cycles_per_pkt"] = pkts ? double(cycles) / double(pkts) : 0;
 	state.counters["ns_per_pkt"] = benchmark::Counter(
 		double(pkts), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// A burst of 32 as a PMD's rx makes it (fresh mbufs, the frame bytes just
+// written, so hot), copies of the templates from pos on.
+bool rx_burst(benchmark::State &state, rte_mempool *pool, const std::vector<rte_mbuf *> &tmpl,
+	      rte_mbuf **burst, unsigned pos)
+{
+	if (rte_pktmbuf_alloc_bulk(pool, burst, 32) != 0) {
+		state.SkipWithError("pool empty");
+		return false;
+	}
+	for (unsigned i = 0; i < 32; i++) {
+		rte_mbuf *t = tmpl[(pos + i) % tmpl.size()];
+		std::memcpy(rte_pktmbuf_append(burst[i], t->data_len), rte_pktmbuf_mtod(t, void *),
+			    t->data_len);
+	}
+	return true;
 }
 
 // il_parse_frame alone.
@@ -147,20 +148,15 @@ void BM_ParseStampHistory(benchmark::State &state)
 	// range(2): 16384 frames of history per group (victims cold), or 32 (hot).
 	il_stage *sq = state.range(2) == 32 ? g_sq32 : g_sq;
 	std::vector<rte_mbuf *> tmpl;
-	for (unsigned i = 0; i < 64; i++) {
-		tmpl.push_back(make_frame(i, msgs, 64));
-		if (!csum)
-			rte_pktmbuf_mtod_offset(tmpl.back(), rte_udp_hdr *, 34)->dgram_cksum = 0;
-	}
+	for (unsigned i = 0; i < 64; i++)
+		tmpl.push_back(make_frame(i, msgs, 64, csum));
 	rte_mbuf *burst[IL_BURST_CAP];
 	uint64_t n = 0, cyc = 0, c_cl = 0, c_sq = 0;
 	unsigned pos = 0;
 	const double hz = double(rte_get_tsc_hz());
 	for (auto _ : state) {
-		if (!fill_burst(g_app.pool, burst, tmpl, pos)) {
-			state.SkipWithError("pool empty");
+		if (!rx_burst(state, g_app.pool, tmpl, burst, pos))
 			break;
-		}
 		pos += 32;
 		uint64_t t0 = rte_rdtsc();
 		uint16_t k = g_cl->type->process(g_cl, burst, 32);
@@ -195,8 +191,9 @@ void BM_StampUtoFifo(benchmark::State &state)
 	std::vector<rte_mbuf *> tmpl;
 	// The sequencer remembers each sender across runs of this function.
 	static uint64_t next[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+	// A new sender_seq per copy would break a UDP checksum: none.
 	for (unsigned i = 0; i < 64; i++)
-		tmpl.push_back(make_frame(i, 1, 64));
+		tmpl.push_back(make_frame(i, 1, 64, false));
 	rte_mbuf *burst[IL_BURST_CAP];
 	uint64_t n = 0, cyc = 0, c_sq = 0, fed = 0;
 	unsigned pos = 0;
@@ -211,10 +208,8 @@ void BM_StampUtoFifo(benchmark::State &state)
 			rte_mbuf *t = tmpl[(pos + i) & 63];
 			auto *f = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(burst[i], t->data_len));
 			std::memcpy(f, rte_pktmbuf_mtod(t, void *), t->data_len);
-			// A new sender_seq would break the UDP checksum: none.
-			reinterpret_cast<rte_udp_hdr *>(f + 34)->dgram_cksum = 0;
-			uint32_t snd = il_get32(f + 42 + IL_OFF_SENDER_ID) & 7;
-			il_put64(f + 42 + IL_OFF_SENDER_SEQ, fifo ? next[snd]++ : 0);
+			uint32_t snd = il_get32(f + IL_UDP_HDRS_LEN + IL_OFF_SENDER_ID) & 7;
+			il_put64(f + IL_UDP_HDRS_LEN + IL_OFF_SENDER_SEQ, fifo ? next[snd]++ : 0);
 		}
 		pos += 32;
 		fed += 32;
@@ -233,6 +228,57 @@ void BM_StampUtoFifo(benchmark::State &state)
 	}
 	if (n != fed || g_squto->ctr[SEQ_C_DROP_FIFO_GAP] + g_squto->ctr[SEQ_C_DROP_FIFO_DUP] != drops0)
 		state.SkipWithError("frames refused: the bench must feed every sender in order");
+	report(state, n, cyc);
+	state.counters["seq_cyc"] = n ? double(c_sq) / double(n) : 0;
+	for (auto *m : tmpl)
+		rte_pktmbuf_free(m);
+}
+
+// Raw mode: plain UDP to the raw filter of group 3, 60-byte frames (the
+// 64-byte frames of RFC 2544), 8 sources. The sequencer inserts the
+// header and a message record in front of the payload, fixes lengths and
+// checksums and looks the source's FIFO sequence up. range(0): UDP
+// checksum present. History of 32 frames (victims hot): the insertion's
+// own cost.
+void BM_StampRaw(benchmark::State &state)
+{
+	const bool csum = state.range(0) != 0;
+	std::vector<rte_mbuf *> tmpl;
+	for (unsigned i = 0; i < 64; i++) {
+		il_path p{};
+		p.src_ip = 0x0a000001u + (i & 7);
+		p.src_port = uint16_t(5000 + (i & 7));
+		p.dst_port = 9000;
+		p.ttl = 16;
+		il_path_mcast(&p, 0xef010164u); // 239.1.1.100
+		rte_mbuf *m = rte_pktmbuf_alloc(g_app.pool);
+		auto *f = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, 60));
+		std::memset(il_udp_frame_put(f, &p, 0, 18), 0x5a, 18);
+		if (csum)
+			il_udp_csum_set(f + IL_ETH_HLEN);
+		tmpl.push_back(m);
+	}
+	rte_mbuf *burst[IL_BURST_CAP];
+	uint64_t n = 0, cyc = 0, c_sq = 0;
+	unsigned pos = 0;
+	const double hz = double(rte_get_tsc_hz());
+	for (auto _ : state) {
+		if (!rx_burst(state, g_app.pool, tmpl, burst, pos))
+			break;
+		pos += 32;
+		uint64_t t0 = rte_rdtsc();
+		uint16_t k = g_cl->type->process(g_cl, burst, 32);
+		uint64_t t1 = rte_rdtsc();
+		k = g_sq32->type->process(g_sq32, burst, k);
+		uint64_t dt = rte_rdtsc() - t0;
+		c_sq += rte_rdtsc() - t1;
+		cyc += dt;
+		state.SetIterationTime(double(dt) / hz);
+		rte_pktmbuf_free_bulk(burst, k);
+		n += k;
+	}
+	if (n == 0 || g_sq32->ctr[SEQ_C_RAW_INSERTED] == 0)
+		state.SkipWithError("no raw frame was sequenced");
 	report(state, n, cyc);
 	state.counters["seq_cyc"] = n ? double(c_sq) / double(n) : 0;
 	for (auto *m : tmpl)
@@ -261,25 +307,20 @@ std::string raw_config(unsigned n, unsigned idx)
 	return c;
 }
 
+// Plain UDP (not Interlink) from 10.0.0.1:5000 to dst:dport, 64 bytes of
+// zero payload, no UDP checksum.
 rte_mbuf *make_udp(il_app &app, uint32_t dst, uint16_t dport)
 {
+	const uint16_t plen = 64;
+	il_path p{};
+	p.src_ip = 0x0a000001u;
+	p.dst_ip = dst;
+	p.src_port = 5000;
+	p.dst_port = dport;
+	p.ttl = 8;
 	rte_mbuf *m = rte_pktmbuf_alloc(app.pool);
-	const unsigned plen = 64;
-	auto *f = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, 42 + plen));
-	std::memset(f, 0, 42 + plen);
-	f[12] = 0x08;
-	auto *ip = reinterpret_cast<rte_ipv4_hdr *>(f + 14);
-	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16(28 + plen);
-	ip->time_to_live = 8;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = rte_cpu_to_be_32(0x0a000001u);
-	ip->dst_addr = rte_cpu_to_be_32(dst);
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	auto *udp = reinterpret_cast<rte_udp_hdr *>(f + 34);
-	udp->src_port = rte_cpu_to_be_16(5000);
-	udp->dst_port = rte_cpu_to_be_16(dport);
-	udp->dgram_len = rte_cpu_to_be_16(8 + plen);
+	auto *f = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, IL_UDP_HDRS_LEN + plen));
+	std::memset(il_udp_frame_put(f, &p, 0, plen), 0, plen);
 	return m;
 }
 
@@ -303,10 +344,8 @@ void BM_ClassifyRawFilters(benchmark::State &state)
 		c_raw++;
 	const uint64_t matched0 = cl->ctr[c_raw];
 	for (auto _ : state) {
-		if (!fill_burst(app.pool, burst, tmpl, pos)) {
-			state.SkipWithError("pool empty");
+		if (!rx_burst(state, app.pool, tmpl, burst, pos))
 			break;
-		}
 		pos += 32;
 		uint64_t t0 = rte_rdtsc();
 		uint16_t k = cl->type->process(cl, burst, 32);
@@ -330,6 +369,7 @@ BENCHMARK(BM_ParseStampHistory)
 	->Args({1, 1, 32})->Args({1, 0, 32})
 	->UseManualTime();
 BENCHMARK(BM_StampUtoFifo)->Arg(0)->Arg(1)->UseManualTime();
+BENCHMARK(BM_StampRaw)->Arg(0)->Arg(1)->UseManualTime();
 // (raw filters configured, frames match one)
 BENCHMARK(BM_ClassifyRawFilters)
 	->Args({1, 0})->Args({1, 1})->Args({64, 0})->Args({64, 1})

@@ -38,6 +38,12 @@ uint64_t ep_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* IL_EP_VERSION comes from the build (the project's version). */
+const char *il_ep_version(void)
+{
+	return IL_EP_VERSION;
+}
+
 void il_ep_config_init(struct il_ep_config *cfg)
 {
 	*cfg = (struct il_ep_config){

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <interlink/parse.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "ep_priv.h"
 
@@ -59,28 +61,23 @@ static void tx_commit(struct il_ep *ep, struct ep_group *g, int slot, size_t len
 	io_uring_sqe_set_data64(sqe, EP_UD_TX | (unsigned)slot);
 }
 
-static void hdr(const struct il_ep *ep, const struct ep_group *g, uint8_t *h, uint8_t type)
+/* The header of what we send to group g: from us (member_id), in our
+ * epoch except DATA (the appliance drops an ACK of another epoch; DATA
+ * leaves it 0 for the appliance to stamp). Callers add what differs. */
+static struct il_hdr_fields hdr(const struct il_ep *ep, const struct ep_group *g, uint8_t type)
 {
-	memset(h, 0, IL_HDR_LEN);
-	h[IL_OFF_VERSION] = IL_VERSION;
-	h[IL_OFF_TYPE] = type;
-	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
-	il_put16(h + IL_OFF_GROUP_ID, g->id);
-	il_put32(h + IL_OFF_SENDER_ID, ep->member_id);
-	/* The appliance drops an ACK of another epoch; DATA leaves it 0
-	 * (the appliance stamps it). */
-	if (type != IL_T_DATA)
-		il_put32(h + IL_OFF_EPOCH, ep->epoch);
+	return (struct il_hdr_fields){ .type = type, .group_id = g->id,
+				       .sender_id = ep->member_id,
+				       .epoch = type != IL_T_DATA ? ep->epoch : 0 };
 }
 
 void ep_send_member(struct il_ep *ep, struct ep_group *g, uint8_t type)
 {
 	int slot;
 	uint8_t *h = tx_begin(ep, &slot);
+	struct il_hdr_fields f = hdr(ep, g, type);
 
-	hdr(ep, g, h, type);
-	il_put32(h + IL_HDR_LEN, g->roles);
-	il_put32(h + IL_HDR_LEN + 4, ep->incarnation);
+	il_member_put(il_hdr_put(h, &f), g->roles, ep->incarnation);
 	tx_commit(ep, g, slot, IL_HDR_LEN + IL_MEMBER_MSG_LEN);
 	if (type == IL_T_JOIN)
 		ep->st.join_tx++;
@@ -93,11 +90,9 @@ static void send_ack(struct il_ep *ep, struct ep_group *g, uint64_t now)
 	int slot;
 	uint8_t *h = tx_begin(ep, &slot);
 	uint64_t fr = ep_rxw_free_msgs(&g->w);
+	struct il_hdr_fields f = hdr(ep, g, IL_T_ACK);
 
-	hdr(ep, g, h, IL_T_ACK);
-	il_put64(h + IL_OFF_GLOBAL_SEQ, g->w.po);
-	il_put32(h + IL_HDR_LEN, g->view_id);
-	il_put32(h + IL_HDR_LEN + 4, fr >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)fr);
+	f.global_seq = g->w.po;
 	/* The long form (wire.h): the latest new frame and how long we held
 	 * it before this ACK (the appliance's RTT sample), and our loss-event
 	 * rate. An appliance ignores them in groups that are not WAN. */
@@ -106,9 +101,10 @@ static void send_ack(struct il_ep *ep, struct ep_group *g, uint64_t now)
 	uint32_t ppm = p >= 1.0 ? IL_ACK_PPM_MAX : (uint32_t)(p * 1e6 + 0.5);
 	if (p > 0 && ppm == 0)
 		ppm = 1; /* a loss event was seen: never report "none" */
-	il_put64(h + IL_HDR_LEN + 8, held_us <= UINT32_MAX ? g->echo_seq : 0);
-	il_put32(h + IL_HDR_LEN + 16, held_us <= UINT32_MAX ? (uint32_t)held_us : 0);
-	il_put32(h + IL_HDR_LEN + 20, ppm);
+	il_ack_tfrc_put(il_hdr_put(h, &f), g->view_id,
+			fr >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)fr,
+			held_us <= UINT32_MAX ? g->echo_seq : 0,
+			held_us <= UINT32_MAX ? (uint32_t)held_us : 0, ppm);
 	tx_commit(ep, g, slot, IL_HDR_LEN + IL_ACK_TFRC_LEN);
 	ep_ack_sent(&g->ack, g->w.po, now);
 	ep->st.ack_tx++;
@@ -118,10 +114,9 @@ static void send_nak(struct il_ep *ep, struct ep_group *g, uint64_t first, uint6
 {
 	int slot;
 	uint8_t *h = tx_begin(ep, &slot);
+	struct il_hdr_fields f = hdr(ep, g, IL_T_NAK);
 
-	hdr(ep, g, h, IL_T_NAK);
-	il_put64(h + IL_HDR_LEN, first);
-	il_put64(h + IL_HDR_LEN + 8, last);
+	il_range_put(il_hdr_put(h, &f), first, last);
 	tx_commit(ep, g, slot, IL_HDR_LEN + IL_RANGE_LEN);
 	ep->st.nak_tx++;
 }
@@ -151,6 +146,19 @@ static void sent_trim(struct ep_group *g)
 	}
 }
 
+/* The header of a DATA frame of n messages from sender_seq g->cr.next;
+ * its records are remembered first, so stable_seq (our oldest message
+ * not known stable) counts them. */
+static void data_hdr(const struct il_ep *ep, const struct ep_group *g, uint8_t *h, uint16_t n)
+{
+	struct il_hdr_fields f = hdr(ep, g, IL_T_DATA);
+
+	f.msg_count = n;
+	f.sender_seq = g->cr.next;
+	f.stable_seq = g->sent_base;
+	il_hdr_put(h, &f);
+}
+
 /* One DATA frame of n records (already in wire form) starting at sender_seq. */
 static void send_data(struct il_ep *ep, struct ep_group *g, const uint8_t *recs, size_t bytes,
 		      uint16_t n)
@@ -158,12 +166,9 @@ static void send_data(struct il_ep *ep, struct ep_group *g, const uint8_t *recs,
 	int slot;
 	uint8_t *h = tx_begin(ep, &slot);
 
-	hdr(ep, g, h, IL_T_DATA);
-	il_put16(h + IL_OFF_MSG_COUNT, n);
-	il_put64(h + IL_OFF_SENDER_SEQ, g->cr.next);
 	memcpy(h + IL_HDR_LEN, recs, bytes);
 	remember(g, recs, bytes, n);
-	il_put64(h + IL_OFF_STABLE_SEQ, g->sent_base);
+	data_hdr(ep, g, h, n);
 	tx_commit(ep, g, slot, IL_HDR_LEN + bytes);
 	g->tx_bytes += IL_HDR_LEN + bytes;
 	g->cr.next += n;
@@ -249,20 +254,12 @@ int il_ep_send(struct il_ep *ep, uint16_t group, const void *msg, size_t len)
 	if (g->q.n == 0 && g->st == EP_G_MEMBER && ep_credit_room(&g->cr) > 0 &&
 	    (g->pace.rate_kbps == 0 ||
 	     ep_pace_take(&g->pace, IL_HDR_LEN + IL_MSG_HDR_LEN + len, ep_now_ns()))) {
-		uint8_t rec[IL_MSG_HDR_LEN];
-
-		il_put16(rec, (uint16_t)len);
-		il_put16(rec + 2, 0);
 		int slot;
 		uint8_t *h = tx_begin(ep, &slot);
 
-		hdr(ep, g, h, IL_T_DATA);
-		il_put16(h + IL_OFF_MSG_COUNT, 1);
-		il_put64(h + IL_OFF_SENDER_SEQ, g->cr.next);
-		memcpy(h + IL_HDR_LEN, rec, IL_MSG_HDR_LEN);
-		memcpy(h + IL_HDR_LEN + IL_MSG_HDR_LEN, msg, len);
+		memcpy(il_rec_put(h + IL_HDR_LEN, (uint16_t)len), msg, len);
 		remember(g, h + IL_HDR_LEN, IL_MSG_HDR_LEN + len, 1);
-		il_put64(h + IL_OFF_STABLE_SEQ, g->sent_base);
+		data_hdr(ep, g, h, 1);
 		tx_commit(ep, g, slot, IL_HDR_LEN + IL_MSG_HDR_LEN + len);
 		g->tx_bytes += IL_HDR_LEN + IL_MSG_HDR_LEN + len;
 		g->cr.next++;
@@ -447,38 +444,32 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 	}
 }
 
-static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h, size_t len)
+static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h,
+		    const struct il_parsed *p)
 {
-	const uint8_t *b = h + h[IL_OFF_HDR_LEN];
-	size_t body = len - h[IL_OFF_HDR_LEN];
 	uint32_t members[256], sids[256];
 	uint64_t snext[256];
 	struct il_ep_view v = { .group = g->id, .epoch = ep->epoch,
 				.start_seq = il_get64(h + IL_OFF_GLOBAL_SEQ) };
+	struct il_view_body vb;
 	bool in = false;
 
-	if (body < IL_VIEW_LEN) {
-		ep->st.rx_bad++;
-		return;
-	}
-	v.view_id = il_get32(b);
-	v.n_members = il_get16(b + 4);
-	v.n_senders = il_get16(b + 6);
-	if (v.n_members > 256 || v.n_senders > 256 ||
-	    body < IL_VIEW_LEN + (size_t)v.n_members * IL_VIEW_MEMBER_LEN +
-			   (size_t)v.n_senders * IL_VIEW_SENDER_LEN) {
+	if (il_view_get(h + p->hdr_len, p->payload_len - p->hdr_len, &vb) != 0 ||
+	    vb.n_members > 256 || vb.n_senders > 256) {
 		ep->st.rx_bad++;
 		return;
 	}
 	ep->st.view_rx++;
-	b += IL_VIEW_LEN;
-	for (unsigned i = 0; i < v.n_members; i++, b += IL_VIEW_MEMBER_LEN) {
-		members[i] = il_get32(b);
+	v.view_id = vb.view_id;
+	v.n_members = vb.n_members;
+	v.n_senders = vb.n_senders;
+	for (unsigned i = 0; i < v.n_members; i++) {
+		members[i] = il_view_member_id(&vb, i);
 		in = in || members[i] == ep->member_id;
 	}
-	for (unsigned i = 0; i < v.n_senders; i++, b += IL_VIEW_SENDER_LEN) {
-		sids[i] = il_get32(b);
-		snext[i] = il_get64(b + 8);
+	for (unsigned i = 0; i < v.n_senders; i++) {
+		sids[i] = il_view_sender_id(&vb, i);
+		snext[i] = il_view_sender_next(&vb, i);
 	}
 	v.members = members;
 	v.sender_ids = sids;
@@ -675,14 +666,18 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 
 void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now)
 {
-	if (len < IL_HDR_LEN || d[IL_OFF_VERSION] != IL_VERSION || d[IL_OFF_HDR_LEN] < IL_HDR_LEN ||
-	    d[IL_OFF_HDR_LEN] > len || (d[IL_OFF_HDR_LEN] & 3)) {
+	struct il_parsed p;
+
+	/* The data plane's own checks (wire library): what the appliance
+	 * would drop, we drop too. */
+	if (len > UINT32_MAX || il_parse_payload(d, (uint32_t)len, &p) >= IL_V_DROP_FIRST) {
 		ep->st.rx_bad++;
 		return;
 	}
-	struct ep_group *g = ep_group(ep, il_get16(d + IL_OFF_GROUP_ID));
-	uint8_t type = d[IL_OFF_TYPE];
-	size_t body = len - d[IL_OFF_HDR_LEN];
+	struct ep_group *g = ep_group(ep, p.group_id);
+	uint8_t type = p.type;
+	const uint8_t *b = d + p.hdr_len;
+	uint32_t body = p.payload_len - p.hdr_len;
 
 	if (g == NULL)
 		return;
@@ -706,21 +701,22 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 		ep_rxw_seen(&g->w, il_get64(d + IL_OFF_GLOBAL_SEQ));
 		break;
 	case IL_T_VIEW:
-		on_view(ep, g, d, len);
+		on_view(ep, g, d, &p);
 		break;
-	case IL_T_CREDIT:
-		if (body < IL_CREDIT_LEN || il_get32(d + IL_OFF_SENDER_ID) != ep->member_id ||
-		    !(g->roles & IL_EP_SENDER))
+	case IL_T_CREDIT: {
+		struct il_credit_body cr;
+
+		if (il_credit_get(b, body, &cr) != 0 ||
+		    il_get32(d + IL_OFF_SENDER_ID) != ep->member_id || !(g->roles & IL_EP_SENDER))
 			break;
 		ep->st.credit_rx++;
 		/* limit_seq 0: no grant, only a resume notice (a group
 		 * without a window) */
-		if (il_get64(d + d[IL_OFF_HDR_LEN]) != 0)
-			ep_credit_grant(&g->cr, il_get64(d + d[IL_OFF_HDR_LEN]),
-					il_get32(d + d[IL_OFF_HDR_LEN] + 8));
+		if (cr.limit_seq != 0)
+			ep_credit_grant(&g->cr, cr.limit_seq, cr.window);
 		/* WAN groups: the TCP-friendly rate (0: none), paced with
 		 * a token bucket on top of the window. */
-		ep_pace_set(&g->pace, il_get32(d + d[IL_OFF_HDR_LEN] + 12), 2 * ep->max_frame, now);
+		ep_pace_set(&g->pace, cr.rate_kbps, 2 * ep->max_frame, now);
 		sent_trim(g);
 		/* A resume notice: our frames from this sender_seq on never
 		 * reached the sequencer (it refused the ones after a lost
@@ -735,16 +731,19 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 			}
 		}
 		break;
-	case IL_T_UNAVAIL:
+	}
+	case IL_T_UNAVAIL: {
+		struct il_range_body r;
+
 		ep->st.unavail_rx++;
-		if (body < IL_RANGE_LEN || g->st != EP_G_MEMBER || !(g->roles & IL_EP_RECEIVER))
+		if (il_range_get(b, body, &r) != 0 || g->st != EP_G_MEMBER ||
+		    !(g->roles & IL_EP_RECEIVER))
 			break;
-		uint64_t first = il_get64(d + d[IL_OFF_HDR_LEN]);
-		uint64_t last = il_get64(d + d[IL_OFF_HDR_LEN] + 8);
-		uint64_t n = ep_rxw_unavail(&g->w, first, last);
+		uint64_t n = ep_rxw_unavail(&g->w, r.first_seq, r.last_seq);
 		ep->st.unavail_msgs += n;
 		if (n && g->cb.lost)
-			g->cb.lost(g->user, g->id, first, last);
+			g->cb.lost(g->user, g->id, r.first_seq, r.last_seq);
 		break;
+	}
 	}
 }

@@ -11,6 +11,7 @@
 #include <rte_mbuf.h>
 
 #include <interlink/impair.h>
+#include <interlink/wire_msg.h>
 
 #include "pgutil.h"
 
@@ -206,12 +207,13 @@ void pg_count_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n);
 /* receiver.c */
 int pg_receivers_init(struct pg_state *s);
 /* A frame of ours to group gi's multicast address (NAK, and the --uto
- * control messages): Ethernet, IPv4 (checksummed), UDP to the Interlink
- * port, the Interlink header with type, group and sender_id, then body
- * zeroed bytes. Returns the header (body right after it) and the mbuf in
- * *mp, or NULL when no mbuf could be had (the caller counts it). */
-uint8_t *pg_ctl_frame(struct pg_state *s, struct rte_mbuf **mp, uint8_t type, unsigned gi,
-		      uint32_t sender_id, uint32_t src_ip, uint16_t src_port, unsigned body);
+ * control messages): Ethernet, IPv4 (checksummed, TTL 16), UDP from
+ * src_ip:src_port to the Interlink port, the Interlink header h with the
+ * group's id, then room for body bytes. Returns the body, for the caller
+ * to fill, and the mbuf in *mp, or NULL when no mbuf could be had (the
+ * caller counts it). */
+uint8_t *pg_ctl_frame(struct pg_state *s, struct rte_mbuf **mp, unsigned gi,
+		      struct il_hdr_fields h, uint32_t src_ip, uint16_t src_port, unsigned body);
 void pg_receive_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n);
 /* Re-NAK stalled gaps and, once sending is over, missing tails. */
 void pg_receivers_tick(struct pg_state *s, bool sending_done);

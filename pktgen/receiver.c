@@ -11,12 +11,12 @@
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
-#include <rte_ip.h>
 #include <rte_malloc.h>
-#include <rte_udp.h>
 
+#include <interlink/frame.h>
 #include <interlink/parse.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "pktgen.h"
 
@@ -56,43 +56,25 @@ int pg_receivers_init(struct pg_state *s)
 	return 0;
 }
 
-uint8_t *pg_ctl_frame(struct pg_state *s, struct rte_mbuf **mp, uint8_t type, unsigned gi,
-		      uint32_t sender_id, uint32_t src_ip, uint16_t src_port, unsigned body)
+uint8_t *pg_ctl_frame(struct pg_state *s, struct rte_mbuf **mp, unsigned gi,
+		      struct il_hdr_fields h, uint32_t src_ip, uint16_t src_port, unsigned body)
 {
 	const struct pg_conf *c = &s->c;
-	const uint16_t len = (uint16_t)(42 + IL_HDR_LEN + body);
-	const uint32_t gaddr = c->group_addr_base + gi;
+	const uint16_t len = (uint16_t)(IL_UDP_HDRS_LEN + IL_HDR_LEN + body);
 	struct rte_mbuf *m = rte_pktmbuf_alloc(s->pool);
 	uint8_t *f = m ? (uint8_t *)rte_pktmbuf_append(m, len) : NULL;
+	struct il_path p = { .src_ip = src_ip, .src_port = src_port, .dst_port = c->il_port,
+			     .ttl = 16 };
 
 	if (!f) {
 		rte_pktmbuf_free(m);
 		return NULL;
 	}
-	memset(f, 0, len);
-	il_mcast_mac(f, gaddr);
-	memcpy(f + 6, s->tx_mac, 6);
-	f[12] = 0x08;
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
-	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(len - 14));
-	ip->time_to_live = 16;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = rte_cpu_to_be_32(src_ip);
-	ip->dst_addr = rte_cpu_to_be_32(gaddr);
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
-	udp->src_port = rte_cpu_to_be_16(src_port);
-	udp->dst_port = rte_cpu_to_be_16(c->il_port);
-	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(len - 34));
-	uint8_t *h = f + 42;
-	h[IL_OFF_VERSION] = IL_VERSION;
-	h[IL_OFF_TYPE] = type;
-	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
-	il_put16(h + IL_OFF_GROUP_ID, (uint16_t)(c->group_base + gi));
-	il_put32(h + IL_OFF_SENDER_ID, sender_id);
+	memcpy(p.src_mac, s->tx_mac, 6);
+	il_path_mcast(&p, c->group_addr_base + gi);
+	h.group_id = (uint16_t)(c->group_base + gi);
 	*mp = m;
-	return h;
+	return il_frame_put(f, &p, 0, &h, (uint16_t)body);
 }
 
 static void send_nak(struct pg_state *s, unsigned r, unsigned gi, uint64_t first, uint64_t last)
@@ -101,14 +83,14 @@ static void send_nak(struct pg_state *s, unsigned r, unsigned gi, uint64_t first
 
 	if (last - first >= IL_NAK_MAX_SPAN)
 		last = first + IL_NAK_MAX_SPAN - 1;
-	uint8_t *h = pg_ctl_frame(s, &m, IL_T_NAK, gi, 0x10000u + r, 0x0a010000u | (r + 1),
-				  (uint16_t)(6000 + r), IL_RANGE_LEN);
-	if (!h) {
+	struct il_hdr_fields h = { .type = IL_T_NAK, .sender_id = 0x10000u + r };
+	uint8_t *b = pg_ctl_frame(s, &m, gi, h, 0x0a010000u | (r + 1), (uint16_t)(6000 + r),
+				  IL_RANGE_LEN);
+	if (!b) {
 		s->naks_tx_fail++;
 		return;
 	}
-	il_put64(h + IL_HDR_LEN, first);
-	il_put64(h + IL_HDR_LEN + 8, last);
+	il_range_put(b, first, last);
 	for (int tries = 0; tries < 64; tries++)
 		if (rte_eth_tx_burst(s->tx_port, 0, &m, 1) == 1) {
 			s->naks_tx++;
@@ -292,13 +274,17 @@ void pg_receive_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n)
 					     p.hdr_len, p.payload_len - p.hdr_len, now)) {
 			/* VIEW, CREDIT, STABLE: membership and flow control */
 		} else if (v == IL_V_CONTROL && p.type == IL_T_UNAVAIL) {
-			const uint8_t *h = rte_pktmbuf_mtod(m, const uint8_t *) + 42;
+			const uint8_t *h = rte_pktmbuf_mtod(m, const uint8_t *) + p.il_off;
 			uint32_t who = il_get32(h + IL_OFF_SENDER_ID);
-			uint64_t first = il_get64(h + p.hdr_len), last = il_get64(h + p.hdr_len + 8);
+			struct il_range_body rg;
 			s->rx_unavail++;
-			for (unsigned r = 0; r < s->c.receivers; r++)
-				if (who == 0x10000u + r)
-					on_unavail(s, &s->rx[r], gi, first, last, now);
+			if (il_range_get(h + p.hdr_len, p.payload_len - p.hdr_len, &rg) != 0)
+				s->rx_other++; /* no range to read */
+			else
+				for (unsigned r = 0; r < s->c.receivers; r++)
+					if (who == 0x10000u + r)
+						on_unavail(s, &s->rx[r], gi, rg.first_seq,
+							   rg.last_seq, now);
 		} else {
 			s->rx_other++;
 		}

@@ -12,11 +12,12 @@
 #include <rte_ethdev.h>
 #include <rte_prefetch.h>
 
+#include <interlink/frame.h>
 #include <interlink/wire.h>
 
 #include "pktgen.h"
 
-#define HDRS 42u
+#define HDRS IL_UDP_HDRS_LEN
 
 /* Frames sent before this run started (a previous trial's backlog in a
  * kernel socket buffer, say) are stale: counted apart, not as this run's. */

@@ -11,15 +11,15 @@
 #include <string.h>
 
 #include <rte_cycles.h>
-#include <rte_ip.h>
 #include <rte_malloc.h>
-#include <rte_udp.h>
 
+#include <interlink/frame.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "pktgen.h"
 
-#define HDRS 42u /* Ethernet + IPv4 + UDP */
+#define HDRS IL_UDP_HDRS_LEN /* Ethernet + IPv4 + UDP */
 
 unsigned pg_frame_len(const struct pg_conf *c, unsigned msgs, unsigned size)
 {
@@ -42,34 +42,27 @@ static unsigned payload_of(const struct pg_conf *c, unsigned frame)
 	return p < 16 ? 16 : (unsigned)p; /* room for the timestamp and the tag */
 }
 
+/* The headers of every frame of sender si in group gi: Ethernet, IPv4
+ * (DF, TTL 16) and UDP, then (native mode) the Interlink header with its
+ * group and sender; fill_frame writes lengths, checksums and sequences. */
 static void build_template(struct pg_state *s, uint8_t *f, unsigned si, unsigned gi)
 {
 	const struct pg_conf *c = &s->c;
 	uint32_t id = si + 1;
 	uint32_t dst = c->mode == PG_RAW ? c->raw_dst : c->group_addr_base + gi;
+	struct il_path p = { .src_ip = 0x0a000000u | id, .src_port = (uint16_t)(5000 + id),
+			     .dst_port = c->mode == PG_RAW ? c->raw_port : c->il_port,
+			     .ttl = 16, .df = true };
 
 	memset(f, 0, s->tpl_stride);
-	il_mcast_mac(f, dst);
-	memcpy(f + 6, s->tx_mac, 6);
-	f[12] = 0x08;
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
-	ip->version_ihl = 0x45;
-	ip->fragment_offset = rte_cpu_to_be_16(0x4000); /* DF */
-	ip->time_to_live = 16;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = rte_cpu_to_be_32(0x0a000000u | id);
-	ip->dst_addr = rte_cpu_to_be_32(dst);
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
-	udp->src_port = rte_cpu_to_be_16((uint16_t)(5000 + id));
-	udp->dst_port = rte_cpu_to_be_16(c->mode == PG_RAW ? c->raw_port : c->il_port);
+	memcpy(p.src_mac, s->tx_mac, 6);
+	il_path_mcast(&p, dst);
+	uint8_t *h = il_udp_frame_put(f, &p, 0, 0);
 	if (c->mode == PG_RAW)
 		return;
-	uint8_t *h = f + HDRS;
-	h[IL_OFF_VERSION] = IL_VERSION;
-	h[IL_OFF_TYPE] = IL_T_DATA;
-	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
-	il_put16(h + IL_OFF_GROUP_ID, (uint16_t)(c->group_base + gi));
-	il_put32(h + IL_OFF_SENDER_ID, id);
+	il_hdr_put(h, &(struct il_hdr_fields){ .type = IL_T_DATA,
+					       .group_id = (uint16_t)(c->group_base + gi),
+					       .sender_id = id });
 }
 
 int pg_senders_init(struct pg_state *s)
@@ -137,11 +130,7 @@ static void fill_frame(struct pg_state *s, struct rte_mbuf *m, struct pg_sender 
 	memcpy(f, tpl, s->tpl_len);
 	m->data_len = len;
 	m->pkt_len = len;
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(len - 14));
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(len - 34));
+	il_udp_frame_set_len(f, (uint16_t)(len - HDRS));
 	if (c->mode == PG_RAW) {
 		uint8_t *p = f + HDRS;
 		if (size >= 8)
@@ -150,22 +139,20 @@ static void fill_frame(struct pg_state *s, struct rte_mbuf *m, struct pg_sender 
 			memcpy(p + 8, &sseq, 8);
 	} else {
 		uint8_t *h = f + HDRS;
-		il_put16(h + IL_OFF_MSG_COUNT, (uint16_t)msgs);
-		il_put64(h + IL_OFF_SENDER_SEQ, sseq);
+		il_hdr_set_data(h, (uint16_t)msgs, sseq);
 		uint8_t *r = h + IL_HDR_LEN;
-		const unsigned rec = IL_MSG_HDR_LEN + size;
-		for (unsigned i = 0; i < msgs; i++, r += rec) {
+		for (unsigned i = 0; i < msgs; i++) {
 			uint64_t tag = sseq + i;
-			il_put16(r, (uint16_t)size);
-			il_put16(r + 2, 0);
+			r = il_rec_put(r, (uint16_t)size);
 			if (size >= 8)
-				memcpy(r + 4, &now, 8);
+				memcpy(r, &now, 8);
 			if (size >= 16)
-				memcpy(r + 12, &tag, 8);
+				memcpy(r + 8, &tag, 8);
+			r += size;
 		}
 	}
 	if (c->udp_csum)
-		udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+		il_udp_csum_set(f + IL_ETH_HLEN);
 	snd->seq[gi] = sseq + msgs;
 	snd->sent_msgs += msgs;
 	snd->sent_frames++;

@@ -28,11 +28,10 @@
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
-#include <rte_ip.h>
-#include <rte_udp.h>
 
 #include <interlink/parse.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "pktgen.h"
 
@@ -81,9 +80,10 @@ static void flush(struct pg_state *s)
 	u->nq = 0;
 }
 
-/* A control frame into the appliance's "in" port; the body follows the
- * header, returned for the caller to fill (NULL: no mbuf). */
-static uint8_t *ctl_frame(struct pg_state *s, uint8_t type, unsigned gi, uint32_t id,
+/* A control frame into the appliance's "in" port, header h in our epoch;
+ * the body follows the header, returned for the caller to fill (NULL: no
+ * mbuf). */
+static uint8_t *ctl_frame(struct pg_state *s, unsigned gi, struct il_hdr_fields h,
 			  uint32_t src_ip, unsigned body)
 {
 	struct pg_uto *u = &s->uto;
@@ -91,14 +91,14 @@ static uint8_t *ctl_frame(struct pg_state *s, uint8_t type, unsigned gi, uint32_
 
 	if (u->nq == RTE_DIM(u->q))
 		flush(s);
-	uint8_t *h = pg_ctl_frame(s, &m, type, gi, id, src_ip, 7000, body);
-	if (!h) {
+	h.epoch = u->epoch;
+	uint8_t *b = pg_ctl_frame(s, &m, gi, h, src_ip, 7000, body);
+	if (!b) {
 		u->ctl_tx_fail++;
 		return NULL;
 	}
-	il_put32(h + IL_OFF_EPOCH, u->epoch);
 	u->q[u->nq++] = m;
-	return h;
+	return b;
 }
 
 static void send_member(struct pg_state *s, uint8_t type, unsigned gi, uint32_t id,
@@ -106,11 +106,11 @@ static void send_member(struct pg_state *s, uint8_t type, unsigned gi, uint32_t 
 {
 	uint32_t ip = roles == IL_ROLE_RECEIVER ? 0x0a010000u | (id - RCV_ID(0) + 1)
 						: 0x0a000000u | id;
-	uint8_t *h = ctl_frame(s, type, gi, id, ip, IL_MEMBER_MSG_LEN);
-	if (!h)
+	uint8_t *b = ctl_frame(s, gi, (struct il_hdr_fields){ .type = type, .sender_id = id }, ip,
+			       IL_MEMBER_MSG_LEN);
+	if (!b)
 		return;
-	il_put32(h + IL_HDR_LEN, roles);
-	il_put32(h + IL_HDR_LEN + 4, inc);
+	il_member_put(b, roles, inc);
 	if (type == IL_T_JOIN)
 		s->uto.joins_tx++;
 	else if (type == IL_T_HEARTBEAT)
@@ -123,12 +123,13 @@ static void send_ack(struct pg_state *s, unsigned r, unsigned gi, uint64_t now)
 {
 	struct pg_uto_rcv *ur = &s->uto.r[r][gi];
 	uint64_t next = s->rx[r].g[gi].next;
-	uint8_t *h = ctl_frame(s, IL_T_ACK, gi, RCV_ID(r), 0x0a010000u | (r + 1), IL_ACK_LEN);
-	if (!h)
+	uint8_t *b = ctl_frame(s, gi,
+			       (struct il_hdr_fields){ .type = IL_T_ACK, .sender_id = RCV_ID(r),
+						       .global_seq = next },
+			       0x0a010000u | (r + 1), IL_ACK_LEN);
+	if (!b)
 		return;
-	il_put64(h + IL_OFF_GLOBAL_SEQ, next);
-	il_put32(h + IL_HDR_LEN, ur->view_id);
-	il_put32(h + IL_HDR_LEN + 4, 0xffffffffu); /* no buffer limit */
+	il_ack_put(b, ur->view_id, 0xffffffffu); /* no buffer limit */
 	ur->acked = next;
 	ur->last_ack = now;
 	s->uto.acks_tx++;
@@ -192,23 +193,16 @@ static void on_view(struct pg_state *s, unsigned gi, const uint8_t *h, const uin
 {
 	struct pg_uto *u = &s->uto;
 	const struct pg_conf *c = &s->c;
+	struct il_view_body v;
 
-	if (blen < IL_VIEW_LEN)
+	if (il_view_get(b, blen, &v) != 0)
 		return;
-	uint32_t vid = il_get32(b);
-	unsigned nm = il_get16(b + 4), ns = il_get16(b + 6);
-	if (blen < IL_VIEW_LEN + nm * IL_VIEW_MEMBER_LEN + ns * IL_VIEW_SENDER_LEN)
-		return;
-	const uint8_t *mem = b + IL_VIEW_LEN, *snd = mem + nm * IL_VIEW_MEMBER_LEN;
 	uint64_t start = il_get64(h + IL_OFF_GLOBAL_SEQ);
 
 	u->views_rx++;
 	for (unsigned r = 0; r < c->receivers; r++) {
 		struct pg_uto_rcv *ur = &u->r[r][gi];
-		bool in = false;
-		for (unsigned k = 0; k < nm && !in; k++)
-			in = il_get32(mem + k * IL_VIEW_MEMBER_LEN) == RCV_ID(r);
-		if (in) {
+		if (il_view_has(&v, RCV_ID(r))) {
 			if (!ur->joined && start) {
 				/* Fast-Join: the stream starts at the view's start,
 				 * each sender's at its entry. */
@@ -216,16 +210,15 @@ static void on_view(struct pg_state *s, unsigned gi, const uint8_t *h, const uin
 				rg->next = start;
 				if (rg->hi < start)
 					rg->hi = start;
-				for (unsigned k = 0; k < ns; k++) {
-					uint32_t id = il_get32(snd + k * IL_VIEW_SENDER_LEN);
+				for (unsigned k = 0; k < v.n_senders; k++) {
+					uint32_t id = il_view_sender_id(&v, k);
 					if (id >= 1 && id <= c->senders)
-						rg->sender_next[id] =
-							il_get64(snd + k * IL_VIEW_SENDER_LEN + 8);
+						rg->sender_next[id] = il_view_sender_next(&v, k);
 				}
 			}
 			ur->joined = true;
 			ur->member = true;
-			ur->view_id = vid;
+			ur->view_id = v.view_id;
 		} else if (ur->member) {
 			/* Excluded (it is alive): join again as a new incarnation. */
 			ur->member = false;
@@ -235,9 +228,7 @@ static void on_view(struct pg_state *s, unsigned gi, const uint8_t *h, const uin
 		}
 	}
 	for (unsigned i = 0; i < c->senders; i++) {
-		bool in = false;
-		for (unsigned k = 0; k < nm && !in; k++)
-			in = il_get32(mem + k * IL_VIEW_MEMBER_LEN) == i + 1;
+		bool in = il_view_has(&v, i + 1);
 		if (!in && u->s[i][gi].member) {
 			u->exclusions++;
 			u->snd_last_join[i][gi] = 0;
@@ -253,26 +244,25 @@ static void on_credit(struct pg_state *s, unsigned gi, const uint8_t *h, const u
 	struct pg_uto *u = &s->uto;
 	uint32_t id = il_get32(h + IL_OFF_SENDER_ID);
 	uint64_t rs = il_get64(h + IL_OFF_SENDER_SEQ);
+	struct il_credit_body cr;
 
-	if (blen < IL_CREDIT_LEN || id < 1 || id > s->c.senders)
+	if (il_credit_get(b, blen, &cr) != 0 || id < 1 || id > s->c.senders)
 		return;
 	struct pg_uto_snd *us = &u->s[id - 1][gi];
 	struct pg_sender *snd = &s->senders[id - 1];
-	uint64_t limit = il_get64(b);
-	uint32_t win = il_get32(b + 8), rate = il_get32(b + 12);
 
 	u->credits_rx++;
-	if (limit) {
+	if (cr.limit_seq) {
 		u->credited = true;
 		us->credited = true;
-		if (limit > us->limit)
-			us->limit = limit;
+		if (cr.limit_seq > us->limit)
+			us->limit = cr.limit_seq;
 	}
-	if (win > u->credit_window)
-		u->credit_window = win;
-	us->rate_kbps = rate;
-	if (rate)
-		u->rate_kbps = rate;
+	if (cr.window > u->credit_window)
+		u->credit_window = cr.window;
+	us->rate_kbps = cr.rate_kbps;
+	if (cr.rate_kbps)
+		u->rate_kbps = cr.rate_kbps;
 	if (rs) {
 		/* A resume notice: nothing from rs on was stamped: go back. */
 		u->resumes_rx++;

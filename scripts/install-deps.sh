@@ -12,6 +12,7 @@ PKGS=(
   python3-venv python3-setuptools python3-wheel
   iproute2 iperf3 tcpdump ethtool procps psmisc tshark
   tmux python3-prometheus-client prometheus
+  debhelper scdoc man-db systemd
   nginx redis-server redis-tools curl
 )
 

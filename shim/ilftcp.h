@@ -18,7 +18,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "ftcp_proto.h"
+#include <interlink/ftcp_proto.h>
 
 /* Nothing but the wrapped calls leaves the library. */
 #pragma GCC visibility push(hidden)

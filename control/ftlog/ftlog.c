@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <interlink/ftcp_ring.h>
 #include <interlink/json.h>
 
 #include "ftlog.h"
@@ -72,7 +73,7 @@ struct ftlog {
 	struct ftl l;
 	struct io_uring ring;
 	bool ring_ok;
-	struct ftc_ring_hdr *rh;
+	struct ftc_ring *rh;
 	int wake_fd, listen_fd, stop_fd;
 	int done_fd;               /* eventfd: a replay worker finished */
 	pthread_mutex_t done_mu;
@@ -123,12 +124,13 @@ static void down_send(struct ftlog *L, uint16_t type, const struct ftc_key *k, u
 	struct ftc_down d = {.type = type, .key = *k, .a = a, .b = b};
 	/* Crash and recover orders must not be lost: wait for room (the data
 	 * plane drains this ring on every poll). */
-	for (int i = 0; !ftc_down_send(L->rh, &d); i++) {
+	for (int i = 0; il_shm_free(&L->rh->tx) == 0; i++) {
 		L->l.st.down_full++;
 		if (i > 100000)
 			return;
 		usleep(10);
 	}
+	il_shm_send(&L->rh->tx, &d, 1);
 }
 
 static void *replay_worker(void *arg)
@@ -388,26 +390,22 @@ static void crash_conn(struct ftlog *L, struct ftl_conn *c)
 
 static unsigned drain_ring(struct ftlog *L)
 {
-	struct ftc_ring_hdr *h = L->rh;
-	uint64_t tail = atomic_load_explicit(&h->up_tail, memory_order_relaxed);
-	uint64_t head = atomic_load_explicit(&h->up_head, memory_order_acquire);
-	uint8_t *data = ftc_up_data(h);
+	const struct ftc_rec *r;
+	uint32_t len;
 	unsigned n = 0;
+	int got;
 
-	while (tail != head) {
-		const struct ftc_rec *r = (const struct ftc_rec *)(data + (tail & (h->up_size - 1)));
+	while ((got = il_shm_rec_next(&L->rh->rx, (const void **)&r, &len)) != 0) {
 		struct ftl_conn *c;
 
-		if (r->len < 8 || r->len > h->up_size || r->len % FTC_REC_ALIGN) {
+		if (got < 0) {
 			fprintf(stderr, "ftlog: corrupt ring record (len %u): resynchronising\n",
-				r->len);
-			tail = head;
+				len);
 			break;
 		}
-		tail += r->len;
 		n++;
-		if (r->type == FR_PAD)
-			continue;
+		if (len < sizeof(*r))
+			continue; /* not a record of ours */
 		c = ftl_conn_find(&L->l, &r->key);
 		if (r->type == FR_SYN) {
 			if (c && c->have_syn && c->client_isn == r->seq)
@@ -436,7 +434,7 @@ static unsigned drain_ring(struct ftlog *L)
 		if (r->type == FR_CRASHED && c->state == FC_FROZEN)
 			try_recover_port(L, c->key.sport);
 	}
-	atomic_store_explicit(&h->up_tail, tail, memory_order_release);
+	il_shm_release(&L->rh->rx);
 	return n;
 }
 
@@ -561,7 +559,7 @@ static void publish(struct ftlog *L)
 			struct timespec ts = {0, 0};
 			if (L->trace)
 				clock_gettime(CLOCK_REALTIME, &ts);
-			if (ftc_down_send(L->rh, &d)) {
+			if (il_shm_send(&L->rh->tx, &d, 1) == 1) {
 				c->contig_sent = c->contig_durable;
 				c->isns_sent = c->isns_durable;
 				L->l.st.acks_down++;
@@ -971,7 +969,7 @@ struct ftlog *ftlog_open(const struct ftlog_opts *o, int stop_fd, char *err, siz
 		set_err(err, errlen, "--ftcp-dir %s: %s", o->dir, strerror(errno));
 		goto fail;
 	}
-	L->rh = ftc_ring_open(o->ring, 0, e, sizeof(e));
+	L->rh = ftc_ring_open(o->ring, 0, FTC_LOGGER, e, sizeof(e));
 	if (!L->rh) {
 		set_err(err, errlen, "--ftcp-ring: %s%s", e, "");
 		goto fail;
@@ -1065,11 +1063,8 @@ int ftlog_run(struct ftlog *L)
 			continue;
 		/* Announce the sleep, then look once more, so a record queued
 		 * in between is never left waiting for the timer. */
-		atomic_fetch_add(&L->rh->sleep_gen, 1);
-		if (atomic_load(&L->rh->up_head) != atomic_load(&L->rh->up_tail)) {
-			atomic_fetch_add(&L->rh->sleep_gen, 1);
+		if (!il_shm_sleep_prepare(&L->rh->rx))
 			continue;
-		}
 		/* A safety net only: the data plane wakes us (one datagram per
 		 * announced sleep). */
 		uint64_t wait_ns = 20000000u;
@@ -1077,7 +1072,7 @@ int ftlog_run(struct ftlog *L)
 			/* Bulk traffic nobody waits on: synced at the interval's end. */
 			uint64_t t = ftl_now_ns();
 			if (t >= L->next_group_ns) {
-				atomic_fetch_add(&L->rh->sleep_gen, 1);
+				il_shm_sleep_end(&L->rh->rx);
 				continue;
 			}
 			wait_ns = L->next_group_ns - t;
@@ -1088,7 +1083,7 @@ int ftlog_run(struct ftlog *L)
 		io_uring_submit(&L->ring);
 		if (io_uring_wait_cqe_timeout(&L->ring, &cqe, &L->ts) == 0)
 			reap(L);
-		atomic_fetch_add(&L->rh->sleep_gen, 1);
+		il_shm_sleep_end(&L->rh->rx);
 	}
 	write_stats(L);
 	/* Flush what is buffered so a clean stop loses nothing. */
@@ -1134,5 +1129,6 @@ void ftlog_close(struct ftlog *L)
 		ftl_conn_free(&L->l, c);
 	if (L->trace)
 		fclose(L->trace);
+	ftc_ring_close(L->rh);
 	free(L);
 }

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ftcp_proto.h"
+#include <interlink/ftcp_proto.h>
 
 #define FTL_MAX_CONNS 4096
 #define FTL_MAX_SESS 64

@@ -439,8 +439,9 @@ struct repair {
 static enum il_fec_bad parse_repair(const struct il_fec_dec *d, const uint8_t *m, uint32_t len,
 				    struct repair *rp)
 {
-	const uint8_t *b;
-	uint32_t hl, r, c;
+	struct il_hdr_fields h;
+	struct il_fec_fields b;
+	uint32_t hl;
 
 	if (len < IL_HDR_LEN)
 		return IL_FEC_BAD_SHORT;
@@ -451,40 +452,38 @@ static enum il_fec_bad parse_repair(const struct il_fec_dec *d, const uint8_t *m
 	hl = m[IL_OFF_HDR_LEN];
 	if (hl < IL_HDR_LEN || hl % 4)
 		return IL_FEC_BAD_HDR_LEN;
-	if (len < hl + IL_FEC_BODY_LEN)
+	if (len < hl || il_fec_body_get(m + hl, len - hl, &b) != 0)
 		return IL_FEC_BAD_SHORT;
-	if (il_get16(m + IL_OFF_GROUP_ID) != d->cfg.link_id)
+	il_hdr_get(m, &h);
+	if (h.group_id != d->cfg.link_id)
 		return IL_FEC_BAD_LINK;
-	b = m + hl;
-	if (b[IL_FEC_OFF_CODE] != d->cfg.code)
+	if (b.code != d->cfg.code)
 		return IL_FEC_BAD_CODE;
-	r = b[IL_FEC_OFF_RATE_R];
-	c = b[IL_FEC_OFF_RATE_C];
 	/* RS coefficients depend on (r, c): they must be ours. */
-	if (r < 2 || r > IL_FEC_MAX_R || c < 1 || c > IL_FEC_MAX_C ||
-	    (d->rs && (r != d->cfg.r || c != d->cfg.c)))
+	if (b.rate_r < 2 || b.rate_r > IL_FEC_MAX_R || b.rate_c < 1 || b.rate_c > IL_FEC_MAX_C ||
+	    (d->rs && (b.rate_r != d->cfg.r || b.rate_c != d->cfg.c)))
 		return IL_FEC_BAD_RATE;
-	rp->layer = b[IL_FEC_OFF_LAYER];
-	if (rp->layer >= c)
+	rp->layer = b.layer;
+	if (rp->layer >= b.rate_c)
 		return IL_FEC_BAD_LAYER;
-	rp->count = b[IL_FEC_OFF_COUNT];
-	if (rp->count < 1 || rp->count > r)
+	rp->count = b.count;
+	if (rp->count < 1 || rp->count > b.rate_r)
 		return IL_FEC_BAD_COUNT;
-	if (b[IL_FEC_OFF_ID_LEN] != IL_FEC_ID_LEN)
+	if (b.id_len != IL_FEC_ID_LEN)
 		return IL_FEC_BAD_ID_LEN;
-	rp->interleave = il_get16(b + IL_FEC_OFF_INTERLEAVE);
+	rp->interleave = b.interleave;
 	if (rp->interleave == 0)
 		return IL_FEC_BAD_INTERLEAVE;
-	rp->xor_len = il_get16(b + IL_FEC_OFF_XOR_LEN);
+	rp->xor_len = b.xor_len;
 	if (rp->xor_len == 0 || rp->xor_len > d->max_span)
 		return IL_FEC_BAD_XOR_LEN;
 	if (len != hl + IL_FEC_BODY_LEN + rp->count * IL_FEC_ID_LEN + rp->xor_len)
 		return IL_FEC_BAD_LENGTH;
-	rp->len_code = il_get16(b + IL_FEC_OFF_LEN_CODE);
-	rp->x_first = il_get64(b + IL_FEC_OFF_X_FIRST);
-	rp->epoch = il_get32(m + IL_OFF_EPOCH);
-	rp->seq = il_get64(m + IL_OFF_SENDER_SEQ);
-	rp->ids = b + IL_FEC_BODY_LEN;
+	rp->len_code = b.len_code;
+	rp->x_first = b.x_first;
+	rp->epoch = h.epoch;
+	rp->seq = h.sender_seq;
+	rp->ids = m + hl + IL_FEC_BODY_LEN;
 	rp->payload = rp->ids + rp->count * IL_FEC_ID_LEN;
 	return IL_FEC_OK;
 }

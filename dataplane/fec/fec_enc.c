@@ -185,31 +185,22 @@ size_t il_fec_enc_footprint(const struct il_fec_enc *e)
 static void put_headers(const struct il_fec_enc *e, uint8_t *h, unsigned layer,
 			const struct enc_bin *b, unsigned row)
 {
-	uint8_t *body = h + IL_HDR_LEN;
+	const struct il_hdr_fields hf = { .type = IL_T_FEC_REPAIR,
+					  .group_id = e->cfg.link_id,
+					  .sender_id = e->cfg.sender_id,
+					  .epoch = e->cfg.epoch,
+					  .sender_seq = e->seq };
+	const struct il_fec_fields ff = { .code = e->cfg.code,
+					  .layer = (uint8_t)(e->rows > 1 ? row : layer),
+					  .rate_r = e->cfg.r,
+					  .rate_c = e->cfg.c,
+					  .count = (uint8_t)b->n,
+					  .interleave = e->layer[layer].i,
+					  .xor_len = b->xor_len,
+					  .len_code = b->len_code[row],
+					  .x_first = b->x_first };
 
-	h[IL_OFF_VERSION] = IL_VERSION;
-	h[IL_OFF_TYPE] = IL_T_FEC_REPAIR;
-	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
-	h[IL_OFF_FLAGS] = 0;
-	il_put16(h + IL_OFF_GROUP_ID, e->cfg.link_id);
-	il_put16(h + IL_OFF_MSG_COUNT, 0);
-	il_put32(h + IL_OFF_SENDER_ID, e->cfg.sender_id);
-	il_put32(h + IL_OFF_EPOCH, e->cfg.epoch);
-	il_put64(h + IL_OFF_SENDER_SEQ, e->seq);
-	il_put64(h + IL_OFF_GLOBAL_SEQ, 0);
-	il_put64(h + IL_OFF_STABLE_SEQ, 0);
-
-	body[IL_FEC_OFF_CODE] = e->cfg.code;
-	body[IL_FEC_OFF_LAYER] = (uint8_t)(e->rows > 1 ? row : layer);
-	body[IL_FEC_OFF_RATE_R] = e->cfg.r;
-	body[IL_FEC_OFF_RATE_C] = e->cfg.c;
-	body[IL_FEC_OFF_COUNT] = (uint8_t)b->n;
-	body[IL_FEC_OFF_ID_LEN] = IL_FEC_ID_LEN;
-	il_put16(body + IL_FEC_OFF_INTERLEAVE, e->layer[layer].i);
-	il_put16(body + IL_FEC_OFF_XOR_LEN, b->xor_len);
-	il_put16(body + IL_FEC_OFF_LEN_CODE, b->len_code[row]);
-	il_put32(body + IL_FEC_OFF_RESERVED, 0);
-	il_put64(body + IL_FEC_OFF_X_FIRST, b->x_first);
+	il_fec_body_put(il_hdr_put(h, &hf), &ff);
 }
 
 /* Send the repair(s) of bin b and empty it. */

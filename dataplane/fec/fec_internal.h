@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <interlink/fec.h>
+#include <interlink/wire_msg.h>
 
 #define FEC_ALIGN 64u /* buffers start on a cache line (ISA-L wants 32) */
 

@@ -21,8 +21,8 @@
 
 #include <interlink/app.h>
 #include <interlink/err.h>
-#include <interlink/parse.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "ctrl.h"
 
@@ -299,7 +299,7 @@ static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *
 		uint32_t rcv = il_get32(h + IL_OFF_SENDER_ID);
 		struct il_ack_body a;
 
-		if (il_parse_ack(b, body, &a) != 0) {
+		if (il_ack_get(b, body, &a) != 0) {
 			il_drop(st, CT_C_DROP_BAD_BODY, mb);
 			return false;
 		}
@@ -345,7 +345,9 @@ static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *
 			}
 		st->ctr[CT_C_UP_ACK]++;
 	} else {
-		if (body < IL_MEMBER_MSG_LEN) {
+		struct il_member_body mm;
+
+		if (il_member_get(b, body, &mm) != 0) {
 			il_drop(st, CT_C_DROP_BAD_BODY, mb);
 			return false;
 		}
@@ -358,8 +360,8 @@ static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *
 						     .epoch = c->seq->epoch,
 						     .seq = c->seq->groups[gix - 1].next,
 						     .rx_ns = rx_ns,
-						     .roles = il_get32(b),
-						     .incarnation = il_get32(b + 4) };
+						     .roles = mm.roles,
+						     .incarnation = mm.incarnation };
 		if (type == IL_T_JOIN) {
 			struct cgroup *g = &c->g[gix - 1];
 			for (unsigned i = 0; i < g->n_members; i++)

@@ -5,87 +5,66 @@
  */
 #include <string.h>
 
-#include <rte_ip.h>
 #include <rte_mbuf.h>
-#include <rte_udp.h>
 
 #include <interlink/app.h>
 #include <interlink/tfrc.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "ctrl.h"
 
-/* A frame of the appliance's own to group gi's multicast address; returns
- * the Interlink header (body right after it) or NULL (counted). */
-static uint8_t *frame_new(struct il_stage *st, struct ctrl *c, unsigned gi, uint8_t type,
-			  uint16_t body, struct rte_mbuf **mp)
+/* The header of every frame this stage sends: stamped, with the group's
+ * next sequence and its watermark; callers change what differs. */
+static struct il_hdr_fields ctrl_hdr(const struct ctrl *c, unsigned gi, uint8_t type)
 {
-	const struct il_app *app = c->app;
-	const struct il_group *grp = &app->groups[gi];
-	const uint16_t len = 42 + IL_HDR_LEN + body;
-	struct rte_mbuf *m = rte_pktmbuf_alloc(app->pool);
-	uint8_t *f;
+	return (struct il_hdr_fields){ .type = type, .flags = IL_F_STAMPED | IL_F_STABLE_VALID,
+				       .group_id = c->app->groups[gi].id, .epoch = c->seq->epoch,
+				       .global_seq = c->seq->groups[gi].next,
+				       .stable_seq = c->g[gi].wm };
+}
 
-	if (unlikely(m == NULL || (f = (uint8_t *)rte_pktmbuf_append(m, len)) == NULL)) {
-		rte_pktmbuf_free(m);
+/* A frame of the appliance's own to group gi's multicast address with
+ * header h; returns the body (body_len bytes, for the caller to fill) or
+ * NULL (counted). */
+static uint8_t *frame_new(struct il_stage *st, struct ctrl *c, unsigned gi,
+			  const struct il_hdr_fields *h, uint16_t body_len, struct rte_mbuf **mp)
+{
+	struct il_path path;
+	uint8_t *f;
+	struct rte_mbuf *m = il_app_frame_alloc(c->app,
+						IL_UDP_HDRS_LEN + IL_HDR_LEN + body_len, &f);
+
+	if (unlikely(m == NULL)) {
 		st->ctr[CT_C_DROP_TX_NO_MBUF]++;
 		return NULL;
 	}
-	memset(f, 0, len);
-	il_mcast_mac(f, grp->address);
-	memcpy(f + 6, app->ports[c->tx].mac, 6);
-	f[12] = 0x08;
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
-	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16(len - 14);
-	ip->time_to_live = 16;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = rte_cpu_to_be_32(app->appliance_ip);
-	ip->dst_addr = rte_cpu_to_be_32(grp->address);
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
-	udp->src_port = rte_cpu_to_be_16(app->il_udp_port);
-	udp->dst_port = rte_cpu_to_be_16(grp->out_port);
-	udp->dgram_len = rte_cpu_to_be_16(len - 34);
-	uint8_t *h = f + 42;
-	h[IL_OFF_VERSION] = IL_VERSION;
-	h[IL_OFF_TYPE] = type;
-	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
-	h[IL_OFF_FLAGS] = IL_F_STAMPED;
-	il_put16(h + IL_OFF_GROUP_ID, grp->id);
-	il_put32(h + IL_OFF_EPOCH, c->seq->epoch);
-	il_put64(h + IL_OFF_GLOBAL_SEQ, c->seq->groups[gi].next);
-	il_put64(h + IL_OFF_STABLE_SEQ, c->g[gi].wm);
-	h[IL_OFF_FLAGS] |= IL_F_STABLE_VALID;
-	m->l2_len = 14;
-	m->l3_len = 20;
+	il_app_group_path(c->app, c->tx, gi, &path);
 	*mp = m;
-	return h;
+	return il_frame_put(f, &path, 0, h, body_len);
 }
 
+/* The body is in place: the UDP checksum, and out. */
 static void frame_send(struct il_stage *st, struct ctrl *c, struct rte_mbuf *m)
 {
-	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
-
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	((struct rte_udp_hdr *)(f + 34))->dgram_cksum =
-		rte_ipv4_udptcp_cksum(ip, (struct rte_udp_hdr *)(f + 34));
+	il_udp_csum_set(rte_pktmbuf_mtod(m, uint8_t *) + IL_ETH_HLEN);
 	il_emit(st, c->tx, m);
 }
 
 void ctrl_send_stable(struct il_stage *st, struct ctrl *c, unsigned gi, uint32_t epoch,
 		      uint64_t wm)
 {
+	struct il_hdr_fields h = ctrl_hdr(c, gi, IL_T_STABLE);
 	struct rte_mbuf *m;
-	uint8_t *h = frame_new(st, c, gi, IL_T_STABLE, IL_STABLE_LEN, &m);
 
-	if (h == NULL)
-		return;
-	il_put32(h + IL_OFF_EPOCH, epoch);
-	il_put64(h + IL_OFF_STABLE_SEQ, wm);
-	il_put32(h + IL_HDR_LEN, c->g[gi].view_id);
+	h.epoch = epoch;
+	h.stable_seq = wm;
 	if (epoch != c->seq->epoch)
-		il_put64(h + IL_OFF_GLOBAL_SEQ, 0); /* that sequence space is gone */
+		h.global_seq = 0; /* that sequence space is gone */
+	uint8_t *b = frame_new(st, c, gi, &h, IL_STABLE_LEN, &m);
+	if (b == NULL)
+		return;
+	il_stable_put(b, c->g[gi].view_id);
 	frame_send(st, c, m);
 	st->ctr[CT_C_TX_STABLE]++;
 }
@@ -121,17 +100,16 @@ static void credit_frame(struct il_stage *st, struct ctrl *c, unsigned gi, struc
 			 uint64_t limit, uint64_t resume)
 {
 	struct cgroup *g = &c->g[gi];
+	struct il_hdr_fields h = ctrl_hdr(c, gi, IL_T_CREDIT);
 	struct rte_mbuf *m;
-	uint8_t *h = frame_new(st, c, gi, IL_T_CREDIT, IL_CREDIT_LEN, &m);
 
-	if (h == NULL)
+	h.sender_id = s->id;
+	h.sender_seq = resume;
+	uint8_t *b = frame_new(st, c, gi, &h, IL_CREDIT_LEN, &m);
+	if (b == NULL)
 		return;
 	s->share_sent = sender_rate(g, s);
-	il_put32(h + IL_OFF_SENDER_ID, s->id);
-	il_put64(h + IL_OFF_SENDER_SEQ, resume);
-	il_put64(h + IL_HDR_LEN, limit);
-	il_put32(h + IL_HDR_LEN + 8, g->window);
-	il_put32(h + IL_HDR_LEN + 12, s->share_sent);
+	il_credit_put(b, limit, g->window, s->share_sent);
 	frame_send(st, c, m);
 	st->ctr[CT_C_TX_CREDIT]++;
 }
@@ -205,8 +183,9 @@ void ctrl_credits_advance(struct il_stage *st, struct ctrl *c, unsigned gi)
 		if (cs != NULL && e->sender_seq + e->count > cs->stable_next)
 			cs->stable_next = e->sender_seq + e->count;
 		/* WAN groups: what each sender got through, for the split. */
-		if (cs != NULL && g->rate_kbps && e->m != NULL && rte_pktmbuf_pkt_len(e->m) > 42)
-			cs->bytes += rte_pktmbuf_pkt_len(e->m) - 42;
+		if (cs != NULL && g->rate_kbps && e->m != NULL &&
+		    rte_pktmbuf_pkt_len(e->m) > IL_UDP_HDRS_LEN)
+			cs->bytes += rte_pktmbuf_pkt_len(e->m) - IL_UDP_HDRS_LEN;
 	}
 	if (g->window == 0)
 		return;
@@ -299,32 +278,26 @@ void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi)
 
 	/* The VIEW frame: members, then each sender's next sender_seq at the
 	 * view's start, as far as one frame holds them. */
-	uint16_t room = (uint16_t)((c->app->frame_max - 42 - IL_HDR_LEN - IL_VIEW_LEN));
+	uint16_t room = (uint16_t)(c->app->frame_max - IL_UDP_HDRS_LEN - IL_HDR_LEN - IL_VIEW_LEN);
 	uint16_t nm = g->n_members, ns = g->n_senders;
 	if ((uint32_t)nm * IL_VIEW_MEMBER_LEN > room)
 		nm = room / IL_VIEW_MEMBER_LEN;
 	if ((uint32_t)nm * IL_VIEW_MEMBER_LEN + (uint32_t)ns * IL_VIEW_SENDER_LEN > room)
 		ns = (uint16_t)((room - nm * IL_VIEW_MEMBER_LEN) / IL_VIEW_SENDER_LEN);
+	struct il_hdr_fields h = ctrl_hdr(c, gi, IL_T_VIEW);
 	struct rte_mbuf *mb;
-	uint16_t body = (uint16_t)(IL_VIEW_LEN + nm * IL_VIEW_MEMBER_LEN + ns * IL_VIEW_SENDER_LEN);
-	uint8_t *h = frame_new(st, c, gi, IL_T_VIEW, body, &mb);
-	if (h == NULL)
+
+	h.global_seq = g->view_start;
+	uint8_t *b = frame_new(st, c, gi, &h, (uint16_t)il_view_len(nm, ns), &mb);
+	if (b == NULL)
 		return;
-	il_put64(h + IL_OFF_GLOBAL_SEQ, g->view_start);
-	uint8_t *b = h + IL_HDR_LEN;
-	il_put32(b, g->view_id);
-	il_put16(b + 4, nm);
-	il_put16(b + 6, ns);
-	b += IL_VIEW_LEN;
-	for (uint16_t i = 0; i < nm; i++, b += IL_VIEW_MEMBER_LEN) {
-		il_put32(b, g->m[i].id);
-		il_put32(b + 4, g->m[i].roles);
-	}
-	for (uint16_t i = 0; i < ns; i++, b += IL_VIEW_SENDER_LEN) {
-		il_put32(b, g->s[i].id);
-		il_put64(b + 8, sender_next_at(c, gi, g->s[i].id, g->view_start,
-					       g->s[i].stable_next));
-	}
+	b = il_view_put(b, g->view_id, nm, ns);
+	for (uint16_t i = 0; i < nm; i++)
+		b = il_view_member_put(b, g->m[i].id, g->m[i].roles);
+	for (uint16_t i = 0; i < ns; i++)
+		b = il_view_sender_put(b, g->s[i].id,
+				       sender_next_at(c, gi, g->s[i].id, g->view_start,
+						      g->s[i].stable_next));
 	frame_send(st, c, mb);
 	st->ctr[CT_C_TX_VIEW]++;
 	ctrl_credits_all(st, c, gi, false);

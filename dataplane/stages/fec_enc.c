@@ -16,10 +16,10 @@
 #include <rte_common.h>
 #include <rte_cycles.h>
 #include <rte_malloc.h>
-#include <rte_udp.h>
 
 #include <interlink/app.h>
 #include <interlink/err.h>
+#include <interlink/frame.h>
 
 #include "fec_stage.h"
 
@@ -293,11 +293,9 @@ struct fec_enc_ctx {
 	struct rte_mempool *pool;
 	struct il_stage *st;
 	struct fec_fifo out;
-	/* Ethernet addresses of repairs: configured, else those of the last
-	 * protected frame, so repairs follow the data's layer-2 path. */
-	struct rte_ether_addr dst_mac, src_mac;
-	uint32_t src_be, dst_be;
-	uint16_t port_be;
+	/* Where repairs go. Ethernet addresses: configured, else those of
+	 * the last protected frame, so repairs follow the data's layer-2 path. */
+	struct il_path path;
 	uint16_t ip_id;
 	uint64_t idle_tsc, last_tsc;
 	bool open; /* packets added since the last flush */
@@ -309,9 +307,7 @@ static void enc_emit(void *arg, const uint8_t *msg, uint32_t len,
 	struct fec_enc_ctx *c = arg;
 	struct il_stage *st = c->st;
 	struct rte_mbuf *m = rte_pktmbuf_alloc(c->pool);
-	struct rte_ether_hdr *eth;
-	struct rte_ipv4_hdr *ip;
-	struct rte_udp_hdr *udp;
+	uint8_t *f;
 
 	st->ctr[CTR_REPAIRS]++;
 	st->ctr[CTR_REPAIRS_L0 + RTE_MIN(info->layer, 3u)]++;
@@ -320,32 +316,17 @@ static void enc_emit(void *arg, const uint8_t *msg, uint32_t len,
 		st->ctr[CTR_DROP_NOMBUF]++;
 		return;
 	}
-	/* Room was checked at bind: a repair is at most il_fec_repair_max_len. */
-	eth = (struct rte_ether_hdr *)rte_pktmbuf_append(m, (uint16_t)(FEC_REPAIR_FRAME_HDR + len));
-	rte_ether_addr_copy(&c->dst_mac, &eth->dst_addr);
-	rte_ether_addr_copy(&c->src_mac, &eth->src_addr);
-	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-	ip = (struct rte_ipv4_hdr *)(eth + 1);
-	ip->version_ihl = RTE_IPV4_VHL_DEF;
-	ip->type_of_service = 0;
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(IL_FEC_IP_UDP_LEN + len));
-	ip->packet_id = rte_cpu_to_be_16(c->ip_id++);
-	/* Don't fragment: the link MTU was checked to carry every repair. */
-	ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
-	ip->time_to_live = 64;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = c->src_be;
-	ip->dst_addr = c->dst_be;
-	ip->hdr_checksum = 0;
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	udp = (struct rte_udp_hdr *)(ip + 1);
-	udp->src_port = c->port_be;
-	udp->dst_port = c->port_be;
-	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(sizeof(*udp) + len));
-	/* No UDP checksum (allowed over IPv4): the decoder checks every
+	/* Room was checked at bind: a repair is at most il_fec_repair_max_len.
+	 * Don't fragment (the link MTU was checked to carry every repair);
+	 * no UDP checksum (allowed over IPv4): the decoder checks every
 	 * recovered packet against the id its recipe names. */
-	udp->dgram_cksum = 0;
-	rte_memcpy(udp + 1, msg, len);
+	f = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(FEC_REPAIR_FRAME_HDR + len));
+	if (unlikely(f == NULL)) {
+		st->ctr[CTR_DROP_NOMBUF]++;
+		rte_pktmbuf_free(m);
+		return;
+	}
+	rte_memcpy(il_udp_frame_put(f, &c->path, c->ip_id++, (uint16_t)len), msg, len);
 	if (unlikely(!fec_fifo_push(&c->out, m))) {
 		st->ctr[CTR_DROP_PENDING]++;
 		rte_pktmbuf_free(m);
@@ -388,13 +369,13 @@ static int enc_create(struct il_stage *st, const struct il_cfg *params, struct i
 		snprintf(err, errlen, "stage '%s': %s", st->name, msg);
 		goto fail;
 	}
-	c->src_be = rte_cpu_to_be_32(c->sc.local_ip);
-	c->dst_be = rte_cpu_to_be_32(c->sc.peer_ip);
-	c->port_be = rte_cpu_to_be_16(c->sc.port);
+	c->path = (struct il_path){ .src_ip = c->sc.local_ip, .dst_ip = c->sc.peer_ip,
+				    .src_port = c->sc.port, .dst_port = c->sc.port,
+				    .ttl = 64, .df = true };
 	if (c->sc.have_peer_mac)
-		c->dst_mac = c->sc.peer_mac;
+		memcpy(c->path.dst_mac, &c->sc.peer_mac, 6);
 	if (c->sc.have_local_mac)
-		c->src_mac = c->sc.local_mac;
+		memcpy(c->path.src_mac, &c->sc.local_mac, 6);
 	c->idle_tsc = c->sc.idle_flush_us * rte_get_tsc_hz() / 1000000u;
 	st->ctx = c;
 	return 0;
@@ -437,9 +418,9 @@ static uint16_t enc_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 				rte_pktmbuf_mtod(m, const struct rte_ether_hdr *);
 
 			if (!c->sc.have_peer_mac)
-				rte_ether_addr_copy(&eth->dst_addr, &c->dst_mac);
+				memcpy(c->path.dst_mac, &eth->dst_addr, 6);
 			if (!c->sc.have_local_mac)
-				rte_ether_addr_copy(&eth->src_addr, &c->src_mac);
+				memcpy(c->path.src_mac, &eth->src_addr, 6);
 		}
 		if (il_fec_enc_add(c->enc, &id, rte_pktmbuf_mtod(m, const void *), span) != 0) {
 			st->ctr[CTR_TOO_LONG]++;

@@ -41,6 +41,7 @@
 
 #include <interlink/app.h>
 #include <interlink/csum.h>
+#include <interlink/frame.h>
 #include <interlink/stage.h>
 
 #include "ftcp.h"
@@ -64,10 +65,10 @@ static inline uint64_t mono_ns(void)
 static void wake_logger(struct ftcp *f)
 {
 	if (f->pend) {
-		ftc_up_publish(f->ring, f->head);
+		il_shm_publish(&f->ring->tx);
 		f->pend = false;
 	}
-	if (f->wake_fd >= 0 && ftc_up_wants_wake(f->ring)) {
+	if (f->wake_fd >= 0 && il_shm_wake_due(&f->ring->tx)) {
 		char b = 1;
 		/* One datagram per logger sleep; never blocks, harmless if the
 		 * logger is down (it drains the ring when it comes back). */
@@ -81,16 +82,14 @@ static bool log_rec(struct ftcp *f, const struct ftc_key *k, uint16_t type, uint
 		    uint32_t plen)
 {
 	uint32_t len = ftc_rec_size(plen);
-	uint64_t nh;
 	struct ftc_rec *r;
 
 	if (!f->ring)
 		return false;
-	r = (struct ftc_rec *)ftc_up_reserve(f->ring, f->head, &f->cached_tail, len, &nh);
-	if (!r) {
-		f->ring->up_drops++;
+	/* A full ring counts the drop in the ring's own counter. */
+	r = il_shm_reserve(&f->ring->tx, len);
+	if (!r)
 		return false;
-	}
 	r->len = len;
 	r->type = type;
 	r->plen = (uint16_t)plen;
@@ -105,7 +104,6 @@ static bool log_rec(struct ftcp *f, const struct ftc_key *k, uint16_t type, uint
 	if (plen)
 		memcpy(r + 1, p, plen);
 	/* Published once per burst (wake_logger), not per record. */
-	f->head = nh;
 	f->pend = true;
 	return true;
 }
@@ -117,43 +115,26 @@ static void make_seg(struct il_stage *st, struct ftcp_flow *fl, bool to_server, 
 		     uint8_t optlen)
 {
 	struct ftcp *f = st->ctx;
+	const struct ftc_key *k = &fl->key;
 	struct rte_mbuf *m = rte_pktmbuf_alloc(f->app->pool);
-	struct rte_ether_hdr *eth;
-	struct rte_ipv4_hdr *ip;
-	struct rte_tcp_hdr *t;
-	uint16_t len = (uint16_t)(sizeof(*eth) + sizeof(*ip) + sizeof(*t) + optlen);
+	struct il_path p = {
+		.src_ip = rte_be_to_cpu_32(to_server ? k->cip : k->sip),
+		.dst_ip = rte_be_to_cpu_32(to_server ? k->sip : k->cip),
+		.src_port = rte_be_to_cpu_16(to_server ? k->cport : k->sport),
+		.dst_port = rte_be_to_cpu_16(to_server ? k->sport : k->cport),
+		.ttl = 64,
+		.df = true,
+	};
+	struct il_tcp_seg ts = { .seq = seq, .ack = ack, .flags = flags, .win = win,
+				 .opt = opt, .optlen = optlen };
 
 	if (!m) {
 		st->ctr[C_DROP_NO_MBUF]++;
 		return;
 	}
-	eth = (struct rte_ether_hdr *)rte_pktmbuf_append(m, len);
-	ip = (struct rte_ipv4_hdr *)(eth + 1);
-	t = (struct rte_tcp_hdr *)(ip + 1);
-	memcpy(&eth->dst_addr, to_server ? fl->smac : fl->cmac, 6);
-	memcpy(&eth->src_addr, to_server ? fl->cmac : fl->smac, 6);
-	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-	memset(ip, 0, sizeof(*ip));
-	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(len - sizeof(*eth)));
-	ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
-	ip->time_to_live = 64;
-	ip->next_proto_id = IPPROTO_TCP;
-	ip->src_addr = to_server ? fl->key.cip : fl->key.sip;
-	ip->dst_addr = to_server ? fl->key.sip : fl->key.cip;
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	t->src_port = to_server ? fl->key.cport : fl->key.sport;
-	t->dst_port = to_server ? fl->key.sport : fl->key.cport;
-	t->sent_seq = rte_cpu_to_be_32(seq);
-	t->recv_ack = rte_cpu_to_be_32(ack);
-	t->data_off = (uint8_t)(((sizeof(*t) + optlen) / 4) << 4);
-	t->tcp_flags = flags;
-	t->rx_win = rte_cpu_to_be_16(win);
-	t->tcp_urp = 0;
-	if (optlen)
-		memcpy(t + 1, opt, optlen);
-	t->cksum = 0;
-	t->cksum = rte_ipv4_udptcp_cksum(ip, t);
+	memcpy(p.dst_mac, to_server ? fl->smac : fl->cmac, 6);
+	memcpy(p.src_mac, to_server ? fl->cmac : fl->smac, 6);
+	il_tcp_frame_put((uint8_t *)rte_pktmbuf_append(m, il_tcp_frame_len(&ts)), &p, 0, &ts);
 	il_emit(st, to_server ? f->sport : f->cport, m);
 }
 
@@ -169,7 +150,7 @@ static void gen_ack(struct il_stage *st, struct ftcp_flow *fl)
 	uint32_t edge = fl->last_asn + fl->last_win_bytes;
 	uint64_t w = ftc_seq_lt(ack, edge) ? edge - ack : 0;
 
-	make_seg(st, fl, false, fl->seq_hi, ack, TCP_F_ACK, edge_window(fl, ack, w), NULL, 0);
+	make_seg(st, fl, false, fl->seq_hi, ack, IL_TCP_F_ACK, edge_window(fl, ack, w), NULL, 0);
 	st->ctr[C_ACKS_GENERATED]++;
 	st->ctr[C_ACKS_TO_CLIENT]++;
 }
@@ -186,7 +167,7 @@ static void send_fab_syn(struct il_stage *st, struct ftcp_flow *fl)
 		opt[7] = fl->cws;
 		opt[4] = 1;
 	}
-	make_seg(st, fl, true, fl->fab_isn, 0, TCP_F_SYN, fl->syn_win, opt, 8);
+	make_seg(st, fl, true, fl->fab_isn, 0, IL_TCP_F_SYN, fl->syn_win, opt, 8);
 	fl->syn_sent = true;
 	fl->syn_tsc = rte_rdtsc();
 	st->ctr[C_FAB_SYNS]++;
@@ -349,7 +330,7 @@ static void on_down(struct il_stage *st, const struct ftc_down *d)
 		fl->held_synack = NULL;
 		/* Kill the dead process's socket so the fabricated SYN meets the
 		 * listener, not a lingering FIN_WAIT socket (seq = its rcv_nxt). */
-		make_seg(st, fl, true, fl->c2s_next, 0, TCP_F_RST, 0, NULL, 0);
+		make_seg(st, fl, true, fl->c2s_next, 0, IL_TCP_F_RST, 0, NULL, 0);
 		st->ctr[C_RST_TO_SERVER]++;
 		fl->crash_rec_pending =
 			!log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0, 0, 0, 0, NULL, 0);
@@ -368,10 +349,10 @@ static void on_down(struct il_stage *st, const struct ftc_down *d)
 		/* The logger gave the connection up (docs/ft-tcp.md, mass
 		 * recovery): the client is told at once instead of waiting on a
 		 * closed window, and a fabricated connection is reset too. */
-		make_seg(st, fl, false, fl->out_nxt, fl->stable_seq, TCP_F_RST | TCP_F_ACK, 0, NULL,
+		make_seg(st, fl, false, fl->out_nxt, fl->stable_seq, IL_TCP_F_RST | IL_TCP_F_ACK, 0, NULL,
 			 0);
 		if (fl->syn_sent || fl->recovered) {
-			make_seg(st, fl, true, fl->c2s_next, 0, TCP_F_RST, 0, NULL, 0);
+			make_seg(st, fl, true, fl->c2s_next, 0, IL_TCP_F_RST, 0, NULL, 0);
 			st->ctr[C_RST_TO_SERVER]++;
 		}
 		st->ctr[C_RECOVERIES_ABANDONED]++;
@@ -399,7 +380,7 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 		return false;
 	}
 	fl = flow_get(f, &k);
-	if ((s->flags & (TCP_F_SYN | TCP_F_ACK)) == TCP_F_SYN) {
+	if ((s->flags & (IL_TCP_F_SYN | IL_TCP_F_ACK)) == IL_TCP_F_SYN) {
 		uint16_t mss = 536;
 		uint8_t ws = 0;
 		bool has_ws = false, changed;
@@ -458,15 +439,15 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	}
 	if (!fl)
 		return true; /* not a connection we saw open: leave it alone */
-	end = s->seq + s->plen + ((s->flags & TCP_F_FIN) ? 1 : 0);
+	end = s->seq + s->plen + ((s->flags & IL_TCP_F_FIN) ? 1 : 0);
 	if (ftc_seq_lt(fl->c_seen, end))
 		fl->c_seen = end;
 	if (fl->state == FT_RECOVERING) {
-		if (s->flags & TCP_F_RST) {
+		if (s->flags & IL_TCP_F_RST) {
 			/* The client gave up during the outage: nothing to
 			 * recover (the logger drops the log). */
 			if (fl->syn_sent)
-				make_seg(st, fl, true, fl->fab_isn + 1, 0, TCP_F_RST, 0, NULL, 0);
+				make_seg(st, fl, true, fl->fab_isn + 1, 0, IL_TCP_F_RST, 0, NULL, 0);
 			st->ctr[C_RECOVERIES_CLIENT_RESET]++;
 			flow_closing(st, fl);
 			il_drop(st, C_DROP_IN_RECOVERY, m);
@@ -474,7 +455,7 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 		}
 		/* Keep the client waiting, not retransmitting into the void:
 		 * a closed window at stable_seq (Sec. IV-E step 1). */
-		make_seg(st, fl, false, fl->seq_hi, fl->stable_seq, TCP_F_ACK, 0, NULL, 0);
+		make_seg(st, fl, false, fl->seq_hi, fl->stable_seq, IL_TCP_F_ACK, 0, NULL, 0);
 		st->ctr[C_CLOSED_WINDOW_ACKS]++;
 		st->ctr[C_ACKS_TO_CLIENT]++;
 		il_drop(st, C_DROP_IN_RECOVERY, m);
@@ -491,7 +472,7 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	 * arp_learn), whatever the client's ARP cache says. */
 	memcpy(&s->eth->dst_addr, fl->smac, 6);
 	fl->last_cwin = rte_be_to_cpu_16(s->tcp->rx_win);
-	end = s->seq + s->plen + ((s->flags & TCP_F_FIN) ? 1 : 0);
+	end = s->seq + s->plen + ((s->flags & IL_TCP_F_FIN) ? 1 : 0);
 	if (ftc_seq_lt(fl->c2s_next, end) && fl->state != FT_SYN) {
 		st->ctr[C_LAG_BYTES] += end - fl->c2s_next;
 		fl->c2s_next = end;
@@ -500,7 +481,7 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			fl->lag_seq = end;
 		}
 	}
-	if (s->flags & TCP_F_ACK) {
+	if (s->flags & IL_TCP_F_ACK) {
 		/* After recovery the client may ack bytes the new server has not
 		 * regenerated yet (they reached the client before the crash but
 		 * their ack was never logged). Linux ignores an ack of unsent
@@ -511,9 +492,9 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			a = fl->srv_nxt;
 		set32(s->tcp, OFF_ACK, a);
 	}
-	if (s->flags & TCP_F_FIN)
+	if (s->flags & IL_TCP_F_FIN)
 		fl->fin_c = true;
-	if (s->flags & TCP_F_RST)
+	if (s->flags & IL_TCP_F_RST)
 		flow_closing(st, fl);
 	else if (fl->fin_c && fl->fin_s)
 		flow_closing(st, fl);
@@ -536,7 +517,7 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 		il_drop(st, C_DROP_FENCED, m);
 		return false;
 	}
-	if ((s->flags & (TCP_F_SYN | TCP_F_ACK)) == (TCP_F_SYN | TCP_F_ACK)) {
+	if ((s->flags & (IL_TCP_F_SYN | IL_TCP_F_ACK)) == (IL_TCP_F_SYN | IL_TCP_F_ACK)) {
 		uint8_t ws = 0;
 		bool has_ws = false;
 
@@ -549,7 +530,7 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			fl->delta_seq = fl->server_seq - (s->seq + 1);
 			fl->last_asn = s->ack;
 			fl->last_win_bytes = rte_be_to_cpu_16(s->tcp->rx_win);
-			make_seg(st, fl, true, fl->fab_isn + 1, s->seq + 1, TCP_F_ACK, fl->last_cwin,
+			make_seg(st, fl, true, fl->fab_isn + 1, s->seq + 1, IL_TCP_F_ACK, fl->last_cwin,
 				 NULL, 0);
 			fl->state = FT_EST;
 			fl->recovered = true;
@@ -580,7 +561,7 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			 * did not make it into its accept queue (it was full,
 			 * the ACK was dropped). Say it again; the client must
 			 * never see this SYN-ACK. */
-			make_seg(st, fl, true, fl->fab_isn + 1, s->seq + 1, TCP_F_ACK, fl->last_cwin,
+			make_seg(st, fl, true, fl->fab_isn + 1, s->seq + 1, IL_TCP_F_ACK, fl->last_cwin,
 				 NULL, 0);
 			st->ctr[C_SYNACK_REACKED]++;
 			rte_pktmbuf_free(m);
@@ -618,28 +599,28 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	if (fl->state == FT_RECOVERING) {
 		/* The dead process's socket still talks: reset it at the
 		 * sequence number it expects (its ack). */
-		if (!(s->flags & TCP_F_RST) && (s->flags & TCP_F_ACK)) {
-			make_seg(st, fl, true, s->ack, 0, TCP_F_RST, 0, NULL, 0);
+		if (!(s->flags & IL_TCP_F_RST) && (s->flags & IL_TCP_F_ACK)) {
+			make_seg(st, fl, true, s->ack, 0, IL_TCP_F_RST, 0, NULL, 0);
 			st->ctr[C_RST_TO_SERVER]++;
 		}
 		il_drop(st, C_DROP_SERVER_DEAD, m);
 		return false;
 	}
 	if (fl->state == FT_SYN || fl->state == FT_SYNACK_HELD) {
-		if (s->flags & TCP_F_RST) /* refused: the port is closed */
+		if (s->flags & IL_TCP_F_RST) /* refused: the port is closed */
 			flow_closing(st, fl);
 		return true;
 	}
-	if (!fl->close_ok && fl->state != FT_CLOSING && (s->flags & (TCP_F_FIN | TCP_F_RST))) {
+	if (!fl->close_ok && fl->state != FT_CLOSING && (s->flags & (IL_TCP_F_FIN | IL_TCP_F_RST))) {
 		/* A FIN or RST the shim did not announce comes from a killed
 		 * process's kernel: the client must never see it (Sec. VI-A). */
-		il_drop(st, (s->flags & TCP_F_RST) ? C_DROP_UNANNOUNCED_RST : C_DROP_UNANNOUNCED_FIN,
+		il_drop(st, (s->flags & IL_TCP_F_RST) ? C_DROP_UNANNOUNCED_RST : C_DROP_UNANNOUNCED_FIN,
 			m);
 		return false;
 	}
 	if (fl->delta_seq)
 		set32(s->tcp, OFF_SEQ, s->seq + fl->delta_seq);
-	end = s->seq + s->plen + ((s->flags & TCP_F_FIN) ? 1 : 0);
+	end = s->seq + s->plen + ((s->flags & IL_TCP_F_FIN) ? 1 : 0);
 	if (ftc_seq_lt(fl->srv_nxt, end))
 		fl->srv_nxt = end;
 	end += fl->delta_seq;
@@ -647,16 +628,16 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 		fl->out_nxt = end;
 	if (ftc_seq_lt(fl->seq_hi, end))
 		fl->seq_hi = end;
-	if (s->flags & TCP_F_RST) {
+	if (s->flags & IL_TCP_F_RST) {
 		flow_closing(st, fl);
 		return true;
 	}
-	if (s->flags & TCP_F_FIN)
+	if (s->flags & IL_TCP_F_FIN)
 		fl->fin_s = true;
-	if (s->flags & TCP_F_ACK) {
+	if (s->flags & IL_TCP_F_ACK) {
 		uint32_t asn = s->ack;
 		uint64_t wb = (uint64_t)rte_be_to_cpu_16(s->tcp->rx_win) << fl->sws_cur;
-		bool pure = s->plen == 0 && !(s->flags & (TCP_F_SYN | TCP_F_FIN | TCP_F_RST));
+		bool pure = s->plen == 0 && !(s->flags & (IL_TCP_F_SYN | IL_TCP_F_FIN | IL_TCP_F_RST));
 
 		fl->last_asn = asn;
 		fl->last_win_bytes = (uint32_t)(wb > UINT32_MAX ? UINT32_MAX : wb);
@@ -797,7 +778,7 @@ uint16_t ftcp_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 	/* Logger messages first: a CLOSE_OK published before the shim closed
 	 * is seen before the FIN it allows. */
 	if (f->ring)
-		while ((nd = ftc_down_recv(f->ring, d, 32)) > 0)
+		while ((nd = il_shm_recv(&f->ring->rx, d, 32)) > 0)
 			for (unsigned i = 0; i < nd; i++)
 				on_down(st, &d[i]);
 	for (uint16_t i = 0; i < n; i++) {

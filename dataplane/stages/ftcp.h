@@ -12,7 +12,7 @@
 
 #include <interlink/stage.h>
 
-#include "ftcp_proto.h"
+#include <interlink/ftcp_ring.h>
 
 enum ftcp_strategy { FTCP_BASIC, FTCP_LAZY, FTCP_EAGER, FTCP_CONDITIONAL };
 
@@ -105,9 +105,8 @@ struct ftcp {
 	struct rte_hash *h;
 	struct ftcp_flow *flows;
 	uint32_t max_flows;
-	struct ftc_ring_hdr *ring;
-	uint64_t cached_tail, head;
-	bool pend;
+	struct ftc_ring *ring;
+	bool pend; /* records reserved, not yet published */
 	int wake_fd;
 	struct sockaddr_un wake_addr;
 	uint64_t hz, next_scan, linger_tsc, syn_rto_tsc;

@@ -133,11 +133,9 @@ static int ftcp_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	if (!f->h || !f->flows)
 		return ERR("cannot create the flow table of stage '%s' (%llu flows)", st->name,
 			   (unsigned long long)max_flows);
-	f->ring = ftc_ring_open(ring, (uint32_t)ring_size, err, errlen);
+	f->ring = ftc_ring_open(ring, (uint32_t)ring_size, FTC_DATAPLANE, err, errlen);
 	if (!f->ring)
 		return -1;
-	f->cached_tail = atomic_load(&f->ring->up_tail);
-	f->head = atomic_load(&f->ring->up_head);
 	f->hz = rte_get_tsc_hz();
 	f->linger_tsc = linger * f->hz / 1000;
 	f->syn_rto_tsc = f->hz / 5;
@@ -176,13 +174,14 @@ static void ftcp_destroy(struct il_stage *st)
 static void ftcp_state(const struct il_stage *st, struct il_state_sink *out)
 {
 	const struct ftcp *f = st->ctx;
+	struct il_shm_ring_stats rs;
 
 	if (!f || !f->ring)
 		return;
+	il_shm_ring_stats(f->ring->up, &rs);
 	il_state_put(out, -1, "strategy", (uint64_t)f->strategy);
-	il_state_put(out, -1, "ring_bytes_queued",
-		     atomic_load(&f->ring->up_head) - atomic_load(&f->ring->up_tail));
-	il_state_put(out, -1, "ring_drops", f->ring->up_drops);
+	il_state_put(out, -1, "ring_bytes_queued", rs.head - rs.tail);
+	il_state_put(out, -1, "ring_drops", rs.drops);
 }
 
 const struct il_stage_type il_stage_ftcp = {

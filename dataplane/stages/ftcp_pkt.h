@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * FT-TCP stage: TCP segment access and in-place rewriting (header only,
  * used by ftcp.c). Checksums are updated incrementally (RFC 1624) for the
- * seq/ack/window rewrites; a segment whose options change is rechecksummed.
+ * seq/ack/window rewrites; a segment whose options change is rechecksummed
+ * (the wire library's checksums, as for the segments the stage makes).
  */
 #ifndef INTERLINK_STAGE_FTCP_PKT_H
 #define INTERLINK_STAGE_FTCP_PKT_H
@@ -16,13 +17,9 @@
 #include <rte_tcp.h>
 
 #include <interlink/csum.h>
+#include <interlink/frame.h>
 
 #include "ftcp.h"
-
-#define TCP_F_FIN 0x01
-#define TCP_F_SYN 0x02
-#define TCP_F_RST 0x04
-#define TCP_F_ACK 0x10
 
 /* ---- packet access --------------------------------------------------- */
 
@@ -129,18 +126,12 @@ static inline bool opts_scan(struct seg *s, uint16_t *mss, uint8_t *ws, bool *ha
 
 static inline bool csum_ok(const struct seg *s)
 {
-	uint32_t l4 = s->thl + s->plen;
-	uint32_t sum = rte_ipv4_phdr_cksum(s->ip, 0) + rte_raw_cksum(s->tcp, l4);
-
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return sum == 0xffff;
+	return il_ipv4_l4_csum_ok((const uint8_t *)s->ip);
 }
 
 static inline void full_csum(struct seg *s)
 {
-	s->tcp->cksum = 0;
-	s->tcp->cksum = rte_ipv4_udptcp_cksum(s->ip, s->tcp);
+	il_tcp_csum_set((uint8_t *)s->ip);
 }
 
 static inline uint16_t win_encode(uint64_t bytes, uint8_t ws)

@@ -8,13 +8,13 @@
 #include <string.h>
 
 #include <rte_cycles.h>
-#include <rte_ip.h>
 #include <rte_malloc.h>
-#include <rte_udp.h>
 
+#include <interlink/app.h>
 #include <interlink/err.h>
 #include <interlink/tbucket.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "seq.h"
 
@@ -61,61 +61,29 @@ static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const 
 			 const struct il_meta *nm, uint64_t first, uint64_t last)
 {
 	const struct il_app *app = k->app;
-	const struct il_group *grp = &app->groups[gi];
-	struct rte_mbuf *m = rte_pktmbuf_alloc(app->pool);
-	const uint16_t l3 = 14, l4 = 34, il = 42;
-	const uint16_t len = il + IL_HDR_LEN + IL_RANGE_LEN;
+	const uint16_t len = IL_UDP_HDRS_LEN + IL_HDR_LEN + IL_RANGE_LEN;
+	struct il_path path;
+	uint8_t *f;
+	struct rte_mbuf *m = il_app_frame_alloc(app, len, &f);
 
 	if (unlikely(!m)) {
 		st->ctr[NAK_C_DROP_UNAVAIL_NO_MBUF]++;
 		return;
 	}
-	uint8_t *f = (uint8_t *)rte_pktmbuf_append(m, len);
-	if (unlikely(!f)) {
-		rte_pktmbuf_free(m);
-		st->ctr[NAK_C_DROP_UNAVAIL_NO_MBUF]++;
-		return;
+	il_app_group_path(app, k->tx, gi, &path);
+	if (!app->groups[gi].address) {
+		memcpy(path.dst_mac, nak_frame + 6, 6);
+		path.dst_ip = il_get32(nak_frame + nm->l3_off + 12); /* the NAK's source */
 	}
-	const struct rte_ipv4_hdr *nip = (const struct rte_ipv4_hdr *)(nak_frame + nm->l3_off);
-	memset(f, 0, len);
-	/* Ethernet */
-	if (grp->address) {
-		il_mcast_mac(f, grp->address);
-	} else {
-		memcpy(f, nak_frame + 6, 6);
-	}
-	memcpy(f + 6, app->ports[k->tx].mac, 6);
-	f[12] = 0x08;
-	f[13] = 0x00;
-	/* IPv4 */
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + l3);
-	ip->version_ihl = 0x45;
-	ip->total_length = rte_cpu_to_be_16(len - l3);
-	ip->time_to_live = 16;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = rte_cpu_to_be_32(app->appliance_ip);
-	ip->dst_addr = grp->address ? rte_cpu_to_be_32(grp->address) : nip->src_addr;
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	/* UDP */
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + l4);
-	udp->src_port = rte_cpu_to_be_16(app->il_udp_port);
-	udp->dst_port = rte_cpu_to_be_16(grp->out_port);
-	udp->dgram_len = rte_cpu_to_be_16(len - l4);
-	/* Interlink */
-	uint8_t *h = f + il;
-	const uint8_t *nh = nak_frame + nm->il_off;
-	h[IL_OFF_VERSION] = IL_VERSION;
-	h[IL_OFF_TYPE] = IL_T_UNAVAIL;
-	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
-	il_put16(h + IL_OFF_GROUP_ID, grp->id);
-	memcpy(h + IL_OFF_SENDER_ID, nh + IL_OFF_SENDER_ID, 4);
-	il_put32(h + IL_OFF_EPOCH, k->seq->epoch);
-	il_put64(h + IL_OFF_GLOBAL_SEQ, il_seq_hist_low(k->seq, gi));
-	il_put64(h + IL_HDR_LEN, first);
-	il_put64(h + IL_HDR_LEN + 8, last);
-	udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp); /* 0 goes out as 0xffff */
-	m->l2_len = l3;
-	m->l3_len = 20;
+	/* sender_id echoes the requester */
+	struct il_hdr_fields h = { .type = IL_T_UNAVAIL,
+				   .group_id = app->groups[gi].id,
+				   .sender_id = il_get32(nak_frame + nm->il_off + IL_OFF_SENDER_ID),
+				   .epoch = k->seq->epoch,
+				   .global_seq = il_seq_hist_low(k->seq, gi) };
+	uint8_t *b = il_frame_put(f, &path, 0, &h, IL_RANGE_LEN);
+	il_range_put(b, first, last);
+	il_udp_csum_set(f + IL_ETH_HLEN); /* 0 goes out as 0xffff */
 	st->ctr[NAK_C_UNAVAIL_SENT]++;
 	st->ctr[NAK_C_UNAVAIL_SEQS] += last - first + 1;
 	il_emit(st, k->tx, m);

@@ -14,6 +14,7 @@
 #include <interlink/csum.h>
 #include <interlink/err.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "seq.h"
 
@@ -177,20 +178,19 @@ static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mb
 	uint16_t new_ulen = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(udp->dgram_len) + RAW_INSERT));
 
 	/* The header and the one message record that wraps the payload. */
-	h[IL_OFF_VERSION] = IL_VERSION;
-	h[IL_OFF_TYPE] = IL_T_DATA;
-	h[IL_OFF_HDR_LEN] = IL_HDR_LEN;
-	h[IL_OFF_FLAGS] = IL_F_STAMPED | IL_F_RAW | (s->uto ? IL_F_STABLE_VALID : 0);
-	il_put16(h + IL_OFF_GROUP_ID, grp->id);
-	il_put16(h + IL_OFF_MSG_COUNT, 1);
-	memcpy(h + IL_OFF_SENDER_ID, &ip->src_addr, 4);
-	il_put32(h + IL_OFF_EPOCH, s->epoch);
-	il_put64(h + IL_OFF_SENDER_SEQ, sseq);
-	il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
-	il_put64(h + IL_OFF_STABLE_SEQ, s->uto ? g->stable : 0);
+	il_rec_put(il_hdr_put(h, &(struct il_hdr_fields){
+				   .type = IL_T_DATA,
+				   .flags = IL_F_STAMPED | IL_F_RAW | (s->uto ? IL_F_STABLE_VALID : 0),
+				   .group_id = grp->id,
+				   .msg_count = 1,
+				   .sender_id = rte_be_to_cpu_32(ip->src_addr),
+				   .epoch = s->epoch,
+				   .sender_seq = sseq,
+				   .global_seq = gs,
+				   .stable_seq = s->uto ? g->stable : 0,
+			   }),
+		   plen);
 	g->carried = g->stable;
-	il_put16(h + IL_HDR_LEN, plen);
-	il_put16(h + IL_HDR_LEN + 2, 0);
 
 	if (ucs) {
 		il_csum_begin(&d, ucs);

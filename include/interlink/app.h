@@ -8,9 +8,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <string.h>
+
+#include <rte_mbuf.h>
 #include <rte_mempool.h>
 
 #include <interlink/config.h>
+#include <interlink/frame.h>
 #include <interlink/stage.h>
 
 #define IL_MAX_GROUPS 256
@@ -102,6 +106,39 @@ static inline const struct il_group *il_app_group_by_id(const struct il_app *app
 {
 	uint16_t i = app->group_idx_by_id[id];
 	return i ? &app->groups[i - 1] : NULL;
+}
+
+/* Where the appliance's own frames to group gi go (UNAVAIL, STABLE, VIEW,
+ * CREDIT): the group's multicast address and port, from port tx's MAC,
+ * the appliance's address and the Interlink port, TTL 16. */
+static inline void il_app_group_path(const struct il_app *app, uint16_t tx, unsigned gi,
+				     struct il_path *p)
+{
+	const struct il_group *g = &app->groups[gi];
+
+	*p = (struct il_path){ .src_ip = app->appliance_ip, .src_port = app->il_udp_port,
+			       .dst_port = g->out_port, .ttl = 16 };
+	memcpy(p->src_mac, app->ports[tx].mac, 6);
+	il_path_mcast(p, g->address);
+}
+
+/* A frame of len bytes the appliance makes, from its pool: the mbuf, its
+ * bytes in *f; NULL when the pool is empty (the caller counts it). */
+static inline struct rte_mbuf *il_app_frame_alloc(const struct il_app *app, uint16_t len,
+						  uint8_t **f)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(app->pool);
+
+	if (unlikely(m == NULL))
+		return NULL;
+	*f = (uint8_t *)rte_pktmbuf_append(m, len);
+	if (unlikely(*f == NULL)) {
+		rte_pktmbuf_free(m);
+		return NULL;
+	}
+	m->l2_len = IL_ETH_HLEN;
+	m->l3_len = IL_IPV4_HLEN;
+	return m;
 }
 
 /* Pipeline loop of one worker (dataplane/pipeline.c). */

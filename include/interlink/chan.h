@@ -4,13 +4,14 @@
  *
  * Two lockless single-producer/single-consumer rings of fixed-size
  * (64-byte) messages in a shared-memory file (by default under /dev/shm)
- * that both processes map:
+ * that both processes map (the rings and the file are the shared-memory
+ * ring library's: include/interlink/shm_ring.h, shm_file.h):
  *
  *   up   ring: data plane -> control process (ACKs, JOIN/LEAVE, ...)
  *   down ring: control process -> data plane (watermarks, credits, ...)
  *
- * The file begins with a header (magic, layout version, sizes) and one
- * incarnation counter per side, bumped on every attach, so that a side
+ * Beside the rings the file holds one incarnation counter per side,
+ * bumped on every attach, so that a side
  * that restarts is noticed by the other (see docs/control.md, "Restart
  * and resynchronisation").
  *
@@ -33,7 +34,7 @@
 #include <stdint.h>
 
 #define IL_CHAN_MAGIC 0x314e414843324c49ULL /* "IL2CHAN1" little-endian */
-#define IL_CHAN_LAYOUT_VERSION 3u
+#define IL_CHAN_LAYOUT_VERSION 4u
 #define IL_CHAN_MSG_SIZE 64u
 #define IL_CHAN_PATH_DEFAULT "/dev/shm/interlink-chan"
 #define IL_CHAN_UP_SLOTS_DEFAULT 16384u

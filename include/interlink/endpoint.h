@@ -172,6 +172,10 @@ struct il_ep_tfrc {
 int il_ep_tfrc_stats(const struct il_ep *ep, uint16_t group, struct il_ep_tfrc *out);
 uint32_t il_ep_member_id(const struct il_ep *ep);
 
+/* The library's version, "MAJOR.MINOR.PATCH", the same as its package's and
+ * pkg-config's: what a program was actually loaded with. */
+const char *il_ep_version(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * Frame parser: Ethernet [802.1Q] / IPv4 / UDP / Interlink. Pure function
- * over bytes (no DPDK), so the fuzzer and the unit tests drive it directly.
+ * Frame parser (part of the il_wire library): Ethernet [802.1Q] / IPv4 /
+ * UDP / Interlink, or the Interlink layer alone on a UDP payload. Pure
+ * functions over bytes (no DPDK), so the fuzzer and the unit tests drive
+ * them directly. They give a verdict; wire_msg.h reads the fields of what
+ * they accepted.
  */
 #ifndef INTERLINK_PARSE_H
 #define INTERLINK_PARSE_H
@@ -49,19 +52,15 @@ struct il_parsed {
 enum il_verdict il_parse_frame(const uint8_t *frame, uint32_t len, uint16_t il_port,
 			       struct il_parsed *out);
 
+/* The Interlink layer alone: h is a whole UDP payload of len bytes, as a
+ * kernel socket delivers it. The same checks and verdicts as
+ * il_parse_frame gives the payload of a frame to the Interlink port
+ * (IL_V_DATA, IL_V_NAK, IL_V_CONTROL, IL_V_DROP_SHORT for a payload too
+ * short for the header, and the drops from IL_V_DROP_VERSION on);
+ * il_off, l3_off, l4_off, dst_ip and dst_port are 0. */
+enum il_verdict il_parse_payload(const uint8_t *h, uint32_t len, struct il_parsed *out);
+
 /* Validates packed DATA records: 0 or an IL_V_DROP_* verdict. */
 enum il_verdict il_check_packing(const uint8_t *body, uint32_t body_len, uint16_t msg_count);
-
-/* An ACK body in either form (wire.h: the length says which). */
-struct il_ack_body {
-	uint32_t view_id, buffer_free;
-	bool tfrc;         /* the long form: the three fields below are set */
-	uint64_t echo_seq; /* 0: no RTT sample */
-	uint32_t delta_us;
-	uint32_t loss_ppm; /* clamped to IL_ACK_PPM_MAX */
-};
-
-/* 0 and *out filled, or -1 for a body shorter than IL_ACK_LEN. */
-int il_parse_ack(const uint8_t *body, uint32_t body_len, struct il_ack_body *out);
 
 #endif

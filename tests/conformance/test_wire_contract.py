@@ -3,6 +3,8 @@ import json
 import re
 import subprocess
 
+from scapy.packet import NoPayload
+
 from conftest import ROOT, WIRE_DUMP
 from interlink_scapy import (HEADER_FIELDS, IL_FLAGS, IL_HDR_LEN, IL_TYPES, IL_UDP_PORT, IL_VERSION,
                        ROLE_RECEIVER, ROLE_SENDER, IL_ACK_TFRC_LEN, IL_FEC_CODES, IL_FEC_ID_LEN,
@@ -33,6 +35,15 @@ def doc_table(heading, doc=DOC):
         elif rows:
             break
     return rows[1:]  # without the header row
+
+
+def doc_example_bytes():
+    """The bytes of the DATA example in the doc (each line: hex, three or more spaces, a
+    comment)."""
+    text = DOC.read_text()
+    block = text[text.index("## Examples"):].split("```")[1]
+    hexes = "".join(re.split(r"\s{3,}", line)[0] for line in block.splitlines() if line)
+    return bytes.fromhex(hexes.replace(" ", ""))
 
 
 def scapy_layout(cls, names):
@@ -111,12 +122,7 @@ def test_flags_agree():
 def test_doc_example_matches_scapy():
     """The hex example in the doc is what the Scapy layer builds."""
     from interlink_scapy import il_data
-    text = DOC.read_text()
-    block = text[text.index("## Examples"):].split("```")[1]
-    # Each line: hex bytes, then three or more spaces, then a comment.
-    hexes = "".join(re.split(r"\s{3,}", line)[0] for line in block.splitlines() if line)
-    want = bytes.fromhex(hexes.replace(" ", ""))
-    assert bytes(il_data(1, 3, 7, [b"hi", b"there"])) == want
+    assert bytes(il_data(1, 3, 7, [b"hi", b"there"])) == doc_example_bytes()
 
 
 BODIES = [("## ACK body", "ack", ILAck), ("## ACK body, long form", "ack_tfrc", ILAckTfrc),
@@ -234,3 +240,64 @@ def test_every_type_has_a_decoder():
     c = c_wire()
     no_body = {"DATA", "LEC_REPAIR", "FTCP_LOG"}
     assert {n for n, v in c["types"].items() if v not in IL_BODIES} == no_body
+
+
+def test_library_frames_dissect_as_built():
+    """One frame of every message type as the wire library (lib/wire) builds it, printed by
+    il-wire-dump: the Scapy layers read back the values it was built from, and Scapy agrees
+    with its IPv4 and UDP lengths and checksums."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    c = c_wire()
+    seen = set()
+    for fr in c["frames"]:
+        t, body = fr["type"], fr["body"]
+        pkt = Ether(bytes.fromhex(fr["hex"]))
+        assert Interlink in pkt, t
+        assert pkt[IP].len == len(pkt) - 14 and pkt[UDP].len == len(pkt) - 34, t
+        q = pkt.copy()
+        del q[IP].chksum, q[UDP].chksum
+        q = Ether(bytes(q))
+        assert (q[IP].chksum, q[UDP].chksum) == (pkt[IP].chksum, pkt[UDP].chksum), t
+        il = pkt[Interlink]
+        assert (il.version, il.hdr_len) == (IL_VERSION, IL_HDR_LEN)
+        for k, v in fr["header"].items():
+            assert int(getattr(il, k)) == v, (t, k)
+        if t == "DATA":
+            assert [bytes(m.data).hex() for m in il.msgs] == body["msgs"]
+            # the sender's frame of docs/wire-format.md, byte for byte
+            assert bytes(pkt[UDP].payload) == doc_example_bytes()
+        elif t == "VIEW":
+            v = pkt[ILView]
+            assert v.view_id == body["view_id"]
+            assert [[m.member_id, m.roles] for m in v.members] == body["members"]
+            assert [[s.sender_id, s.next_sender_seq] for s in v.senders] == body["senders"]
+            assert all(s.reserved == 0 for s in v.senders)
+        else:
+            layer = il.payload
+            for k, v in body.items():
+                assert int(getattr(layer, k)) == v, (t, k)
+            if t == "FEC_REPAIR":
+                assert len(layer.recipe) == body["count"] and len(layer.data) == body["xor_len"]
+            assert isinstance(layer.payload, NoPayload), t
+        seen.add(t)
+    assert seen == set(IL_TYPES.values()) - {"LEC_REPAIR", "FTCP_LOG"}
+
+
+def test_library_tcp_segment_as_built():
+    """The TCP segment the FT-TCP stage fabricates with the library: Scapy agrees with its
+    fields, options and both checksums."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+
+    s = c_wire()["tcp_segment"]
+    pkt = Ether(bytes.fromhex(s["hex"]))
+    t = pkt[TCP]
+    assert (t.seq, t.ack, int(t.flags), t.window) == (s["seq"], s["ack"], s["flags"], s["window"])
+    assert ("MSS", 1460) in t.options and ("WScale", 7) in t.options
+    assert pkt[IP].flags == "DF" and pkt[IP].ttl == 64
+    q = pkt.copy()
+    del q[IP].chksum, q[TCP].chksum
+    q = Ether(bytes(q))
+    assert (q[IP].chksum, q[TCP].chksum) == (pkt[IP].chksum, t.chksum)

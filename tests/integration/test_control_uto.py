@@ -19,7 +19,7 @@ from conftest import BUILD, INTERLINK, ROOT
 from harness import control_groups, control_mgmt, control_status
 
 CONTROL = BUILD / "control" / "interlink-control"
-MEMBERS = BUILD / "tests" / "unit" / "control" / "il-uto-members"
+MEMBERS = BUILD / "tools" / "il-uto-members"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (veth pairs)")
 

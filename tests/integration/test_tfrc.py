@@ -24,7 +24,7 @@ import pytest
 from conftest import BUILD
 from test_kvstore import HostsRig
 
-HOST = BUILD / "tests" / "unit" / "endpoint" / "il-tfrc-host"
+HOST = BUILD / "tools" / "il-tfrc-host"
 
 pytestmark = pytest.mark.skipif(not HOST.exists(), reason=f"{HOST} not built")
 

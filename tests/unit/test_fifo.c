@@ -24,6 +24,7 @@
 #include <interlink/app.h>
 #include <interlink/chan.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "seq.h"
 #include "tu_frame.h"
@@ -41,20 +42,18 @@ static struct rte_mbuf *frame(uint8_t type, uint16_t group, uint32_t sender, uin
 	struct rte_mbuf *m = tu_udp_frame(app.pool, 0x0a000000u + (sender & 0xffff),
 					  0xef010100u + group, 7400, plen, &h);
 	assert_non_null(m);
-	h[0] = IL_VERSION;
-	h[1] = type;
-	h[2] = IL_HDR_LEN;
-	il_put16(h + IL_OFF_GROUP_ID, group);
-	il_put32(h + IL_OFF_SENDER_ID, sender);
 	if (type == IL_T_DATA) {
-		il_put16(h + IL_OFF_MSG_COUNT, (uint16_t)n);
-		il_put64(h + IL_OFF_SENDER_SEQ, sseq);
-		il_put64(h + IL_OFF_STABLE_SEQ, base); /* the sender's oldest unstable */
+		/* stable_seq: the sender's oldest unstable */
+		h = il_hdr_put(h, &(struct il_hdr_fields){ .type = type, .group_id = group,
+							   .msg_count = (uint16_t)n,
+							   .sender_id = sender, .sender_seq = sseq,
+							   .stable_seq = base });
 		for (unsigned i = 0; i < n; i++)
-			il_put16(h + IL_HDR_LEN + i * (IL_MSG_HDR_LEN + 8), 8);
+			h = il_rec_put(h, 8) + 8;
 	} else {
-		il_put32(h + IL_HDR_LEN, IL_ROLE_SENDER);
-		il_put32(h + IL_HDR_LEN + 4, (uint32_t)base); /* incarnation */
+		h = il_hdr_put(h, &(struct il_hdr_fields){ .type = type, .group_id = group,
+							   .sender_id = sender });
+		il_member_put(h, IL_ROLE_SENDER, (uint32_t)base); /* incarnation */
 	}
 	return m;
 }

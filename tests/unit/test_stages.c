@@ -17,6 +17,7 @@
 
 #include <interlink/app.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "seq.h"
 #include "tu_frame.h"
@@ -54,36 +55,25 @@ static struct rte_mbuf *frame(uint16_t dport, uint8_t type, uint16_t group, uint
 	struct rte_mbuf *m = tu_udp_frame(app.pool, 0x0a000000u + sender, 0xef010100u + group,
 					  dport, plen, &h);
 	assert_non_null(m);
-	if (dport == 7400) {
-		h[0] = IL_VERSION;
-		h[1] = type;
-		h[2] = IL_HDR_LEN;
-		il_put16(h + IL_OFF_GROUP_ID, group);
-		il_put16(h + IL_OFF_MSG_COUNT, type == IL_T_DATA ? (uint16_t)n : 0);
-		il_put32(h + IL_OFF_SENDER_ID, sender);
-		il_put64(h + IL_OFF_SENDER_SEQ, sseq);
-		h += IL_HDR_LEN;
-	}
+	if (dport == 7400)
+		h = il_hdr_put(h, &(struct il_hdr_fields){
+					  .type = type, .group_id = group,
+					  .msg_count = type == IL_T_DATA ? (uint16_t)n : 0,
+					  .sender_id = sender, .sender_seq = sseq });
 	if (type == IL_T_DATA || dport != 7400)
-		for (unsigned i = 0; i < n; i++, h += IL_MSG_HDR_LEN + len) {
-			il_put16(h, (uint16_t)len);
-			memset(h + 4, (int)(i + 1), len);
+		for (unsigned i = 0; i < n; i++, h += len) {
+			h = il_rec_put(h, (uint16_t)len);
+			memset(h, (int)(i + 1), len);
 		}
-	if (csum) {
-		uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
-		struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(f + 34);
-		udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
-	}
+	if (csum)
+		il_udp_csum_set(rte_pktmbuf_mtod(m, uint8_t *) + IL_ETH_HLEN);
 	return m;
 }
 
 static struct rte_mbuf *nak(uint16_t group, uint64_t first, uint64_t last)
 {
 	struct rte_mbuf *m = frame(7400, IL_T_NAK, group, 0x10001, 0, 0, 0, false);
-	uint8_t *b = rte_pktmbuf_mtod(m, uint8_t *) + 42 + IL_HDR_LEN;
-	il_put64(b, first);
-	il_put64(b + 8, last);
+	il_range_put(rte_pktmbuf_mtod(m, uint8_t *) + IL_UDP_HDRS_LEN + IL_HDR_LEN, first, last);
 	return m;
 }
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * FT-TCP without DPDK: the shared ring (records, PAD at the wrap, full ring,
+ * FT-TCP without DPDK: the shared rings (records, padding at the wrap, full ring,
  * the sleep/wake handshake, the down ring) and the logger's store (holes and
  * overlaps, sequence wrap, a restart rebuilding state from the files, a torn
  * tail record, the replay file: G1/G2/G3/G4 decisions).
@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 
 #include <cmocka.h>
+
+#include <interlink/ftcp_ring.h>
 
 #include "ftlog.h"
 
@@ -44,85 +46,95 @@ static const struct ftc_key K = {0x0100000a, 0x0200000a, 0x3930, 0x8913};
 static void test_ring_wrap_and_full(void **state)
 {
 	char err[256];
-	struct ftc_ring_hdr *h = ftc_ring_open(ring_path, 1 << 16, err, sizeof(err));
-	struct ftc_ring_hdr *c = ftc_ring_open(ring_path, 0, err, sizeof(err)); /* attach */
-	uint64_t head = 0, tail_cache = 0, nh;
+	struct ftc_ring *h = ftc_ring_open(ring_path, 1 << 16, FTC_DATAPLANE, err, sizeof(err));
+	struct ftc_ring *c = ftc_ring_open(ring_path, 0, FTC_LOGGER, err, sizeof(err)); /* attach */
+	struct il_shm_ring_stats rs;
+	const struct ftc_rec *rr;
+	uint32_t rlen;
 	uint8_t pay[1500];
 	unsigned produced = 0, consumed = 0;
 	(void)state;
 
 	assert_non_null(h);
 	assert_non_null(c);
-	assert_int_equal(c->up_size, 1 << 16);
+	assert_int_equal(c->file.geom[0].bytes, 1 << 16);
 	/* Fill until full: 1000-byte payloads never fit the end exactly, so
-	 * PAD records must appear. */
+	 * the ring must pad its end. */
 	for (;;) {
 		uint32_t len = ftc_rec_size(1000);
-		struct ftc_rec *r = (struct ftc_rec *)ftc_up_reserve(h, head, &tail_cache, len, &nh);
+		struct ftc_rec *r = il_shm_reserve(&h->tx, len);
 		if (!r)
 			break;
 		memset(pay, (int)produced, sizeof(pay));
 		*r = (struct ftc_rec){.len = len, .type = FR_DATA, .plen = 1000, .key = K,
 				      .seq = produced * 1000};
 		memcpy(r + 1, pay, 1000);
-		head = nh;
 		produced++;
 	}
-	ftc_up_publish(h, head);
+	il_shm_publish(&h->tx);
 	assert_true(produced >= 60 && produced <= 64);
-	/* Consume half, produce again across the wrap, then consume all. */
+	il_shm_ring_stats(h->up, &rs);
+	assert_int_equal(rs.drops, 1);
+	/* Consume some, produce again across the wrap, then consume all. */
 	for (int round = 0; round < 3; round++) {
-		uint64_t t = atomic_load(&c->up_tail), hd = atomic_load(&c->up_head);
 		unsigned take = round == 2 ? ~0u : 20;
-		while (t != hd && take--) {
-			const struct ftc_rec *r =
-				(const struct ftc_rec *)(ftc_up_data(c) + (t & (c->up_size - 1)));
-			assert_true(r->len >= 8 && r->len % 8 == 0);
-			t += r->len;
-			if (r->type == FR_PAD)
-				continue;
-			assert_int_equal(r->type, FR_DATA);
-			assert_int_equal(r->seq, consumed * 1000);
-			assert_int_equal(((const uint8_t *)(r + 1))[999], (uint8_t)consumed);
+		while (take-- && il_shm_rec_next(&c->rx, (const void **)&rr, &rlen) == 1) {
+			assert_int_equal(rlen, rr->len);
+			assert_int_equal(rr->type, FR_DATA);
+			assert_int_equal(rr->seq, consumed * 1000);
+			assert_int_equal(((const uint8_t *)(rr + 1))[999], (uint8_t)consumed);
 			consumed++;
 		}
-		atomic_store(&c->up_tail, t);
+		il_shm_release(&c->rx);
 		for (int i = 0; round < 2 && i < 10; i++) {
 			uint32_t len = ftc_rec_size(1000);
-			struct ftc_rec *r =
-				(struct ftc_rec *)ftc_up_reserve(h, head, &tail_cache, len, &nh);
+			struct ftc_rec *r = il_shm_reserve(&h->tx, len);
 			assert_non_null(r);
 			*r = (struct ftc_rec){.len = len, .type = FR_DATA, .plen = 1000, .key = K,
 					      .seq = produced * 1000};
 			memset(r + 1, (int)produced, 1000);
-			head = nh;
 			produced++;
 		}
-		ftc_up_publish(h, head);
+		il_shm_publish(&h->tx);
 	}
 	assert_int_equal(consumed, produced);
+	assert_int_equal(il_shm_rec_next(&c->rx, (const void **)&rr, &rlen), 0);
 
-	/* Wake handshake: nothing until the consumer announces its sleep,
-	 * then exactly one wake per sleep. */
-	assert_false(ftc_up_wants_wake(h));
-	atomic_fetch_add(&c->sleep_gen, 1);
-	assert_true(ftc_up_wants_wake(h));
-	assert_false(ftc_up_wants_wake(h));
-	atomic_fetch_add(&c->sleep_gen, 1);
-	assert_false(ftc_up_wants_wake(h));
+	/* Wake handshake: nothing until the logger announces its sleep, then
+	 * exactly one wake per sleep. */
+	assert_false(il_shm_wake_due(&h->tx));
+	assert_true(il_shm_sleep_prepare(&c->rx));
+	assert_true(il_shm_wake_due(&h->tx));
+	assert_false(il_shm_wake_due(&h->tx));
+	il_shm_sleep_end(&c->rx);
+	assert_false(il_shm_wake_due(&h->tx));
 
 	/* Down ring: FIFO, full is refused. */
 	struct ftc_down d = {.type = FD_STABLE, .key = K}, out[16];
 	unsigned sent = 0;
-	for (d.a = 0; ftc_down_send(c, &d); d.a++)
+	for (d.a = 0; il_shm_send(&c->tx, &d, 1) == 1; d.a++)
 		sent++;
-	assert_int_equal(sent, c->down_slots);
+	assert_int_equal(sent, FTC_DOWN_SLOTS);
+	assert_int_equal(il_shm_free(&c->tx), 0);
 	unsigned got = 0, n;
-	while ((n = ftc_down_recv(h, out, 16)) > 0)
+	while ((n = il_shm_recv(&h->rx, out, 16)) > 0)
 		for (unsigned i = 0; i < n; i++)
 			assert_int_equal(out[i].a, got++);
 	assert_int_equal(got, sent);
 	ftc_ring_close(h);
+
+	/* A restarted data plane carries on where the last one stopped: what
+	 * it had published is still there for the logger. */
+	h = ftc_ring_open(ring_path, 0, FTC_DATAPLANE, err, sizeof(err));
+	assert_non_null(h);
+	struct ftc_rec *w = il_shm_reserve(&h->tx, ftc_rec_size(0));
+	assert_non_null(w);
+	*w = (struct ftc_rec){.len = ftc_rec_size(0), .type = FR_CLOSED, .key = K};
+	il_shm_publish(&h->tx);
+	ftc_ring_close(h);
+	assert_int_equal(il_shm_rec_next(&c->rx, (const void **)&rr, &rlen), 1);
+	assert_int_equal(rr->type, FR_CLOSED);
+	il_shm_release(&c->rx);
 	ftc_ring_close(c);
 
 	/* A file of another layout is refused, naming it. */
@@ -130,7 +142,7 @@ static void test_ring_wrap_and_full(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "garbage!", 8), 8);
 	close(fd);
-	assert_null(ftc_ring_open(ring_path, 0, err, sizeof(err)));
+	assert_null(ftc_ring_open(ring_path, 0, FTC_LOGGER, err, sizeof(err)));
 	assert_non_null(strstr(err, ring_path));
 }
 

@@ -75,7 +75,7 @@ struct tst {
 	uint16_t sport; /* protected server port, host order */
 	struct il_stage *st;
 	struct ftcp *f;
-	struct ftc_ring_hdr *ring; /* the logger's own mapping */
+	struct ftc_ring *ring; /* the logger's own handle */
 	char path[96];
 };
 
@@ -273,29 +273,21 @@ struct rec {
 	uint8_t p[2048];
 };
 
-/* The logger's read of one record (PAD records skipped); false if empty. */
+/* The logger's read of one record; false if empty. */
 static bool up_pop(struct tst *t, struct rec *r)
 {
-	struct ftc_ring_hdr *h = t->ring;
+	const struct ftc_rec *x;
+	uint32_t len;
+	int got = il_shm_rec_next(&t->ring->rx, (const void **)&x, &len);
 
-	for (;;) {
-		uint64_t tail = atomic_load_explicit(&h->up_tail, memory_order_relaxed);
-		uint64_t head = atomic_load_explicit(&h->up_head, memory_order_acquire);
-		if (tail == head)
-			return false;
-		const struct ftc_rec *x =
-			(const struct ftc_rec *)(ftc_up_data(h) + (tail & (h->up_size - 1)));
-		assert_true(x->len >= 8 && x->len % FTC_REC_ALIGN == 0);
-		assert_true(head - tail >= x->len);
-		if (x->type != FR_PAD) {
-			assert_true(x->len == ftc_rec_size(x->plen));
-			memcpy(&r->h, x, sizeof(*x));
-			memcpy(r->p, x + 1, x->plen);
-		}
-		atomic_store_explicit(&h->up_tail, tail + x->len, memory_order_release);
-		if (x->type != FR_PAD)
-			return true;
-	}
+	assert_true(got >= 0);
+	if (got == 0)
+		return false;
+	assert_true(len == x->len && x->len == ftc_rec_size(x->plen));
+	memcpy(&r->h, x, sizeof(*x));
+	memcpy(r->p, x + 1, x->plen);
+	il_shm_release(&t->ring->rx);
+	return true;
 }
 
 static struct ftc_key key_of(const struct conn *c)
@@ -332,7 +324,7 @@ static void down(const struct conn *c, uint16_t type, uint16_t flags, uint32_t a
 	d.key = key_of(c);
 	d.a = a;
 	d.b = b;
-	assert_true(ftc_down_send(c->t->ring, &d));
+	assert_int_equal(il_shm_send(&c->t->ring->tx, &d, 1), 1);
 }
 
 /* Per test: nothing left over from a failed one (emitted packets, records). */
@@ -563,24 +555,27 @@ static void test_client_data_logged_before_passed_full_ring_drops(void **state)
 	expect_ring_empty(t);
 
 	/* The logger stops reading: 60 segments of 1400 bytes into a 64 KiB
-	 * ring. Work out how many fit from the ring's indexes (a PAD record
-	 * at the wrap), then check exactly those went on. */
-	struct ftc_ring_hdr *h = t->ring;
-	uint64_t hd = atomic_load(&h->up_head), tl = atomic_load(&h->up_tail);
-	uint32_t len = ftc_rec_size(1400), mask = h->up_size - 1;
+	 * ring. Work out how many fit from the ring's indexes (the ring pads
+	 * its end where a record does not fit), then check exactly those went
+	 * on. */
+	struct il_shm_ring_stats rs;
+	const uint32_t size = t->ring->file.geom[0].bytes;
+	il_shm_ring_stats(t->ring->up, &rs);
+	uint64_t hd = rs.head, tl = rs.tail;
+	uint32_t len = ftc_rec_size(1400), mask = size - 1;
 	unsigned fit = 0;
 	const unsigned N = 60;
 	for (unsigned i = 0; i < N; i++) {
-		uint32_t room_end = h->up_size - (uint32_t)(hd & mask);
+		uint32_t room_end = size - (uint32_t)(hd & mask);
 		uint32_t need = len + (room_end < len ? room_end : 0);
-		if (hd + need - tl > h->up_size)
+		if (hd + need - tl > size)
 			break;
 		hd += need;
 		fit++;
 	}
-	assert_int_equal(h->up_size, 1u << 16);
+	assert_int_equal(size, 1u << 16);
 	assert_true(fit > 30 && fit < N);
-	uint64_t full0 = ctr(t, "drop_ring_full"), rdrops0 = h->up_drops;
+	uint64_t full0 = ctr(t, "drop_ring_full"), rdrops0 = rs.drops;
 	segs0 = ctr(t, "segs_logged");
 	uint32_t seq0 = c.c0 + 101;
 	unsigned passed = 0;
@@ -602,7 +597,8 @@ static void test_client_data_logged_before_passed_full_ring_drops(void **state)
 	}
 	assert_int_equal(passed, fit);
 	assert_int_equal(ctr(t, "drop_ring_full"), full0 + (N - fit));
-	assert_int_equal(h->up_drops, rdrops0 + (N - fit));
+	il_shm_ring_stats(t->ring->up, &rs);
+	assert_int_equal(rs.drops, rdrops0 + (N - fit));
 	assert_int_equal(ctr(t, "segs_logged"), segs0 + fit);
 	/* Everything that went on is in the ring, and nothing else. */
 	for (unsigned k = 0; k < fit; k++) {
@@ -1469,7 +1465,7 @@ int main(int argc, char **argv)
 		/* Deterministic: the fabricated SYN is resent only when a test
 		 * asks for it. */
 		T[s].f->syn_rto_tsc = UINT64_MAX;
-		T[s].ring = ftc_ring_open(T[s].path, 0, err, sizeof(err));
+		T[s].ring = ftc_ring_open(T[s].path, 0, FTC_LOGGER, err, sizeof(err));
 		if (!T[s].ring) {
 			fprintf(stderr, "%s\n", err);
 			goto out;

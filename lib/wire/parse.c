@@ -1,13 +1,12 @@
-/* SPDX-License-Identifier: BSD-3-Clause */
+/* SPDX-License-Identifier: BSD-3-Clause
+ * The frame parser (include/interlink/parse.h): Ethernet [802.1Q] / IPv4 /
+ * UDP, then the Interlink layer, which also stands alone for a UDP payload
+ * that a kernel socket handed over (il_parse_payload).
+ */
+#include <interlink/frame.h>
 #include <interlink/parse.h>
 #include <interlink/wire.h>
 
-#define ETH_HLEN 14u
-#define VLAN_HLEN 4u
-#define ETHERTYPE_IPV4 0x0800u
-#define ETHERTYPE_VLAN 0x8100u
-#define IPPROTO_UDP_ 17u
-#define UDP_HLEN 8u
 
 const char *const il_verdict_names[IL_V_COUNT] = {
 	[IL_V_PASS] = "pass",
@@ -44,6 +43,50 @@ enum il_verdict il_check_packing(const uint8_t *body, uint32_t body_len, uint16_
 		off += mlen;
 	}
 	return off == body_len ? 0 : IL_V_DROP_PACKING;
+}
+
+/* The Interlink layer: the header at h and its body, plen bytes in all
+ * (the whole UDP payload). Fills type, hdr_len, group_id and msg_count. */
+static inline enum il_verdict parse_il(const uint8_t *h, uint32_t plen, struct il_parsed *p)
+{
+	if (plen < 4)
+		return IL_V_DROP_SHORT;
+	if (h[IL_OFF_VERSION] != IL_VERSION)
+		return IL_V_DROP_VERSION;
+	uint32_t hl = h[IL_OFF_HDR_LEN];
+	if (hl < IL_HDR_LEN || (hl & 3u))
+		return IL_V_DROP_HDR_LEN;
+	if (plen < IL_HDR_LEN)
+		return IL_V_DROP_SHORT;
+	if (hl > plen)
+		return IL_V_DROP_HDR_LEN;
+	uint8_t type = h[IL_OFF_TYPE];
+	if (type == 0 || type >= IL_T_COUNT)
+		return IL_V_DROP_TYPE;
+	if (h[IL_OFF_FLAGS] & ~IL_F_KNOWN_MASK)
+		return IL_V_DROP_FLAGS;
+	p->type = type;
+	p->hdr_len = (uint8_t)hl;
+	p->group_id = il_get16(h + IL_OFF_GROUP_ID);
+	p->msg_count = il_get16(h + IL_OFF_MSG_COUNT);
+
+	switch (type) {
+	case IL_T_DATA: {
+		enum il_verdict v = il_check_packing(h + hl, plen - hl, p->msg_count);
+		return v ? v : IL_V_DATA;
+	}
+	case IL_T_NAK: {
+		if (plen - hl < IL_RANGE_LEN)
+			return IL_V_DROP_BAD_NAK;
+		uint64_t first = il_get64(h + hl);
+		uint64_t last = il_get64(h + hl + 8);
+		if (first == 0 || last < first || last - first >= IL_NAK_MAX_SPAN)
+			return IL_V_DROP_BAD_NAK;
+		return IL_V_NAK;
+	}
+	default:
+		return IL_V_CONTROL;
+	}
 }
 
 /* The common case in few loads: untagged IPv4 without options, UDP to the
@@ -95,21 +138,21 @@ static inline int fast_data(const uint8_t *f, uint32_t len, uint16_t il_port,
 enum il_verdict il_parse_frame(const uint8_t *f, uint32_t len, uint16_t il_port,
 			       struct il_parsed *p)
 {
-	uint32_t off = ETH_HLEN;
+	uint32_t off = IL_ETH_HLEN;
 
 	if (fast_data(f, len, il_port, p))
 		return IL_V_DATA;
 
-	if (len < ETH_HLEN)
+	if (len < IL_ETH_HLEN)
 		return IL_V_DROP_SHORT;
 	uint16_t et = il_get16(f + 12);
-	if (et == ETHERTYPE_VLAN) {
-		if (len < ETH_HLEN + VLAN_HLEN)
+	if (et == IL_ETHERTYPE_VLAN) {
+		if (len < IL_ETH_HLEN + IL_VLAN_HLEN)
 			return IL_V_DROP_SHORT;
 		et = il_get16(f + 16);
-		off += VLAN_HLEN;
+		off += IL_VLAN_HLEN;
 	}
-	if (et != ETHERTYPE_IPV4)
+	if (et != IL_ETHERTYPE_IPV4)
 		return IL_V_PASS;
 
 	if (len < off + 20)
@@ -121,10 +164,10 @@ enum il_verdict il_parse_frame(const uint8_t *f, uint32_t len, uint16_t il_port,
 	uint32_t tot = il_get16(ip + 2);
 	if (ihl < 20 || tot < ihl || len < off + ihl)
 		return IL_V_DROP_BAD_IP;
-	if (ip[9] != IPPROTO_UDP_)
+	if (ip[9] != IL_IPPROTO_UDP)
 		return IL_V_PASS;
 	uint16_t frag = il_get16(ip + 6);
-	if (frag & 0x1fffu)
+	if (frag & IL_IPV4_OFF_MASK)
 		return IL_V_PASS; /* a non-first fragment carries no UDP header */
 	if (len < off + tot)
 		return IL_V_DROP_SHORT;
@@ -132,82 +175,34 @@ enum il_verdict il_parse_frame(const uint8_t *f, uint32_t len, uint16_t il_port,
 	p->l3_off = (uint16_t)off;
 	p->l4_off = (uint16_t)(off + ihl);
 	p->dst_ip = il_get32(ip + 16);
-	if (tot - ihl < UDP_HLEN)
+	if (tot - ihl < IL_UDP_HLEN)
 		return IL_V_PASS; /* no UDP header to read a port from: not ours */
 	const uint8_t *udp = ip + ihl;
 	uint32_t ulen = il_get16(udp + 4);
 	p->dst_port = il_get16(udp + 2);
-	if (ulen < UDP_HLEN || ulen != tot - ihl) {
+	if (ulen < IL_UDP_HLEN || ulen != tot - ihl) {
 		/* A UDP length we cannot trust: drop only if it is ours. */
 		return p->dst_port == il_port ? IL_V_DROP_BAD_UDP_LEN : IL_V_PASS;
 	}
 	p->udp_len = (uint16_t)ulen;
-	p->il_off = (uint16_t)(p->l4_off + UDP_HLEN);
-	p->payload_len = (uint16_t)(ulen - UDP_HLEN);
+	p->il_off = (uint16_t)(p->l4_off + IL_UDP_HLEN);
+	p->payload_len = (uint16_t)(ulen - IL_UDP_HLEN);
 	if (p->dst_port != il_port)
-		return (frag & 0x2000u) ? IL_V_PASS : IL_V_UDP;
-	if (frag & 0x2000u)
+		return (frag & IL_IPV4_MF) ? IL_V_PASS : IL_V_UDP;
+	if (frag & IL_IPV4_MF)
 		return IL_V_DROP_FRAGMENT;
 
-	/* The Interlink header. */
-	const uint8_t *h = f + p->il_off;
-	uint32_t plen = p->payload_len;
-	if (plen < 4)
-		return IL_V_DROP_SHORT;
-	if (h[IL_OFF_VERSION] != IL_VERSION)
-		return IL_V_DROP_VERSION;
-	uint32_t hl = h[IL_OFF_HDR_LEN];
-	if (hl < IL_HDR_LEN || (hl & 3u))
-		return IL_V_DROP_HDR_LEN;
-	if (plen < IL_HDR_LEN)
-		return IL_V_DROP_SHORT;
-	if (hl > plen)
-		return IL_V_DROP_HDR_LEN;
-	uint8_t type = h[IL_OFF_TYPE];
-	if (type == 0 || type >= IL_T_COUNT)
-		return IL_V_DROP_TYPE;
-	if (h[IL_OFF_FLAGS] & ~IL_F_KNOWN_MASK)
-		return IL_V_DROP_FLAGS;
-	p->type = type;
-	p->hdr_len = (uint8_t)hl;
-	p->group_id = il_get16(h + IL_OFF_GROUP_ID);
-	p->msg_count = il_get16(h + IL_OFF_MSG_COUNT);
-
-	switch (type) {
-	case IL_T_DATA: {
-		enum il_verdict v = il_check_packing(h + hl, plen - hl, p->msg_count);
-		return v ? v : IL_V_DATA;
-	}
-	case IL_T_NAK: {
-		if (plen - hl < IL_RANGE_LEN)
-			return IL_V_DROP_BAD_NAK;
-		uint64_t first = il_get64(h + hl);
-		uint64_t last = il_get64(h + hl + 8);
-		if (first == 0 || last < first || last - first >= IL_NAK_MAX_SPAN)
-			return IL_V_DROP_BAD_NAK;
-		return IL_V_NAK;
-	}
-	default:
-		return IL_V_CONTROL;
-	}
+	return parse_il(f + p->il_off, p->payload_len, p);
 }
 
-int il_parse_ack(const uint8_t *body, uint32_t body_len, struct il_ack_body *out)
+enum il_verdict il_parse_payload(const uint8_t *h, uint32_t len, struct il_parsed *p)
 {
-	if (body_len < IL_ACK_LEN)
-		return -1;
-	out->view_id = il_get32(body);
-	out->buffer_free = il_get32(body + 4);
-	out->tfrc = body_len >= IL_ACK_TFRC_LEN;
-	if (!out->tfrc) {
-		out->echo_seq = 0;
-		out->delta_us = out->loss_ppm = 0;
-		return 0;
-	}
-	out->echo_seq = il_get64(body + 8);
-	out->delta_us = il_get32(body + 16);
-	out->loss_ppm = il_get32(body + 20);
-	if (out->loss_ppm > IL_ACK_PPM_MAX)
-		out->loss_ppm = IL_ACK_PPM_MAX;
-	return 0;
+	p->l3_off = p->l4_off = p->il_off = 0;
+	p->dst_ip = 0;
+	p->dst_port = 0;
+	if (len > UINT16_MAX - IL_UDP_HLEN)
+		return IL_V_DROP_BAD_UDP_LEN; /* no UDP datagram is that long */
+	p->udp_len = (uint16_t)(len + IL_UDP_HLEN);
+	p->payload_len = (uint16_t)len;
+	return parse_il(h, len, p);
 }

@@ -41,7 +41,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <interlink/frame.h>
+#include <interlink/parse.h>
 #include <interlink/wire.h>
+#include <interlink/wire_msg.h>
 
 #include "members.h"
 
@@ -105,42 +108,19 @@ static int open_if(const char *name, int *idx, bool rx)
 	return fd;
 }
 
-/* Ethernet/IPv4/UDP to the group, then the header; returns its length. */
-static unsigned frame(uint8_t *f, uint8_t type, uint32_t id, unsigned body, uint32_t src_ip)
+/* Ethernet/IPv4/UDP to the group (from src_ip, TTL 16), then header h;
+ * the body (body bytes) follows it, at *b. Returns the frame's length. */
+static unsigned frame(uint8_t *f, struct il_hdr_fields h, unsigned body, uint32_t src_ip,
+		      uint8_t **b)
 {
-	unsigned len = H + IL_HDR_LEN + body;
+	struct il_path p = { .src_ip = src_ip, .src_port = 5000, .dst_port = o.udp_port,
+			     .ttl = 16 };
 
-	memset(f, 0, len);
-	f[0] = 0x01;
-	f[1] = 0x00;
-	f[2] = 0x5e;
-	f[3] = (uint8_t)((o.mcast >> 16) & 0x7f);
-	f[4] = (uint8_t)(o.mcast >> 8);
-	f[5] = (uint8_t)o.mcast;
-	memcpy(f + 6, mac_src, 6);
-	f[12] = 0x08;
-	f[14] = 0x45;
-	il_put16(f + 16, (uint16_t)(len - 14));
-	f[22] = 16;
-	f[23] = 17;
-	il_put32(f + 26, src_ip);
-	il_put32(f + 30, o.mcast);
-	uint32_t sum = 0;
-	for (int i = 14; i < 34; i += 2)
-		sum += il_get16(f + i);
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	il_put16(f + 24, (uint16_t)~sum);
-	il_put16(f + 34, 5000);
-	il_put16(f + 36, o.udp_port);
-	il_put16(f + 38, (uint16_t)(len - 34));
-	f[H + IL_OFF_VERSION] = IL_VERSION;
-	f[H + IL_OFF_TYPE] = type;
-	f[H + IL_OFF_HDR_LEN] = IL_HDR_LEN;
-	il_put16(f + H + IL_OFF_GROUP_ID, o.group);
-	il_put32(f + H + IL_OFF_SENDER_ID, id);
-	il_put32(f + H + IL_OFF_EPOCH, epoch);
-	return len;
+	memcpy(p.src_mac, mac_src, 6);
+	il_path_mcast(&p, o.mcast);
+	h.group_id = o.group;
+	*b = il_frame_put(f, &p, 0, &h, (uint16_t)body);
+	return H + IL_HDR_LEN + body;
 }
 
 /* Frames queued per socket and sent with one sendmmsg per loop iteration:
@@ -205,11 +185,11 @@ static void tx_commit(struct txq *q, unsigned len)
 
 static void send_member(uint8_t type, uint32_t id, uint32_t roles, uint32_t inc)
 {
-	uint8_t *f = tx_slot(&q_in);
-	unsigned len = frame(f, type, id, IL_MEMBER_MSG_LEN, 0x0a000000u | id);
+	struct il_hdr_fields h = { .type = type, .sender_id = id, .epoch = epoch };
+	uint8_t *b;
+	unsigned len = frame(tx_slot(&q_in), h, IL_MEMBER_MSG_LEN, 0x0a000000u | id, &b);
 
-	il_put32(f + H + IL_HDR_LEN, roles);
-	il_put32(f + H + IL_HDR_LEN + 4, inc);
+	il_member_put(b, roles, inc);
 	tx_commit(&q_in, len);
 	if (type == IL_T_JOIN)
 		c.join_tx++;
@@ -224,13 +204,14 @@ static uint64_t buffered(const struct rcv *r)
 
 static void send_ack(struct rcv *r, uint64_t now)
 {
-	uint8_t *f = tx_slot(&q_in);
-	unsigned len = frame(f, IL_T_ACK, r->id, IL_ACK_LEN, 0x0a000000u | r->id);
-	uint64_t b = buffered(r);
+	uint64_t held = buffered(r);
+	uint8_t *b;
+	unsigned len = frame(tx_slot(&q_in),
+			     (struct il_hdr_fields){ .type = IL_T_ACK, .sender_id = r->id,
+						     .epoch = epoch, .global_seq = r->po },
+			     IL_ACK_LEN, 0x0a000000u | r->id, &b);
 
-	il_put64(f + H + IL_OFF_GLOBAL_SEQ, r->po);
-	il_put32(f + H + IL_HDR_LEN, r->view);
-	il_put32(f + H + IL_HDR_LEN + 4, (uint32_t)(b < o.buffer ? o.buffer - b : 0));
+	il_ack_put(b, r->view, (uint32_t)(held < o.buffer ? o.buffer - held : 0));
 	tx_commit(&q_in, len);
 	r->acked = r->po;
 	r->last_ack_ns = now;
@@ -239,13 +220,15 @@ static void send_ack(struct rcv *r, uint64_t now)
 
 static void send_nak(struct rcv *r, uint64_t first, uint64_t last, uint64_t now)
 {
-	uint8_t *f = tx_slot(&q_out);
-	unsigned len = frame(f, IL_T_NAK, r->id, IL_RANGE_LEN, 0x0a000000u | r->id);
+	uint8_t *b;
+	unsigned len = frame(tx_slot(&q_out),
+			     (struct il_hdr_fields){ .type = IL_T_NAK, .sender_id = r->id,
+						     .epoch = epoch },
+			     IL_RANGE_LEN, 0x0a000000u | r->id, &b);
 
 	if (last - first >= IL_NAK_MAX_SPAN)
 		last = first + IL_NAK_MAX_SPAN - 1;
-	il_put64(f + H + IL_HDR_LEN, first);
-	il_put64(f + H + IL_HDR_LEN + 8, last);
+	il_range_put(b, first, last);
 	tx_commit(&q_out, len);
 	r->last_nak_ns = now;
 	c.nak_tx++;
@@ -304,16 +287,14 @@ static void deliver(struct rcv *r, uint64_t now)
 	}
 }
 
-static void on_data(const uint8_t *h, unsigned body_len, uint64_t now)
+/* A DATA frame (the parser checked its records). */
+static void on_data(const uint8_t *h, const uint8_t *b)
 {
 	uint64_t g = il_get64(h + IL_OFF_GLOBAL_SEQ);
 	uint16_t cnt = il_get16(h + IL_OFF_MSG_COUNT);
 	uint32_t sender = il_get32(h + IL_OFF_SENDER_ID);
 	uint64_t sseq = il_get64(h + IL_OFF_SENDER_SEQ);
-	const uint8_t *b = h + IL_HDR_LEN;
 
-	(void)body_len;
-	(void)now;
 	if (h[IL_OFF_FLAGS] & IL_F_STABLE_VALID && il_get64(h + IL_OFF_STABLE_SEQ) > stable)
 		stable = il_get64(h + IL_OFF_STABLE_SEQ);
 	c.data_rx++;
@@ -357,46 +338,36 @@ static void on_data(const uint8_t *h, unsigned body_len, uint64_t now)
 	}
 }
 
-static bool in_view(const uint8_t *b, uint16_t nm, uint32_t id)
+static void on_view(const uint8_t *h, const uint8_t *body, unsigned body_len, uint64_t now)
 {
-	for (uint16_t i = 0; i < nm; i++)
-		if (il_get32(b + IL_VIEW_LEN + i * IL_VIEW_MEMBER_LEN) == id)
-			return true;
-	return false;
-}
-
-static void on_view(const uint8_t *h, uint64_t now)
-{
-	const uint8_t *b = h + IL_HDR_LEN;
-	uint32_t vid = il_get32(b);
-	uint16_t nm = il_get16(b + 4), nsd = il_get16(b + 6);
+	struct il_view_body v;
 	uint64_t start = il_get64(h + IL_OFF_GLOBAL_SEQ);
 
+	if (il_view_get(body, body_len, &v) != 0)
+		return;
 	c.view_rx++;
 	for (unsigned k = 0; k < o.nr; k++) {
 		struct rcv *r = &R[k];
-		bool in = in_view(b, nm, r->id);
+		bool in = il_view_has(&v, r->id);
 
 		if (r->st == R_DEAD && !in && r->excluded_after_s == 0)
 			r->excluded_after_s = (double)(now - r->killed_ns) / 1e9;
 		if (r->st == R_JOINING && in) {
 			/* Fast-Join: the stream starts at the view's start, and
 			 * each sender's next message there is in the list. */
-			r->n_fj = nsd < MAXS ? nsd : MAXS;
+			r->n_fj = v.n_senders < MAXS ? v.n_senders : MAXS;
 			for (unsigned i = 0; i < r->n_fj; i++) {
-				const uint8_t *e = b + IL_VIEW_LEN + nm * IL_VIEW_MEMBER_LEN +
-						   i * IL_VIEW_SENDER_LEN;
-				r->fj_sender[i] = il_get32(e);
-				r->fj_next[i] = il_get64(e + 8);
+				r->fj_sender[i] = il_view_sender_id(&v, i);
+				r->fj_next[i] = il_view_sender_next(&v, i);
 			}
 			r->st = R_MEMBER;
 			r->start = r->po = r->uto = start;
 			if (r->hi < start)
 				r->hi = start;
-			r->view = vid;
+			r->view = v.view_id;
 			r->joined_ns = now;
 		} else if (r->st == R_MEMBER && in) {
-			r->view = vid;
+			r->view = v.view_id;
 		} else if ((r->st == R_MEMBER || r->st == R_SILENT) && !in) {
 			/* Excluded (wrongly, since it is alive): rejoin afresh. */
 			if (r->st == R_MEMBER) {
@@ -410,9 +381,8 @@ static void on_view(const uint8_t *h, uint64_t now)
 		}
 	}
 	for (unsigned s = 0; s < o.ns; s++)
-		if (in_view(b, nm, S[s].id))
+		if (il_view_has(&v, S[s].id))
 			S[s].member = true;
-	(void)nsd;
 }
 
 #define MAXPEND 65536
@@ -469,12 +439,12 @@ static void finalize(uint64_t w, uint64_t now)
 
 static void on_frame(const uint8_t *f, unsigned len, uint64_t now)
 {
-	if (len < H + IL_HDR_LEN || f[12] != 0x08 || f[13] != 0 || f[23] != 17 ||
-	    il_get16(f + 36) != o.udp_port)
+	struct il_parsed p;
+	enum il_verdict v = il_parse_frame(f, len, o.udp_port, &p);
+
+	if ((v != IL_V_DATA && v != IL_V_CONTROL) || p.il_off != H || p.group_id != o.group)
 		return;
 	const uint8_t *h = f + H;
-	if (h[IL_OFF_VERSION] != IL_VERSION || il_get16(h + IL_OFF_GROUP_ID) != o.group)
-		return;
 	uint32_t e = il_get32(h + IL_OFF_EPOCH);
 	uint8_t type = h[IL_OFF_TYPE];
 	if (type != IL_T_DATA && type != IL_T_STABLE && type != IL_T_VIEW &&
@@ -511,7 +481,7 @@ static void on_frame(const uint8_t *f, unsigned len, uint64_t now)
 	}
 	switch (type) {
 	case IL_T_DATA:
-		on_data(h, len - H - IL_HDR_LEN, now);
+		on_data(h, h + p.hdr_len);
 		break;
 	case IL_T_STABLE:
 		c.stable_rx++;
@@ -523,17 +493,21 @@ static void on_frame(const uint8_t *f, unsigned len, uint64_t now)
 				R[k].hi = il_get64(h + IL_OFF_GLOBAL_SEQ);
 		break;
 	case IL_T_VIEW:
-		on_view(h, now);
+		on_view(h, h + p.hdr_len, p.payload_len - p.hdr_len, now);
 		break;
-	case IL_T_CREDIT:
+	case IL_T_CREDIT: {
+		struct il_credit_body cr;
+
+		if (il_credit_get(h + p.hdr_len, p.payload_len - p.hdr_len, &cr) != 0)
+			break;
 		c.credit_rx++;
 		for (unsigned s = 0; s < o.ns; s++) {
 			uint64_t rs = il_get64(h + IL_OFF_SENDER_SEQ);
 
 			if (S[s].id != il_get32(h + IL_OFF_SENDER_ID))
 				continue;
-			if (il_get64(h + IL_HDR_LEN) > S[s].limit)
-				S[s].limit = il_get64(h + IL_HDR_LEN);
+			if (cr.limit_seq > S[s].limit)
+				S[s].limit = cr.limit_seq;
 			/* A resume notice: frames from rs on were refused (one
 			 * before them never reached the sequencer): go back. */
 			if (rs && rs >= S[s].stable_next && rs < S[s].next) {
@@ -542,6 +516,7 @@ static void on_frame(const uint8_t *f, unsigned len, uint64_t now)
 			}
 		}
 		break;
+	}
 	case IL_T_UNAVAIL:
 		c.unavail_rx++;
 		break;
@@ -623,16 +598,19 @@ static void stream_repair(uint64_t now)
 static unsigned data_frame(uint8_t *f, struct snd *s, uint64_t now)
 {
 	unsigned payload = o.size < 12 ? 12 : o.size;
-	unsigned len = frame(f, IL_T_DATA, s->id, 4 + payload, 0x0a000000u | s->id);
+	uint8_t *b;
+	/* stable_seq: our oldest not known stable, which the appliance's
+	 * FIFO check learns from (epoch 0: the appliance stamps it). */
+	unsigned len = frame(f,
+			     (struct il_hdr_fields){ .type = IL_T_DATA, .msg_count = 1,
+						     .sender_id = s->id, .sender_seq = s->next,
+						     .stable_seq = s->stable_next },
+			     IL_MSG_HDR_LEN + payload, 0x0a000000u | s->id, &b);
 
-	il_put16(f + H + IL_OFF_MSG_COUNT, 1);
-	il_put32(f + H + IL_OFF_EPOCH, 0);
-	il_put64(f + H + IL_OFF_SENDER_SEQ, s->next);
-	/* Our oldest not known stable: the appliance's FIFO check learns from it. */
-	il_put64(f + H + IL_OFF_STABLE_SEQ, s->stable_next);
-	il_put16(f + H + IL_HDR_LEN, (uint16_t)payload);
-	il_put64(f + H + IL_HDR_LEN + 4, now);
-	il_put32(f + H + IL_HDR_LEN + 12, s->id);
+	b = il_rec_put(b, (uint16_t)payload);
+	il_put64(b, now);
+	il_put32(b + 8, s->id);
+	memset(b + 12, 0, payload - 12);
 	return len;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * Parser unit tests: every verdict, at its boundary.
+ * Parser unit tests: every verdict, at its boundary, for a frame and for
+ * the Interlink layer on a UDP payload alone.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -203,53 +204,63 @@ static void test_nak(void **state)
 	assert_int_equal(parse(len - 1, &p), IL_V_DROP_BAD_NAK);
 }
 
-/* ACK bodies: the short form, the long form (WAN groups) told by length. */
-static void test_ack_forms(void **state)
+/* The Interlink layer on a UDP payload alone (kernel sockets) gives the
+ * verdict the frame parser gives that payload in a frame, at every byte
+ * and length: frames with one byte of the header or body changed at a
+ * time, then every shorter length. */
+static void test_payload_layer(void **state)
 {
+	static const uint8_t vals[] = { 0x00, 0x01, 0x02, 0x03, 0x04, 0x0c, 0x10,
+					0x24, 0x28, 0x2c, 0x80, 0xfe, 0xff };
+	uint8_t pl[256];
 	(void)state;
-	uint8_t b[32];
-	struct il_ack_body a;
 
-	memset(b, 0xee, sizeof(b));
-	il_put32(b, 7);
-	il_put32(b + 4, 300);
-	/* Too short for either form. */
-	assert_int_equal(il_parse_ack(b, IL_ACK_LEN - 1, &a), -1);
-	assert_int_equal(il_parse_ack(b, 0, &a), -1);
-	/* The short form, and anything 8..23 bytes long is read as it. */
-	for (uint32_t len = IL_ACK_LEN; len < IL_ACK_TFRC_LEN; len++) {
-		memset(&a, 0x55, sizeof(a));
-		assert_int_equal(il_parse_ack(b, len, &a), 0);
-		assert_int_equal(a.view_id, 7);
-		assert_int_equal(a.buffer_free, 300);
-		assert_false(a.tfrc);
-		assert_int_equal(a.echo_seq, 0);
-		assert_int_equal(a.delta_us, 0);
-		assert_int_equal(a.loss_ppm, 0);
+	for (unsigned kind = 0; kind < 2; kind++) {
+		uint32_t len = build(7400, kind ? 1 : 3, kind ? 0 : 5);
+		uint32_t plen = len - 42;
+
+		if (kind) { /* a NAK */
+			f[43] = IL_T_NAK;
+			il_put16(f + 42 + IL_OFF_MSG_COUNT, 0);
+			il_put64(f + 82, 5);
+			il_put64(f + 90, 9);
+			len = 42 + IL_HDR_LEN + IL_RANGE_LEN;
+			plen = len - 42;
+			il_put16(f + 16, (uint16_t)(len - 14));
+			il_put16(f + 38, (uint16_t)(len - 34));
+		}
+		memcpy(pl, f + 42, plen);
+		for (uint32_t i = 0; i < plen; i++)
+			for (unsigned k = 0; k < sizeof(vals); k++) {
+				struct il_parsed a, b;
+
+				memcpy(f + 42, pl, plen);
+				f[42 + i] = vals[k];
+				enum il_verdict va = parse(len, &a);
+				enum il_verdict vb = il_parse_payload(f + 42, plen, &b);
+				assert_int_equal(va, vb);
+				if (va < IL_V_DROP_FIRST) {
+					assert_int_equal(a.type, b.type);
+					assert_int_equal(a.hdr_len, b.hdr_len);
+					assert_int_equal(a.group_id, b.group_id);
+					assert_int_equal(a.msg_count, b.msg_count);
+					assert_int_equal(a.payload_len, b.payload_len);
+					assert_int_equal(b.il_off, 0);
+				}
+			}
+		memcpy(f + 42, pl, plen);
+		for (uint32_t l = 0; l <= plen; l++) {
+			struct il_parsed a, b;
+
+			/* The same payload cut to l bytes, in a frame and alone. */
+			il_put16(f + 16, (uint16_t)(28 + l));
+			il_put16(f + 38, (uint16_t)(8 + l));
+			assert_int_equal(parse(42 + l, &a), il_parse_payload(f + 42, l, &b));
+		}
 	}
-	/* The long form. */
-	il_put64(b + 8, 0x0102030405060708ull);
-	il_put32(b + 16, 1234567);
-	il_put32(b + 20, 25000);
-	assert_int_equal(il_parse_ack(b, IL_ACK_TFRC_LEN, &a), 0);
-	assert_true(a.tfrc);
-	assert_int_equal(a.view_id, 7);
-	assert_int_equal(a.buffer_free, 300);
-	assert_int_equal(a.echo_seq, 0x0102030405060708ull);
-	assert_int_equal(a.delta_us, 1234567);
-	assert_int_equal(a.loss_ppm, 25000);
-	/* Longer still: the long form, trailing bytes ignored. */
-	assert_int_equal(il_parse_ack(b, sizeof(b), &a), 0);
-	assert_true(a.tfrc);
-	assert_int_equal(a.loss_ppm, 25000);
-	/* p is a probability: more than 10^6 ppm is clamped. */
-	il_put32(b + 20, 0xffffffffu);
-	assert_int_equal(il_parse_ack(b, IL_ACK_TFRC_LEN, &a), 0);
-	assert_int_equal(a.loss_ppm, IL_ACK_PPM_MAX);
-	/* The long form's first 8 bytes are the short form's. */
-	assert_int_equal(offsetof(struct il_ack_tfrc, view_id), offsetof(struct il_ack, view_id));
-	assert_int_equal(offsetof(struct il_ack_tfrc, buffer_free),
-			 offsetof(struct il_ack, buffer_free));
+	/* Longer than any UDP datagram. */
+	struct il_parsed p;
+	assert_int_equal(il_parse_payload(f + 42, 65536, &p), IL_V_DROP_BAD_UDP_LEN);
 }
 
 static void test_verdict_names(void **state)
@@ -269,7 +280,7 @@ int main(void)
 		cmocka_unit_test(test_not_ours),     cmocka_unit_test(test_short_and_lengths),
 		cmocka_unit_test(test_header_checks), cmocka_unit_test(test_packing),
 		cmocka_unit_test(test_nak),          cmocka_unit_test(test_verdict_names),
-		cmocka_unit_test(test_ack_forms),
+		cmocka_unit_test(test_payload_layer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
