@@ -15,12 +15,22 @@
 #   FTLOG_NICE=-15 ./scripts/bench-ftcp.sh   # the logger (interlink-control) at a higher priority
 #   ONLY=recovery ./scripts/bench-ftcp.sh    # the recovery figures alone
 #   ONLY=lazy/none,eager/none ./scripts/bench-ftcp.sh   # some rows (+ FT-TCP off)
+#   ONLY=servers ./scripts/bench-ftcp.sh     # stock servers: nginx and redis
+#
+# ONLY=servers: Debian's nginx (stock settings, sendfile on) serving NGINX_BYTES
+# (1 GiB) to curl and redis-benchmark (REDIS_N requests, 50 clients, SET and GET)
+# with FT-TCP on and off, paired (off, on, off, on, ...; RUNS pairs, medians);
+# and the stall a client sees per kill (KILLS kills of one long nginx download
+# and one redis SET stream), with the restarted server's own start-up (process
+# start to its listen(), from the shim's ILFTCP_TIMING marks) beside it.
+# PARTS=nginx,redis,stall picks some of them (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export IL_BUILD="${IL_BUILD:-$PWD/build}"
 export BYTES="${BYTES:-$((1 << 30))}" REPLAY_MB="${REPLAY_MB:-64}" RUNS="${RUNS:-1}"
 # Rows with fsync (group, sync) move less: their rate is bound by the disk.
 export SYNC_BYTES="${SYNC_BYTES:-$((32 << 20))}"
+export NGINX_BYTES="${NGINX_BYTES:-$((1 << 30))}" REDIS_N="${REDIS_N:-200000}" KILLS="${KILLS:-5}"
 exec /usr/bin/python3 - "$@" <<'PY'
 import json, os, re, signal, statistics, sys, tempfile, time
 from pathlib import Path
@@ -91,9 +101,125 @@ def recovery():
             "MB": mb}
 
 
+def servers():
+    import subprocess
+    import ftcp_servers as S
+    nb, rn, kills = int(os.environ["NGINX_BYTES"]), int(os.environ["REDIS_N"]), int(os.environ["KILLS"])
+    here = Path.cwd() / "tests" / "integration"
+    def rig(tmp, cmd, off=False, durability="none", env=None):
+        return L.Rig(tmp, strategy="lazy", durability=durability, server_cmd=cmd,
+                     app_sets=OFF if off else (), server_env=env)
+
+    def nginx_once(off):
+        tmp = Path(tempfile.mkdtemp(prefix="bench-ftcp-nginx-"))
+        with S.Www(nb) as www, rig(tmp, S.nginx_argv(tmp, www.path, L.PORT), off) as r:
+            t = time.monotonic()
+            c = subprocess.run(["ip", "netns", "exec", r.ns_c, "curl", "-sS", "--fail", "-o",
+                                str(tmp / "dl"), f"http://{L.SERVER_IP}:{L.PORT}/{www.name}"],
+                               capture_output=True, text=True, timeout=600)
+            dt = time.monotonic() - t
+            ok = c.returncode == 0 and S.sha256_file(tmp / "dl") == www.sha256
+            os.unlink(tmp / "dl")
+            r.stop_appliance()
+        if not ok:
+            raise SystemExit(f"nginx download failed: {c.stderr}")
+        return nb / dt / 1e6
+
+    def redis_once(off, durability):
+        tmp = Path(tempfile.mkdtemp(prefix="bench-ftcp-redis-"))
+        with rig(tmp, S.redis_argv(tmp, L.PORT), off, durability,
+                 ) as r:
+            c = subprocess.run(["ip", "netns", "exec", r.ns_c, S.REDIS_BENCH, "-h", L.SERVER_IP,
+                                "-p", str(L.PORT), "-c", "50", "-n", str(rn), "-t", "set,get",
+                                "--csv"], capture_output=True, text=True, timeout=900)
+            r.stop_appliance()
+        rows = [l.split(",") for l in c.stdout.splitlines() if l.startswith('"SET"') or l.startswith('"GET"')]
+        if c.returncode or len(rows) != 2:
+            raise SystemExit(f"redis-benchmark failed: {c.stdout} {c.stderr}")
+        return {x[0].strip('"'): float(x[1].strip('"')) for x in rows}
+
+    def paired(fn_on, fn_off):
+        offs, ons = [], []
+        for _ in range(RUNS):
+            offs.append(fn_off())
+            ons.append(fn_on())
+        return offs, ons
+
+    parts = os.environ.get("PARTS", "nginx,redis,stall").split(",")
+    print(f"# FT-TCP with stock servers {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"{RUNS} pair(s) per row (medians)", flush=True)
+    if "nginx" in parts:
+        offs, ons = paired(lambda: nginx_once(False), lambda: nginx_once(True))
+        mo, mn = statistics.median(offs), statistics.median(ons)
+        print(f"nginx {nb / 1e6:.0f} MB to curl (lazy, durability none): off {mo:.1f} MB/s, on {mn:.1f} MB/s"
+              f" = {100 * mn / mo:.1f}% (runs off {[round(x, 1) for x in offs]}, on {[round(x, 1) for x in ons]})", flush=True)
+    for dur in (("group", "none") if "redis" in parts else ()):
+        offs, ons = paired(lambda: redis_once(False, dur), lambda: redis_once(True, dur))
+        for op in ("SET", "GET"):
+            mo = statistics.median(x[op] for x in offs)
+            mn = statistics.median(x[op] for x in ons)
+            print(f"redis-benchmark -c 50 -n {rn} {op} (lazy, durability {dur}): off {mo:.0f} req/s, "
+                  f"on {mn:.0f} req/s = {100 * mn / mo:.1f}% (runs off {[round(x[op]) for x in offs]}, "
+                  f"on {[round(x[op]) for x in ons]})", flush=True)
+
+    def stall(kind):
+        tmp = Path(tempfile.mkdtemp(prefix=f"bench-ftcp-stall-{kind}-"))
+        env = {"ILFTCP_TIMING": "1"}
+        www = S.Www(512 << 20) if kind == "nginx" else None
+        if www:
+            www.__enter__()
+        try:
+            cmd = (S.nginx_argv(tmp, www.path, L.PORT) if www else S.redis_argv(tmp, L.PORT))
+            with rig(tmp, cmd, env=env) as r:
+                if www:
+                    cl = ["download", "--url", f"http://{L.SERVER_IP}:{L.PORT}/{www.name}",
+                          "--rate", "16e6"]
+                else:
+                    cl = ["resp", "--keys", "40000", "--rate", "1500"]
+                c = subprocess.Popen(["ip", "netns", "exec", r.ns_c, L.PY, str(here / "ftcp_servers.py"),
+                                      *cl], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                r.wait_established(1)
+                starts, killed = [], []
+                for k in range(kills):
+                    time.sleep(3.0)
+                    killed.append(time.time())
+                    r.kill_server()
+                    r.start_server()
+                out, err = c.communicate(timeout=600)
+                r.stop_appliance()
+                for n in range(2, r.server_starts + 1):
+                    t = {}
+                    for m in re.finditer(r"ilftcp-timing (\S+) (\d+)", (tmp / f"server{n}.log").read_text()):
+                        t.setdefault(m.group(1), int(m.group(2)))
+                    starts.append((t["listen"] - t["start"]) / 1e6)
+        finally:
+            if www:
+                www.__exit__(None, None, None)
+        res = json.loads(out.strip().splitlines()[-1])
+        ok = res.get("ok", res.get("sha256") == (www.sha256 if www else None))
+        # Per kill: the longest stall the client saw that ended within 2.5 s after
+        # it (a killed server's kernel may still send what it had queued for a
+        # moment, so the stall can start after the kill; 0: buffers covered it).
+        st = []
+        for k in killed:
+            over = [d for at, d in res["stalls"] if k <= res["t0"] + at < k + 2.5]
+            st.append(1e3 * max(over, default=0.0))
+        print(f"{kind}: {kills} kills, client ok {ok}; stalls seen by the client (ms): "
+              f"{[round(x) for x in st]}; median {statistics.median(st) if st else 0:.0f}, "
+              f"worst {max(st) if st else 0:.0f}; server start-up (process start -> listen, ms): "
+              f"{[round(x) for x in starts]}, median {statistics.median(starts):.0f}", flush=True)
+
+    if "stall" in parts:
+        stall("nginx")
+        stall("redis")
+
+
 print(f"# FT-TCP benchmark {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
       f"{BYTES / 1e6:.0f} MB bulk transfer, {RUNS} run(s) per row (median)", flush=True)
 ONLY = os.environ.get("ONLY", "")
+if ONLY == "servers":
+    servers()
+    sys.exit(0)
 ROWS = [("basic", "none"), ("lazy", "none"), ("eager", "none"),
         ("conditional", "none"), ("lazy", "group"), ("eager", "group"),
         ("conditional", "group"), ("lazy", "sync"), ("eager", "sync"),

@@ -13,6 +13,7 @@ PKGS=(
   iproute2 iperf3 tcpdump ethtool procps psmisc tshark
   tmux python3-prometheus-client prometheus
   debhelper scdoc man-db systemd
+  nginx redis-server redis-tools curl
 )
 
 missing=()

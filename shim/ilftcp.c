@@ -7,14 +7,20 @@
  *  - a write waits until every earlier read length is acknowledged, so the
  *    client never learns more than the log could rebuild (Sec. III);
  *  - listen() tells the logger the server (re)started: the logger has the
- *    appliance fabricate a SYN for each crashed connection of that port;
- *  - accept() of such a connection replays it: reads are served from the
- *    log with the logged lengths, then the remaining logged bytes (G2),
- *    then the socket; writes of bytes the client already has are
- *    discarded and reported as done (G4/G5);
+ *    appliance fabricate a SYN for each crashed connection of that port,
+ *    paced by the listen backlog the shim reports;
+ *  - accept() of such a connection replays it: the logger hands over the
+ *    replay file and the connection's log as descriptors (the server may
+ *    run as another user than the logger), reads are served from the log
+ *    with the logged lengths, then the remaining logged bytes (G2), then
+ *    the socket; meanwhile the connection is readable to epoll/poll/select
+ *    (ilftcp_poll.c); writes of bytes the client already has are discarded
+ *    and reported as done (G4/G5);
  *  - close()/shutdown() and exit announce themselves, so the appliance lets
  *    that FIN through; a SIGKILLed process announces nothing, its logger
- *    socket closes, and the appliance drops the kernel's FIN/RST.
+ *    socket closes, and the appliance drops the kernel's FIN/RST;
+ *  - a forked child (nginx's workers) opens a logger session of its own:
+ *    the connections it accepts are its own, those it inherited are not.
  *
  * Protocol with the logger: 32-byte messages (ftcp_proto.h) on a unix
  * stream socket ($ILFTCP_SOCK). Thread-safe with one mutex; the logger
@@ -23,47 +29,34 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include <interlink/ftcp_proto.h>
+#include "ilftcp.h"
 
-#define MAX_FD 4096
-#define UNACKED 4096 /* read lengths kept for re-sending after a logger restart */
+struct pfd *ilf_fds[ILF_MAX_FD];
+pthread_mutex_t ilf_mu = PTHREAD_MUTEX_INITIALIZER;
+_Atomic int ilf_replaying;
+struct ilf_real ilf_r;
 
-struct pfd {
-	bool prot, announced;
-	struct ftc_key key;
-	uint32_t reads_sent, reads_acked;
-	uint32_t lens[UNACKED]; /* by read index % UNACKED */
-	/* replay: the connection's log file, read at the replay file's extents */
-	int rfd;
-	struct ftc_replay_ext *ext;
-	uint32_t n_ext, ei, epos; /* extent being served, bytes of it served */
-	uint8_t *rb;              /* read-ahead of the log: [rb_off, rb_off + rb_len) */
-	uint64_t rb_off;
-	uint32_t rb_len;
-	uint32_t n_reads, next_read;
-	uint32_t *rlens;
-	uint32_t part;       /* bytes of rlens[next_read] already served */
-	uint64_t log_left;   /* logged instream bytes not served yet */
-	uint64_t out_skip;   /* outstream bytes to discard */
-};
-
-static struct pfd *fds[MAX_FD];
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int lg = -1;
-static uint16_t listen_ports[16];
+/* The protected descriptors, so a scan costs the connections there are. */
+static int plist[4096];
+static unsigned n_plist;
+static struct {
+	uint16_t port, backlog;
+} listens[16];
 static unsigned n_listen;
+/* Descriptors that came with logger messages (SCM_RIGHTS), in order. */
+static int lg_fds[8];
+static unsigned n_lg_fds;
 
 /* ILFTCP_TIMING=1: recovery milestones on stderr (CLOCK_MONOTONIC, ns),
  * for scripts/bench-ftcp.sh. */
@@ -81,48 +74,50 @@ static void mark(const char *what, const struct pfd *p, uint64_t bytes)
 		p ? ntohs(p->key.cport) : 0, (unsigned long long)bytes);
 }
 
-
-static ssize_t (*r_read)(int, void *, size_t);
-static ssize_t (*r_recv)(int, void *, size_t, int);
-static ssize_t (*r_recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
-static ssize_t (*r_readv)(int, const struct iovec *, int);
-static ssize_t (*r_write)(int, const void *, size_t);
-static ssize_t (*r_send)(int, const void *, size_t, int);
-static ssize_t (*r_sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
-static ssize_t (*r_writev)(int, const struct iovec *, int);
-static int (*r_accept)(int, struct sockaddr *, socklen_t *);
-static int (*r_accept4)(int, struct sockaddr *, socklen_t *, int);
-static int (*r_close)(int);
-static int (*r_listen)(int, int);
-static int (*r_shutdown)(int, int);
-
-static void resolve(void)
+void ilf_resolve(void)
 {
-	r_read = dlsym(RTLD_NEXT, "read");
-	r_recv = dlsym(RTLD_NEXT, "recv");
-	r_recvfrom = dlsym(RTLD_NEXT, "recvfrom");
-	r_readv = dlsym(RTLD_NEXT, "readv");
-	r_write = dlsym(RTLD_NEXT, "write");
-	r_send = dlsym(RTLD_NEXT, "send");
-	r_sendto = dlsym(RTLD_NEXT, "sendto");
-	r_writev = dlsym(RTLD_NEXT, "writev");
-	r_accept = dlsym(RTLD_NEXT, "accept");
-	r_accept4 = dlsym(RTLD_NEXT, "accept4");
-	r_close = dlsym(RTLD_NEXT, "close");
-	r_listen = dlsym(RTLD_NEXT, "listen");
-	r_shutdown = dlsym(RTLD_NEXT, "shutdown");
+#define R(fn) ilf_r.fn = (__typeof__(ilf_r.fn))dlsym(RTLD_NEXT, #fn)
+	R(read);
+	R(recv);
+	R(recvfrom);
+	R(readv);
+	R(recvmsg);
+	R(write);
+	R(send);
+	R(sendto);
+	R(writev);
+	R(sendmsg);
+	R(sendfile);
+	R(splice);
+	R(accept);
+	R(accept4);
+	R(close);
+	R(listen);
+	R(shutdown);
+	R(epoll_ctl);
+	R(epoll_wait);
+	R(epoll_pwait);
+	R(epoll_pwait2);
+	R(poll);
+	R(ppoll);
+	R(select);
+	R(pselect);
+#undef R
 }
 
-static struct pfd *P(int fd)
+void ilf_die(const char *what)
 {
-	return fd >= 0 && fd < MAX_FD && fds[fd] && fds[fd]->prot ? fds[fd] : NULL;
-}
-
-static void die(const char *what)
-{
-	/* Protection cannot be kept: better to stop than to let the client
-	 * see output the log cannot rebuild. */
 	fprintf(stderr, "ilftcp: %s: %s\n", what, strerror(errno));
+	_exit(70);
+}
+
+void ilf_refuse(const char *call)
+{
+	fprintf(stderr,
+		"ilftcp: %s() on a protected connection is not supported: the shim cannot "
+		"log or replay it; stopping rather than running unprotected "
+		"(docs/ft-tcp.md, \"What the shim covers\")\n",
+		call);
 	_exit(70);
 }
 
@@ -132,7 +127,7 @@ static bool lg_put(const void *m, size_t len)
 {
 	const uint8_t *p = m;
 	while (len) {
-		ssize_t n = r_send(lg, p, len, MSG_NOSIGNAL);
+		ssize_t n = REAL(send)(lg, p, len, MSG_NOSIGNAL);
 		if (n <= 0) {
 			if (n < 0 && errno == EINTR)
 				continue;
@@ -144,12 +139,50 @@ static bool lg_put(const void *m, size_t len)
 	return true;
 }
 
+/* recvmsg, keeping the descriptors a message carries (a plain recv would
+ * have the kernel close them). */
+static ssize_t lg_recv(void *buf, size_t len, int flags)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int) * 4)];
+	} cb;
+	struct iovec v = {.iov_base = buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = cb.b,
+			    .msg_controllen = sizeof(cb.b)};
+	ssize_t n = REAL(recvmsg)(lg, &mh, flags | MSG_CMSG_CLOEXEC);
+
+	for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		unsigned k = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (unsigned i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (n_lg_fds < 8)
+				lg_fds[n_lg_fds++] = fd;
+			else
+				REAL(close)(fd);
+		}
+	}
+	return n;
+}
+
+static int lg_take_fd(void)
+{
+	if (!n_lg_fds)
+		return -1;
+	int fd = lg_fds[0];
+	memmove(lg_fds, lg_fds + 1, (--n_lg_fds) * sizeof(int));
+	return fd;
+}
+
 static bool lg_get(void *m, size_t len, bool block)
 {
 	uint8_t *p = m;
 	size_t got = 0;
 	while (got < len) {
-		ssize_t n = r_recv(lg, p + got, len - got, block || got ? 0 : MSG_DONTWAIT);
+		ssize_t n = lg_recv(p + got, len - got, block || got ? 0 : MSG_DONTWAIT);
 		if (n == 0)
 			return false;
 		if (n < 0) {
@@ -166,11 +199,22 @@ static bool lg_get(void *m, size_t len, bool block)
 	return true;
 }
 
+static void plist_del(int fd)
+{
+	for (unsigned i = 0; i < n_plist; i++)
+		if (plist[i] == fd) {
+			plist[i] = plist[--n_plist];
+			return;
+		}
+}
+
 static struct pfd *by_key(const struct ftc_key *k)
 {
-	for (int i = 0; i < MAX_FD; i++)
-		if (fds[i] && fds[i]->prot && !memcmp(&fds[i]->key, k, sizeof(*k)))
-			return fds[i];
+	for (unsigned i = 0; i < n_plist; i++) {
+		struct pfd *p = ilf_p(plist[i]);
+		if (p && !memcmp(&p->key, k, sizeof(*k)))
+			return p;
+	}
 	return NULL;
 }
 
@@ -206,29 +250,65 @@ static void drain_acks(void)
 		; /* a non-ack here would be a protocol slip: ignore it */
 }
 
+/* Taken at load: a server may clear its environment later (nginx's
+ * workers keep only what its `env` directives list). */
+static char sock_path[108];
+
 static int lg_connect(void)
 {
-	const char *path = getenv("ILFTCP_SOCK");
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path ? path : FTC_LOGGER_SOCK_DEF);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock_path);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a))) {
 		if (fd >= 0)
-			r_close(fd);
+			REAL(close)(fd);
 		return -1;
 	}
 	return fd;
 }
 
+static void say_hello(void)
+{
+	struct ftc_shim_msg h = {.type = FS_HELLO, .a = (uint32_t)getpid()};
+	lg_put(&h, sizeof(h));
+	for (unsigned i = 0; i < n_listen; i++) {
+		struct ftc_shim_msg l = {.type = FS_LISTEN, .a = listens[i].port,
+					 .b = listens[i].backlog};
+		lg_put(&l, sizeof(l));
+	}
+}
+
 static struct ftc_shim_msg wait_type(uint16_t type);
+
+/* Read lengths not yet sent to the logger. They leave together when an
+ * output commit needs them (a write, a close) or the batch is full, so a
+ * server that reads from many connections and then writes to them (an
+ * event loop's pass) costs the logger one round trip per pass, not one per
+ * read. A length that never left (the server died first) had no output
+ * depend on it: replay serves its bytes with fresh lengths (G2). */
+static struct ftc_shim_msg rpend[256];
+static unsigned n_rpend;
+
+static void flush_reads(void)
+{
+	if (!n_rpend)
+		return;
+	bool ok = lg >= 0 && lg_put(rpend, n_rpend * sizeof(rpend[0]));
+	n_rpend = 0;
+	if (!ok)
+		lg_reconnect(); /* re-sends every length not acknowledged */
+	else
+		drain_acks();
+}
 
 /* The logger restarted: say hello again, re-claim every protected
  * connection and re-send the read lengths it has not acknowledged. */
 static void lg_reconnect(void)
 {
+	n_rpend = 0; /* all re-sent below */
 	if (lg >= 0)
-		r_close(lg);
+		REAL(close)(lg);
 	lg = -1;
 	for (int i = 0; i < 400 && lg < 0; i++) {
 		lg = lg_connect();
@@ -236,15 +316,10 @@ static void lg_reconnect(void)
 			usleep(25000);
 	}
 	if (lg < 0)
-		die("logger unreachable for 10 s");
-	struct ftc_shim_msg h = {.type = FS_HELLO, .a = (uint32_t)getpid()};
-	lg_put(&h, sizeof(h));
-	for (unsigned i = 0; i < n_listen; i++) {
-		struct ftc_shim_msg l = {.type = FS_LISTEN, .a = listen_ports[i]};
-		lg_put(&l, sizeof(l));
-	}
-	for (int fd = 0; fd < MAX_FD; fd++) {
-		struct pfd *p = P(fd);
+		ilf_die("logger unreachable for 10 s");
+	say_hello();
+	for (unsigned i = 0; i < n_plist; i++) {
+		struct pfd *p = ilf_p(plist[i]);
 		if (!p)
 			continue;
 		struct ftc_shim_msg c = {.type = FS_ACCEPTED, .key = p->key, .a = 1,
@@ -253,7 +328,7 @@ static void lg_reconnect(void)
 		wait_type(FS_CONN);
 		for (uint32_t r = p->reads_acked; r != p->reads_sent; r++) {
 			struct ftc_shim_msg m = {.type = FS_READ, .key = p->key,
-						 .a = p->lens[r % UNACKED], .b = r};
+						 .a = p->lens[r % ILF_UNACKED], .b = r};
 			lg_put(&m, sizeof(m));
 		}
 	}
@@ -268,26 +343,70 @@ static struct ftc_shim_msg wait_type(uint16_t type)
 	return m;
 }
 
+/* fork(): the child must not speak on its parent's session (their
+ * messages and replies would interleave). It opens its own; connections
+ * it inherited stay its parent's (a child that exits must not announce
+ * their close, nor may its death be taken for theirs). */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&ilf_mu);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&ilf_mu);
+}
+
+static void fork_child(void)
+{
+	pthread_mutex_init(&ilf_mu, NULL);
+	for (unsigned i = 0; i < n_plist; i++) {
+		struct pfd *p = ilf_p(plist[i]);
+		if (p) {
+			ilf_replay_end(p);
+			p->prot = false;
+		}
+	}
+	n_plist = 0;
+	atomic_store(&ilf_replaying, 0);
+	n_rpend = 0;
+	while (n_lg_fds)
+		REAL(close)(lg_take_fd());
+	if (lg < 0)
+		return;
+	REAL(close)(lg);
+	lg = lg_connect();
+	if (lg < 0) {
+		fprintf(stderr, "ilftcp: logger socket unreachable after fork: "
+				"connections of pid %d unprotected\n", (int)getpid());
+		return;
+	}
+	say_hello();
+}
+
 __attribute__((constructor)) static void shim_init(void)
 {
-	resolve();
+	ilf_resolve();
 	timing = getenv("ILFTCP_TIMING") && *getenv("ILFTCP_TIMING") == '1';
 	mark("start", NULL, 0);
+	const char *sp = getenv("ILFTCP_SOCK");
+	snprintf(sock_path, sizeof(sock_path), "%s", sp && *sp ? sp : FTC_LOGGER_SOCK_DEF);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	lg = lg_connect();
 	if (lg < 0) {
 		fprintf(stderr, "ilftcp: logger socket unreachable: connections unprotected\n");
 		return;
 	}
-	struct ftc_shim_msg h = {.type = FS_HELLO, .a = (uint32_t)getpid()};
-	lg_put(&h, sizeof(h));
+	say_hello();
 }
 
-static void announce_close(struct pfd *p)
+void ilf_announce_close(struct pfd *p)
 {
 	if (p->announced || lg < 0)
 		return;
 	struct ftc_shim_msg m = {.type = FS_CLOSE, .key = p->key};
 	/* Every read logged first: output that follows them may be the FIN. */
+	flush_reads();
 	while (p->reads_acked != p->reads_sent)
 		lg_next(&m, true);
 	m.type = FS_CLOSE;
@@ -299,35 +418,54 @@ static void announce_close(struct pfd *p)
 
 __attribute__((destructor)) static void shim_fini(void)
 {
-	pthread_mutex_lock(&mu);
-	for (int fd = 0; fd < MAX_FD; fd++)
-		if (P(fd))
-			announce_close(fds[fd]);
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_lock(&ilf_mu);
+	for (unsigned i = 0; i < n_plist; i++)
+		if (ilf_p(plist[i]))
+			ilf_announce_close(ilf_fds[plist[i]]);
+	pthread_mutex_unlock(&ilf_mu);
 }
 
-/* ---- reads ------------------------------------------------------------- */
+/* ---- reads and writes (the calls are in ilftcp_io.c) --------------------- */
 
-static void log_read(struct pfd *p, size_t n)
+void ilf_log_read(struct pfd *p, size_t n)
 {
-	if (lg < 0)
+	if (lg < 0 || !n)
 		return;
-	while (p->reads_sent - p->reads_acked >= UNACKED) {
-		struct ftc_shim_msg m;
-		lg_next(&m, true);
+	if (p->reads_sent - p->reads_acked >= ILF_UNACKED) {
+		flush_reads();
+		while (p->reads_sent - p->reads_acked >= ILF_UNACKED) {
+			struct ftc_shim_msg m;
+			lg_next(&m, true);
+		}
 	}
-	p->lens[p->reads_sent % UNACKED] = (uint32_t)n;
-	struct ftc_shim_msg m = {.type = FS_READ, .key = p->key, .a = (uint32_t)n,
-				 .b = p->reads_sent++};
-	if (!lg_put(&m, sizeof(m)))
-		lg_reconnect();
-	drain_acks();
+	p->lens[p->reads_sent % ILF_UNACKED] = (uint32_t)n;
+	rpend[n_rpend++] = (struct ftc_shim_msg){.type = FS_READ, .key = p->key,
+						 .a = (uint32_t)n, .b = p->reads_sent++};
+	if (n_rpend == sizeof(rpend) / sizeof(rpend[0]))
+		flush_reads();
 }
 
-static void replay_end(struct pfd *p)
+/* Output commit: no write before every earlier read length is logged.
+ * Returns how many leading bytes to discard (already at the client). */
+size_t ilf_before_write(struct pfd *p, size_t n)
 {
+	struct ftc_shim_msg m;
+	size_t skip;
+
+	flush_reads();
+	while (lg >= 0 && p->reads_acked != p->reads_sent)
+		lg_next(&m, true);
+	skip = p->out_skip < n ? (size_t)p->out_skip : n;
+	p->out_skip -= skip;
+	return skip;
+}
+
+void ilf_replay_end(struct pfd *p)
+{
+	if (p->rfd < 0)
+		return;
 	mark("replay_done", p, 0);
-	r_close(p->rfd);
+	REAL(close)(p->rfd);
 	p->rfd = -1;
 	free(p->rlens);
 	p->rlens = NULL;
@@ -336,16 +474,17 @@ static void replay_end(struct pfd *p)
 	free(p->rb);
 	p->rb = NULL;
 	p->rb_len = 0;
+	atomic_fetch_sub(&ilf_replaying, 1);
 }
 
 #define RB_SIZE (1u << 20)
 
-/* n logged bytes from the log file, across as many extents as it takes. */
+/* n logged bytes from the log, across as many extents as it takes. */
 static void ext_read(struct pfd *p, uint8_t *buf, size_t n)
 {
 	while (n) {
 		if (p->ei >= p->n_ext)
-			die("replay extents end before the logged bytes");
+			ilf_die("replay extents end before the logged bytes");
 		const struct ftc_replay_ext *e = &p->ext[p->ei];
 		uint64_t at = e->log_off + p->epos;
 		size_t k = e->len - p->epos;
@@ -356,11 +495,11 @@ static void ext_read(struct pfd *p, uint8_t *buf, size_t n)
 		if (!p->rb)
 			p->rb = malloc(RB_SIZE);
 		if (!p->rb)
-			die("malloc");
+			ilf_die("malloc");
 		if (at < p->rb_off || at >= p->rb_off + p->rb_len) {
 			ssize_t r = pread(p->rfd, p->rb, RB_SIZE, (off_t)at);
 			if (r <= 0)
-				die("replay: reading the log");
+				ilf_die("replay: reading the log");
 			p->rb_off = at;
 			p->rb_len = (uint32_t)r;
 		}
@@ -378,8 +517,9 @@ static void ext_read(struct pfd *p, uint8_t *buf, size_t n)
 	}
 }
 
-/* Serve up to n bytes from the replay file; -1 when replay is over. */
-static ssize_t replay_read(struct pfd *p, void *buf, size_t n)
+/* Serve up to n bytes from the replay; -1 when replay is over. With peek
+ * (MSG_PEEK) the bytes stay: nothing is consumed or logged. */
+ssize_t ilf_replay_read(struct pfd *p, void *buf, size_t n, bool peek)
 {
 	size_t want;
 	bool logged;
@@ -387,7 +527,7 @@ static ssize_t replay_read(struct pfd *p, void *buf, size_t n)
 	if (p->rfd < 0)
 		return -1;
 	if (!p->log_left) {
-		replay_end(p);
+		ilf_replay_end(p);
 		return -1;
 	}
 	if (p->next_read < p->n_reads) {
@@ -401,6 +541,13 @@ static ssize_t replay_read(struct pfd *p, void *buf, size_t n)
 		want = n;
 	if (want > p->log_left)
 		want = p->log_left;
+	if (peek) {
+		uint32_t ei = p->ei, epos = p->epos;
+		ext_read(p, buf, want);
+		p->ei = ei;
+		p->epos = epos;
+		return (ssize_t)want;
+	}
 	ssize_t got = (ssize_t)want;
 	ext_read(p, buf, want);
 	p->log_left -= (uint64_t)got;
@@ -411,318 +558,221 @@ static ssize_t replay_read(struct pfd *p, void *buf, size_t n)
 			p->next_read++;
 		}
 	} else {
-		log_read(p, (size_t)got); /* a new read of logged bytes (G2) */
+		ilf_log_read(p, (size_t)got); /* a new read of logged bytes (G2) */
 	}
 	if (!p->log_left)
-		replay_end(p);
+		ilf_replay_end(p);
 	return got;
-}
-
-static ssize_t after_read(struct pfd *p, ssize_t r)
-{
-	if (r > 0)
-		log_read(p, (size_t)r);
-	return r;
-}
-
-ssize_t read(int fd, void *buf, size_t n)
-{
-	struct pfd *p = P(fd);
-	ssize_t r;
-
-	if (!p)
-		return r_read(fd, buf, n);
-	pthread_mutex_lock(&mu);
-	r = replay_read(p, buf, n);
-	pthread_mutex_unlock(&mu);
-	if (r >= 0)
-		return r;
-	r = r_read(fd, buf, n);
-	pthread_mutex_lock(&mu);
-	after_read(p, r);
-	pthread_mutex_unlock(&mu);
-	return r;
-}
-
-ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *a, socklen_t *al)
-{
-	struct pfd *p = P(fd);
-	ssize_t r;
-
-	if (!p || (flags & MSG_PEEK))
-		return r_recvfrom(fd, buf, n, flags, a, al);
-	pthread_mutex_lock(&mu);
-	r = replay_read(p, buf, n);
-	pthread_mutex_unlock(&mu);
-	if (r >= 0)
-		return r;
-	r = r_recvfrom(fd, buf, n, flags, a, al);
-	pthread_mutex_lock(&mu);
-	after_read(p, r);
-	pthread_mutex_unlock(&mu);
-	return r;
-}
-
-ssize_t recv(int fd, void *buf, size_t n, int flags)
-{
-	if (!P(fd) || (flags & MSG_PEEK))
-		return r_recv(fd, buf, n, flags);
-	return recvfrom(fd, buf, n, flags, NULL, NULL);
-}
-
-ssize_t readv(int fd, const struct iovec *iov, int cnt)
-{
-	struct pfd *p = P(fd);
-	ssize_t r, tot = 0;
-
-	if (!p)
-		return r_readv(fd, iov, cnt);
-	pthread_mutex_lock(&mu);
-	if (p->rfd >= 0) {
-		/* One logged read fills the vector in order, as one read would. */
-		for (int i = 0; i < cnt; i++) {
-			r = replay_read(p, iov[i].iov_base, iov[i].iov_len);
-			if (r < 0)
-				break;
-			tot += r;
-			if ((size_t)r < iov[i].iov_len || p->part == 0)
-				break;
-		}
-		pthread_mutex_unlock(&mu);
-		if (tot)
-			return tot;
-	} else {
-		pthread_mutex_unlock(&mu);
-	}
-	r = r_readv(fd, iov, cnt);
-	pthread_mutex_lock(&mu);
-	after_read(p, r);
-	pthread_mutex_unlock(&mu);
-	return r;
-}
-
-/* ---- writes ------------------------------------------------------------ */
-
-/* Output commit: no write before every earlier read length is logged.
- * Returns how many leading bytes to discard (already at the client). */
-static size_t before_write(struct pfd *p, size_t n)
-{
-	struct ftc_shim_msg m;
-	size_t skip;
-
-	while (lg >= 0 && p->reads_acked != p->reads_sent)
-		lg_next(&m, true);
-	skip = p->out_skip < n ? (size_t)p->out_skip : n;
-	p->out_skip -= skip;
-	return skip;
-}
-
-ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *a,
-	       socklen_t al)
-{
-	struct pfd *p = P(fd);
-	size_t skip;
-	ssize_t r;
-
-	if (!p)
-		return r_sendto(fd, buf, n, flags, a, al);
-	pthread_mutex_lock(&mu);
-	skip = before_write(p, n);
-	pthread_mutex_unlock(&mu);
-	if (skip == n)
-		return (ssize_t)n;
-	r = r_sendto(fd, (const uint8_t *)buf + skip, n - skip, flags, a, al);
-	return r < 0 ? (skip ? (ssize_t)skip : r) : r + (ssize_t)skip;
-}
-
-ssize_t send(int fd, const void *buf, size_t n, int flags)
-{
-	if (!P(fd))
-		return r_send(fd, buf, n, flags);
-	return sendto(fd, buf, n, flags, NULL, 0);
-}
-
-ssize_t write(int fd, const void *buf, size_t n)
-{
-	if (!P(fd))
-		return r_write(fd, buf, n);
-	return sendto(fd, buf, n, MSG_NOSIGNAL, NULL, 0);
-}
-
-ssize_t writev(int fd, const struct iovec *iov, int cnt)
-{
-	struct pfd *p = P(fd);
-	struct iovec v[64];
-	size_t total = 0, skip;
-	int k = 0;
-	ssize_t r;
-
-	if (!p || cnt > 64)
-		return r_writev(fd, iov, cnt);
-	for (int i = 0; i < cnt; i++)
-		total += iov[i].iov_len;
-	pthread_mutex_lock(&mu);
-	skip = before_write(p, total);
-	pthread_mutex_unlock(&mu);
-	if (skip == total)
-		return (ssize_t)total;
-	/* Drop the discarded prefix, possibly splitting one element (G4). */
-	size_t s = skip;
-	for (int i = 0; i < cnt; i++) {
-		if (s >= iov[i].iov_len) {
-			s -= iov[i].iov_len;
-			continue;
-		}
-		v[k].iov_base = (uint8_t *)iov[i].iov_base + s;
-		v[k++].iov_len = iov[i].iov_len - s;
-		s = 0;
-	}
-	r = r_writev(fd, v, k);
-	return r < 0 ? (skip ? (ssize_t)skip : r) : r + (ssize_t)skip;
 }
 
 /* ---- accept, listen, close --------------------------------------------- */
 
+/* The connection's IPv4 addresses, also from an IPv6 socket that carries
+ * IPv4 (a dual-stack listener: ::ffff:a.b.c.d). A native IPv6 connection
+ * is not protected (the appliance passes IPv6 through untouched). */
+static bool v4_of(const struct sockaddr_storage *ss, uint32_t *ip, uint16_t *port)
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+		*ip = a->sin_addr.s_addr;
+		*port = a->sin_port;
+		return true;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+		if (!IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
+			return false;
+		memcpy(ip, a->sin6_addr.s6_addr + 12, 4);
+		*port = a->sin6_port;
+		return true;
+	}
+	return false;
+}
+
+/* The logger's FS_REPLAY: the replay file and the connection's log come
+ * as descriptors, so a server that dropped its privileges needs no access
+ * to the logger's directory. */
+static bool take_replay(struct pfd *p)
+{
+	struct ftc_shim_msg h = wait_type(FS_REPLAY);
+	struct ftc_replay_hdr rh;
+	int rf = h.a ? lg_take_fd() : -1, lf = h.a ? lg_take_fd() : -1;
+
+	if (h.a == 0 || rf < 0 || lf < 0) {
+		if (rf >= 0)
+			REAL(close)(rf);
+		if (lf >= 0)
+			REAL(close)(lf);
+		return false;
+	}
+	if (pread(rf, &rh, sizeof(rh), 0) != sizeof(rh) || memcmp(rh.magic, FTC_REPLAY_MAGIC, 8))
+		ilf_die("replay file");
+	size_t lb = sizeof(uint32_t) * rh.n_reads, eb = sizeof(*p->ext) * rh.n_ext;
+	p->n_reads = rh.n_reads;
+	p->rlens = malloc(lb + sizeof(uint32_t));
+	p->ext = malloc(eb + sizeof(*p->ext));
+	if (!p->rlens || !p->ext)
+		ilf_die("malloc");
+	for (size_t o = 0; o < lb + eb;) {
+		uint8_t *dst = o < lb ? (uint8_t *)p->rlens + o : (uint8_t *)p->ext + (o - lb);
+		size_t want = o < lb ? lb - o : lb + eb - o;
+		ssize_t g = pread(rf, dst, want, (off_t)(sizeof(rh) + o));
+		if (g <= 0)
+			ilf_die("replay file: lengths and extents");
+		o += (size_t)g;
+	}
+	REAL(close)(rf);
+	p->n_ext = rh.n_ext;
+	p->ei = p->epos = 0;
+	p->rfd = lf;
+	p->log_left = rh.data_len;
+	p->out_skip = rh.out_skip;
+	/* Logged reads are already acknowledged. */
+	p->reads_sent = p->reads_acked = rh.n_reads;
+	atomic_fetch_add(&ilf_replaying, 1);
+	mark("recovered_accept", p, rh.data_len);
+	if (!p->log_left)
+		ilf_replay_end(p);
+	return true;
+}
+
 static void on_accept(int fd)
 {
-	struct sockaddr_in me, peer;
+	struct sockaddr_storage me, peer;
 	socklen_t ml = sizeof(me), pl = sizeof(peer);
-
-	if (fd < 0 || fd >= MAX_FD || lg < 0)
-		return;
-	if (getsockname(fd, (struct sockaddr *)&me, &ml) ||
-	    getpeername(fd, (struct sockaddr *)&peer, &pl) || me.sin_family != AF_INET)
-		return;
-	pthread_mutex_lock(&mu);
 	struct ftc_shim_msg m = {.type = FS_ACCEPTED};
-	m.key.cip = peer.sin_addr.s_addr;
-	m.key.sip = me.sin_addr.s_addr;
-	m.key.cport = peer.sin_port;
-	m.key.sport = me.sin_port;
+
+	if (fd < 0 || lg < 0)
+		return;
+	if (fd >= ILF_MAX_FD) {
+		/* Left unprotected, its FIN would never be announced. */
+		fprintf(stderr, "ilftcp: accepted descriptor %d is above the shim's limit (%d): "
+				"stopping rather than running unprotected\n", fd, ILF_MAX_FD);
+		_exit(70);
+	}
+	uint32_t sip, cip;
+	uint16_t sport, cport;
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) ||
+	    getpeername(fd, (struct sockaddr *)&peer, &pl) || !v4_of(&me, &sip, &sport) ||
+	    !v4_of(&peer, &cip, &cport))
+		return;
+	m.key.sip = sip;
+	m.key.cip = cip;
+	m.key.sport = sport;
+	m.key.cport = cport;
+	pthread_mutex_lock(&ilf_mu);
 	lg_put(&m, sizeof(m));
 	struct ftc_shim_msg r = wait_type(FS_CONN);
+	if (r.a && n_plist == sizeof(plist) / sizeof(plist[0])) {
+		fprintf(stderr, "ilftcp: more than %u protected connections: pid %d stops\n",
+			n_plist, (int)getpid());
+		_exit(70);
+	}
 	if (r.a) {
-		struct pfd *p = fds[fd];
+		struct pfd *p = ilf_fds[fd];
 		if (!p)
-			p = fds[fd] = malloc(sizeof(*p));
+			p = ilf_fds[fd] = malloc(sizeof(*p));
 		if (!p)
-			die("malloc");
+			ilf_die("malloc");
 		memset(p, 0, sizeof(*p));
 		p->rfd = -1;
 		p->prot = true;
 		p->key = m.key;
+		plist_del(fd);
+		plist[n_plist++] = fd;
 		if (r.b) {
 			/* The fabricated handshake is done (accept returned); the
 			 * logger may still be building the replay file. */
 			mark("handshake_accepted", p, 0);
-			struct ftc_shim_msg h = wait_type(FS_REPLAY);
-			char path[512];
-			struct ftc_replay_hdr rh;
-			if (h.a == 0)
-				die("the logger could not build the replay file");
-			if (h.a >= sizeof(path) || !lg_get(path, h.a, true))
-				die("replay path");
-			path[h.a] = 0;
-			int rf = open(path, O_RDONLY | O_CLOEXEC);
-			if (rf < 0 || r_read(rf, &rh, sizeof(rh)) != sizeof(rh) ||
-			    memcmp(rh.magic, FTC_REPLAY_MAGIC, 8))
-				die("replay file");
-			p->n_reads = rh.n_reads;
-			p->rlens = malloc(sizeof(uint32_t) * (rh.n_reads + 1));
-			if (!p->rlens || r_read(rf, p->rlens, sizeof(uint32_t) * rh.n_reads) !=
-						 (ssize_t)(sizeof(uint32_t) * rh.n_reads))
-				die("replay lengths");
-			p->n_ext = rh.n_ext;
-			p->ei = p->epos = 0;
-			p->ext = malloc(sizeof(*p->ext) * (rh.n_ext + 1));
-			size_t eb = sizeof(*p->ext) * rh.n_ext;
-			for (size_t o = 0; p->ext && o < eb;) {
-				ssize_t g = r_read(rf, (uint8_t *)p->ext + o, eb - o);
-				if (g <= 0)
-					die("replay extents");
-				o += (size_t)g;
+			if (!take_replay(p)) {
+				/* The logger gave the connection up (its log names
+				 * why) and has the appliance reset the client; the
+				 * server sees the connection end. */
+				fprintf(stderr, "ilftcp: no replay for a recovered connection: "
+						"it is closed\n");
+				p->prot = false;
+				plist_del(fd);
+				REAL(shutdown)(fd, SHUT_RDWR);
 			}
-			if (!p->ext)
-				die("malloc");
-			r_close(rf);
-			/* The bytes are in the connection's log: same name, ".log". */
-			size_t pl = strlen(path);
-			if (pl < 7 || strcmp(path + pl - 7, ".replay") || pl + 1 > sizeof(path))
-				die("replay path");
-			char logp[sizeof(path)];
-			memcpy(logp, path, pl - 7);
-			strcpy(logp + pl - 7, ".log");
-			p->rfd = open(logp, O_RDONLY | O_CLOEXEC);
-			if (p->rfd < 0)
-				die("the connection's log");
-			p->log_left = rh.data_len;
-			p->out_skip = rh.out_skip;
-			/* Logged reads are already acknowledged. */
-			p->reads_sent = p->reads_acked = rh.n_reads;
-			unlink(path);
-			mark("recovered_accept", p, rh.data_len);
-			if (!p->log_left)
-				replay_end(p);
 		}
 	}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&ilf_mu);
 }
 
 int accept4(int s, struct sockaddr *a, socklen_t *al, int flags)
 {
-	int fd = r_accept4(s, a, al, flags);
+	int fd = REAL(accept4)(s, a, al, flags);
 	on_accept(fd);
 	return fd;
 }
 
 int accept(int s, struct sockaddr *a, socklen_t *al)
 {
-	int fd = r_accept(s, a, al);
+	int fd = REAL(accept)(s, a, al);
 	on_accept(fd);
 	return fd;
 }
 
 int listen(int s, int backlog)
 {
-	struct sockaddr_in me;
+	struct sockaddr_storage me;
 	socklen_t ml = sizeof(me);
-	int rc = r_listen(s, backlog);
+	int rc = REAL(listen)(s, backlog), v6only = 0;
+	socklen_t ol = sizeof(v6only);
+	uint16_t port;
 
-	if (rc || lg < 0 || getsockname(s, (struct sockaddr *)&me, &ml) || me.sin_family != AF_INET)
+	if (rc || lg < 0 || getsockname(s, (struct sockaddr *)&me, &ml))
 		return rc;
-	pthread_mutex_lock(&mu);
-	if (n_listen < 16)
-		listen_ports[n_listen++] = ntohs(me.sin_port);
-	struct ftc_shim_msg m = {.type = FS_LISTEN, .a = ntohs(me.sin_port)};
+	if (me.ss_family == AF_INET) {
+		port = ((struct sockaddr_in *)&me)->sin_port;
+	} else if (me.ss_family == AF_INET6) {
+		/* Dual-stack (::, or ::ffff:a.b.c.d) accepts IPv4: it counts.
+		 * An IPv6-only socket never accepts a protected connection. */
+		if (getsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) == 0 && v6only)
+			return rc;
+		port = ((struct sockaddr_in6 *)&me)->sin6_port;
+	} else {
+		return rc;
+	}
+	pthread_mutex_lock(&ilf_mu);
+	/* The backlog paces recovery: the logger never has more fabricated
+	 * connections waiting in the accept queue than it holds. */
+	uint16_t bl = backlog <= 0 ? 1 : backlog > 65535 ? 65535 : (uint16_t)backlog;
+	if (n_listen < 16) {
+		listens[n_listen].port = ntohs(port);
+		listens[n_listen++].backlog = bl;
+	}
+	struct ftc_shim_msg m = {.type = FS_LISTEN, .a = ntohs(port), .b = bl};
 	mark("listen", NULL, 0); /* the application's own start-up ends here */
 	lg_put(&m, sizeof(m));
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&ilf_mu);
 	return rc;
 }
 
 int shutdown(int fd, int how)
 {
-	struct pfd *p = P(fd);
+	struct pfd *p = ilf_p(fd);
 
 	if (p && how != SHUT_RD) {
-		pthread_mutex_lock(&mu);
-		announce_close(p);
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_lock(&ilf_mu);
+		ilf_announce_close(p);
+		pthread_mutex_unlock(&ilf_mu);
 	}
-	return r_shutdown(fd, how);
+	return REAL(shutdown)(fd, how);
 }
 
 int close(int fd)
 {
-	struct pfd *p = P(fd);
+	struct pfd *p = ilf_p(fd);
 
 	if (p) {
-		pthread_mutex_lock(&mu);
-		announce_close(p);
-		if (p->rfd >= 0)
-			replay_end(p);
+		pthread_mutex_lock(&ilf_mu);
+		ilf_announce_close(p);
+		ilf_replay_end(p);
 		p->prot = false;
-		pthread_mutex_unlock(&mu);
+		plist_del(fd);
+		pthread_mutex_unlock(&ilf_mu);
 	}
-	return r_close(fd);
+	ilf_poll_forget(fd);
+	return REAL(close)(fd);
 }

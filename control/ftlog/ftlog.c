@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -45,13 +46,21 @@
 enum { EV_WAKE = 1, EV_LISTEN, EV_STOP, EV_TIMER, EV_SESS, EV_WRITE, EV_FSYNC, EV_REPLAY };
 #define EV(t, i) ((uint64_t)(t) << 32 | (uint32_t)(i))
 
+#define SESS_PORTS 8
+
 struct sess {
 	int fd;
 	int pid;
-	uint16_t listen_port; /* host order, 0: none */
+	uint8_t n_ports;
+	uint16_t port[SESS_PORTS];    /* listening, host order */
+	uint16_t backlog[SESS_PORTS]; /* their listen backlogs */
 	uint8_t buf[4096];
 	uint32_t have;
 };
+
+/* A fabricated connection not accepted this long after FD_RECOVER is
+ * given up (the client is reset rather than left waiting for ever). */
+#define RECOVER_TIMEOUT_NS (60ull * 1000000000ull)
 
 /* A replay file being built by a worker thread. */
 struct rjob {
@@ -72,6 +81,7 @@ struct ftlog {
 	unsigned jobs_running;
 	struct sess sess[FTL_MAX_SESS];
 	bool quit;
+	bool recover_again; /* a crashed connection waits for its bytes to be durable */
 	unsigned inflight;
 	uint64_t next_group_ns;
 	struct __kernel_timespec ts;
@@ -139,15 +149,69 @@ static void *replay_worker(void *arg)
 	return NULL;
 }
 
+static void abandon(struct ftlog *L, struct ftl_conn *c, uint32_t why)
+{
+	char p[512];
+
+	down_send(L, FD_ABANDON, &c->key, why, 0);
+	if (why == FTC_AB_TIMEOUT)
+		L->l.st.recover_abandoned_timeout++;
+	else
+		L->l.st.recover_abandoned_replay++;
+	fprintf(stderr, "ftlog: connection to port %u from port %u not recovered: %s\n",
+		ntohs(c->key.sport), ntohs(c->key.cport),
+		why == FTC_AB_TIMEOUT ? "the restarted server did not accept it in time"
+				      : "no replay file");
+	ftl_path(&L->l, &c->key, "log", p, sizeof(p));
+	unlink(p);
+	ftl_path(&L->l, &c->key, "replay", p, sizeof(p));
+	unlink(p);
+	c->wlen = 0;
+	ftl_conn_free(&L->l, c);
+}
+
+/* The replay goes to the shim as two descriptors (the replay file, then
+ * unlinked: nothing is left behind; and the connection's log, read-only):
+ * a server that dropped its privileges (nginx's workers) reads them
+ * without any right to the log directory. */
 static void send_replay(struct ftlog *L, int i, struct ftl_conn *c)
 {
-	char path[512];
-	struct ftc_shim_msg p = {.type = FS_REPLAY, .key = c->key};
+	char rp[512], lp[512];
+	struct ftc_shim_msg p = {.type = FS_REPLAY, .key = c->key, .a = 1};
+	int fds[2];
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(fds))];
+	} cb;
+	struct iovec v = {.iov_base = &p, .iov_len = sizeof(p)};
+	struct msghdr mh = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = cb.b,
+			    .msg_controllen = sizeof(cb.b)};
 
-	ftl_path(&L->l, &c->key, "replay", path, sizeof(path));
-	p.a = (uint32_t)strlen(path);
-	sess_send(L, i, &p, sizeof(p));
-	sess_send(L, i, path, p.a);
+	ftl_path(&L->l, &c->key, "replay", rp, sizeof(rp));
+	ftl_path(&L->l, &c->key, "log", lp, sizeof(lp));
+	fds[0] = open(rp, O_RDONLY | O_CLOEXEC);
+	fds[1] = open(lp, O_RDONLY | O_CLOEXEC);
+	unlink(rp);
+	if (fds[0] < 0 || fds[1] < 0) {
+		fprintf(stderr, "ftlog: %s: %s\n", fds[0] < 0 ? rp : lp, strerror(errno));
+		if (fds[0] >= 0)
+			close(fds[0]);
+		if (fds[1] >= 0)
+			close(fds[1]);
+		p.a = 0;
+		sess_send(L, i, &p, sizeof(p));
+		abandon(L, c, FTC_AB_REPLAY);
+		return;
+	}
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	if (sendmsg(L->sess[i].fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(p))
+		shutdown(L->sess[i].fd, SHUT_RDWR); /* a dead shim: see sess_send */
+	close(fds[0]);
+	close(fds[1]);
 	c->state = FC_LIVE;
 	c->replay = FTL_RP_NONE;
 	c->replay_waiter = -1;
@@ -189,6 +253,7 @@ static void recover(struct ftlog *L, struct ftl_conn *c)
 	}
 	L->jobs_running++;
 	c->state = FC_RECOVERING;
+	c->claimed = false;
 	c->replay = FTL_RP_BUILDING;
 	c->replay_waiter = -1;
 	c->recover_ns = ftl_now_ns();
@@ -237,7 +302,10 @@ static void replay_done(struct ftlog *L)
 					/* No replay: the shim cannot rebuild the server's state. */
 					struct ftc_shim_msg p = {.type = FS_REPLAY, .key = c->key};
 					sess_send(L, w, &p, sizeof(p));
+					abandon(L, c, FTC_AB_REPLAY);
 				}
+			} else if (c->replay == FTL_RP_FAILED && w < 0) {
+				abandon(L, c, FTC_AB_REPLAY);
 			} else if (w >= 0) {
 				/* The restarted server died while it waited. */
 				c->state = FC_LIVE;
@@ -253,22 +321,59 @@ static void replay_done(struct ftlog *L)
 	}
 }
 
+/* How many fabricated connections may wait in the port's accept queue at
+ * once: half the largest backlog a listener reported (Linux queues
+ * backlog + 1; the other half is left to new clients), 1 to 64. 0: nobody
+ * listens on it (a session other than `except`). */
+static uint32_t port_window(struct ftlog *L, uint16_t port_n, int except)
+{
+	uint32_t bl = 0;
+
+	for (int i = 0; i < FTL_MAX_SESS; i++) {
+		const struct sess *s = &L->sess[i];
+		if (s->fd < 0 || i == except)
+			continue;
+		for (unsigned k = 0; k < s->n_ports; k++)
+			if (htons(s->port[k]) == port_n && s->backlog[k] + 1u > bl)
+				bl = s->backlog[k] + 1u;
+	}
+	if (!bl)
+		return 0;
+	bl /= 2;
+	return bl < 1 ? 1 : bl > 64 ? 64 : bl;
+}
+
+/* Recover the port's crashed connections, a window at a time: each
+ * accept of a fabricated connection lets the next one go (the accept
+ * queue never overflows, which would drop the handshake's last ACK). */
 static void try_recover_port(struct ftlog *L, uint16_t port_n)
 {
 	struct ftl_conn *c;
+	uint32_t win = port_window(L, port_n, -1), inflight = 0;
 
+	if (!win)
+		return;
 	FTL_FOR_EACH_LIVE(&L->l, c)
-		if (c->state == FC_FROZEN && c->key.sport == port_n)
-			recover(L, c);
-}
-
-static bool port_listening(struct ftlog *L, uint16_t port_n)
-{
-	for (int i = 0; i < FTL_MAX_SESS; i++)
-		if (L->sess[i].fd >= 0 && L->sess[i].listen_port &&
-		    htons(L->sess[i].listen_port) == port_n)
-			return true;
-	return false;
+		if (c->state == FC_RECOVERING && !c->claimed && c->key.sport == port_n)
+			inflight++;
+	FTL_FOR_EACH_LIVE(&L->l, c) {
+		if (c->state != FC_FROZEN || c->key.sport != port_n)
+			continue;
+		if (c->wlen || c->contig_durable != c->contig) {
+			/* Bytes the dead server got are logged but not yet
+			 * durable: the fabricated SYN's ISN must come after them
+			 * (they are replayed), or the client would have to
+			 * resend them, at its next RTO. Next loop pass. */
+			L->recover_again = true;
+			continue;
+		}
+		if (inflight >= win) {
+			L->l.st.recover_paced++;
+			break;
+		}
+		recover(L, c);
+		inflight++;
+	}
 }
 
 static void crash_conn(struct ftlog *L, struct ftl_conn *c)
@@ -317,14 +422,17 @@ static unsigned drain_ring(struct ftlog *L)
 		if (!c)
 			continue;
 		if (r->type == FR_CLOSED) {
+			/* A client that gave up during the outage ends it too. */
+			if (c->state != FC_LIVE && !c->closed)
+				L->l.st.recover_client_closed++;
 			c->closed = true;
 			continue;
 		}
 		if (r->type == FR_DATA)
 			L->l.st.bytes_logged += r->plen;
 		ftl_apply(&L->l, c, r, true);
-		if (r->type == FR_CRASHED && c->state == FC_FROZEN && port_listening(L, c->key.sport))
-			recover(L, c);
+		if (r->type == FR_CRASHED && c->state == FC_FROZEN)
+			try_recover_port(L, c->key.sport);
 	}
 	il_shm_release(&L->rh->rx);
 	return n;
@@ -334,35 +442,85 @@ static unsigned drain_ring(struct ftlog *L)
 
 static void wait_inflight(struct ftlog *L);
 
-static void flush_writes(struct ftlog *L)
+/* One round: every buffer written at its file's end and, when the round
+ * syncs, each written file's fdatasync linked behind its write, all in a
+ * single submit (an fsync must not start before its write completed: a
+ * pair never straddles a submit). One fdatasync per file written since the
+ * last synced round, run side by side; each still flushes the device's
+ * cache, so a round's cost grows with the files in it (docs/ft-tcp.md). */
+static void commit(struct ftlog *L, bool sync)
 {
 	struct ftl_conn *c;
+	bool any = false;
 
 	FTL_FOR_EACH_LIVE(&L->l, c) {
-		if (!c->wlen || c->fd < 0)
+		if (c->fd < 0 || !(c->wlen || (sync && c->dirty_sync)))
 			continue;
-		struct io_uring_sqe *s = sqe(L);
-		io_uring_prep_write(s, c->fd, c->wbuf, c->wlen, c->off);
-		io_uring_sqe_set_data64(s, EV(EV_WRITE, (uint32_t)(c - L->l.conns)));
-		L->inflight++;
+		if (io_uring_sq_space_left(&L->ring) < 2)
+			io_uring_submit(&L->ring);
+		uint64_t ud_idx = (uint32_t)(c - L->l.conns);
+		if (c->wlen) {
+			struct io_uring_sqe *s = sqe(L);
+			io_uring_prep_write(s, c->fd, c->wbuf, c->wlen, c->off);
+			io_uring_sqe_set_data64(s, EV(EV_WRITE, ud_idx));
+			if (sync)
+				s->flags |= IOSQE_IO_LINK;
+			L->inflight++;
+		}
+		if (sync) {
+			struct io_uring_sqe *s = sqe(L);
+			io_uring_prep_fsync(s, c->fd, IORING_FSYNC_DATASYNC);
+			io_uring_sqe_set_data64(s, EV(EV_FSYNC, ud_idx));
+			L->inflight++;
+			any = true;
+		}
 	}
 	wait_inflight(L);
-}
-
-static void fsync_dirty(struct ftlog *L)
-{
-	struct ftl_conn *c;
-
+	if (!any)
+		return;
+	L->l.st.sync_rounds++;
+	/* A short write cancels its linked fsync: sync that file here. A
+	 * file whose fdatasync fails stays unacknowledged and is tried again
+	 * next round (mark_durable skips it). */
 	FTL_FOR_EACH_LIVE(&L->l, c) {
 		if (!c->dirty_sync || c->fd < 0)
 			continue;
-		struct io_uring_sqe *s = sqe(L);
-		io_uring_prep_fsync(s, c->fd, IORING_FSYNC_DATASYNC);
-		io_uring_sqe_set_data64(s, EV(EV_FSYNC, (uint32_t)(c - L->l.conns)));
-		L->inflight++;
+		if (fdatasync(c->fd)) {
+			perror("ftlog: fdatasync");
+			continue;
+		}
 		c->dirty_sync = false;
+		L->l.st.fsyncs++;
 	}
-	wait_inflight(L);
+}
+
+static bool any_unsynced(struct ftlog *L)
+{
+	struct ftl_conn *c;
+
+	FTL_FOR_EACH_LIVE(&L->l, c)
+		if (c->fd >= 0 && (c->wlen || c->dirty_sync))
+			return true;
+	return false;
+}
+
+/* Does anything wait for bytes not yet durable? Then `group` syncs at
+ * once instead of at the end of its interval: a shim's read lengths
+ * arrive only when an output commit (a write, a close) needs them, the
+ * stage holds a SYN-ACK until both ISNs are durable, and a crashed
+ * connection is recovered only once its logged bytes are. */
+static bool someone_waits(struct ftlog *L)
+{
+	struct ftl_conn *c;
+
+	FTL_FOR_EACH_LIVE(&L->l, c) {
+		if (c->fd < 0)
+			continue;
+		if (c->reads != c->reads_durable || (c->have_synack && !c->isns_durable) ||
+		    (c->state == FC_FROZEN && c->contig != c->contig_durable))
+			return true;
+	}
+	return false;
 }
 
 /* What is on disk (and synced, by mode) becomes what we acknowledge. */
@@ -373,7 +531,7 @@ static void mark_durable(struct ftlog *L, bool synced)
 	if (!synced && L->l.durability != FTL_NONE)
 		return;
 	FTL_FOR_EACH_LIVE(&L->l, c) {
-		if (c->wlen)
+		if (c->wlen || (synced && c->dirty_sync))
 			continue;
 		c->contig_durable = c->contig;
 		c->isns_durable = c->have_syn && c->have_synack;
@@ -428,6 +586,10 @@ static void publish(struct ftlog *L)
 			char p[512];
 			ftl_path(&L->l, &c->key, "log", p, sizeof(p));
 			unlink(p);
+			if (c->replay != FTL_RP_NONE) {
+				ftl_path(&L->l, &c->key, "replay", p, sizeof(p));
+				unlink(p);
+			}
 			L->l.st.compactions++;
 			ftl_conn_free(&L->l, c);
 		}
@@ -445,12 +607,22 @@ static void sess_close(struct ftlog *L, int i)
 	close(s->fd);
 	s->fd = -1;
 	/* The server process is gone (SIGKILL included: the kernel closed
-	 * this socket): every connection it owned is a crashed one. */
+	 * this socket): every connection it owned is a crashed one; so is a
+	 * fabricated one it was listening for and had not accepted (if no
+	 * other process listens there), to be recovered afresh. */
 	struct ftl_conn *c;
 
-	FTL_FOR_EACH_LIVE(&L->l, c)
-		if (c->owner == i)
+	FTL_FOR_EACH_LIVE(&L->l, c) {
+		if (c->owner == i) {
 			crash_conn(L, c);
+		} else if (c->state == FC_RECOVERING && !c->claimed && c->replay_waiter < 0 &&
+			   !port_window(L, c->key.sport, i)) {
+			c->state = FC_LIVE;
+			c->replay = FTL_RP_NONE;
+			crash_conn(L, c);
+		}
+	}
+	s->n_ports = 0;
 	if (L->l.verbose)
 		fprintf(stderr, "ftlog: shim session %d (pid %d) ended\n", i, s->pid);
 }
@@ -464,16 +636,28 @@ static void sess_msg(struct ftlog *L, int i, const struct ftc_shim_msg *m)
 	case FS_HELLO:
 		L->sess[i].pid = (int)m->a;
 		break;
-	case FS_LISTEN:
-		L->sess[i].listen_port = (uint16_t)m->a;
+	case FS_LISTEN: {
+		struct sess *s = &L->sess[i];
+		unsigned k;
+		for (k = 0; k < s->n_ports && s->port[k] != (uint16_t)m->a; k++)
+			;
+		if (k < SESS_PORTS) {
+			s->port[k] = (uint16_t)m->a;
+			s->backlog[k] = m->b ? (uint16_t)m->b : 1;
+			if (k == s->n_ports)
+				s->n_ports++;
+		}
 		try_recover_port(L, htons((uint16_t)m->a));
 		break;
+	}
 	case FS_ACCEPTED:
 		r.type = FS_CONN;
 		if (c && !c->closed) {
 			r.a = 1;
 			r.b = c->state == FC_RECOVERING;
 			c->owner = i;
+			if (r.b && !m->a)
+				c->claimed = true;
 			c->claim_deadline_ns = 0;
 			if (m->a && c->state == FC_LIVE) /* re-claim after a logger restart */
 				r.b = 0;
@@ -486,12 +670,16 @@ static void sess_msg(struct ftlog *L, int i, const struct ftc_shim_msg *m)
 				else {
 					struct ftc_shim_msg p = {.type = FS_REPLAY, .key = m->key};
 					sess_send(L, i, &p, sizeof(p));
+					abandon(L, c, FTC_AB_REPLAY);
 				}
 			}
 			/* Acks for a re-claim start over: the shim says how many
 			 * it has seen (b). */
 			if (m->a)
 				c->reads_acked = m->b;
+			/* Its slot in the accept queue is free: the next one. */
+			if (r.b && !m->a)
+				try_recover_port(L, m->key.sport);
 		} else {
 			sess_send(L, i, &r, sizeof(r));
 		}
@@ -618,7 +806,10 @@ static void on_cqe(struct ftlog *L, struct io_uring_cqe *cqe)
 	}
 	case EV_FSYNC:
 		L->inflight--;
-		L->l.st.fsyncs++;
+		if (cqe->res == 0) {
+			L->l.st.fsyncs++;
+			L->l.conns[idx].dirty_sync = false;
+		}
 		break;
 	}
 }
@@ -645,6 +836,39 @@ static void wait_inflight(struct ftlog *L)
 }
 
 /* ---- set-up and the loop ------------------------------------------------ */
+
+/* Crashed connections not yet handed back to a server (gauge). */
+static uint32_t recovering_now(struct ftlog *L)
+{
+	struct ftl_conn *c;
+	uint32_t n = 0;
+
+	FTL_FOR_EACH_LIVE(&L->l, c)
+		n += c->state != FC_LIVE && !c->closed;
+	return n;
+}
+
+/* Replay files a previous run left (its recoveries died with it; the
+ * connections are rebuilt from their logs and recovered afresh). */
+static void remove_stale_replays(struct ftlog *L)
+{
+	DIR *d = opendir(L->l.dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		char p[600];
+		if ((n > 7 && !strcmp(e->d_name + n - 7, ".replay")) ||
+		    (n > 11 && !strcmp(e->d_name + n - 11, ".replay.tmp"))) {
+			snprintf(p, sizeof(p), "%s/%s", L->l.dir, e->d_name);
+			if (!unlink(p))
+				L->l.st.replay_files_removed++;
+		}
+	}
+	closedir(d);
+}
 
 static void write_stats(struct ftlog *L)
 {
@@ -674,6 +898,15 @@ static void write_stats(struct ftlog *L)
 	il_json_u64(&j, "down_full", s->down_full);
 	il_json_u64(&j, "replay_bytes", s->replay_bytes);
 	il_json_u64(&j, "replay_build_us_last", s->replay_us_last);
+	il_json_u64(&j, "replay_failures", s->replay_failures);
+	il_json_u64(&j, "recover_paced", s->recover_paced);
+	il_json_u64(&j, "recover_abandoned_timeout", s->recover_abandoned_timeout);
+	il_json_u64(&j, "recover_abandoned_replay", s->recover_abandoned_replay);
+	il_json_u64(&j, "recover_client_closed", s->recover_client_closed);
+	il_json_u64(&j, "replay_files_removed", s->replay_files_removed);
+	il_json_u64(&j, "sync_rounds", s->sync_rounds);
+	il_json_u64(&j, "sync_early", s->sync_early);
+	il_json_u64(&j, "recovering", recovering_now(L));
 	il_json_end(&j);
 	bool ok = il_json_finish(&j) == 0;
 	/* A partial file never replaces a whole one. */
@@ -748,6 +981,7 @@ struct ftlog *ftlog_open(const struct ftlog_opts *o, int stop_fd, char *err, siz
 		set_err(err, errlen, "--ftcp-dir %s: %s", o->dir, strerror(errno));
 		goto fail;
 	}
+	remove_stale_replays(L);
 	snprintf(L->wake_path, sizeof(L->wake_path), "%s.wake", o->ring);
 	snprintf(L->sock_path, sizeof(L->sock_path), "%s", o->sock);
 	L->wake_fd = unix_sock(SOCK_DGRAM, L->wake_path);
@@ -780,24 +1014,45 @@ fail:
 int ftlog_run(struct ftlog *L)
 {
 	while (!L->quit) {
-		unsigned got = drain_ring(L);
+		/* The shim sessions first, then the ring: the records of the
+		 * bytes a shim's read lengths cover were queued before the
+		 * server could read them, so the round that syncs those
+		 * lengths covers their bytes too. */
 		reap(L);
-		flush_writes(L);
+		unsigned got = drain_ring(L);
 		uint64_t now = ftl_now_ns();
-		bool synced = false;
-		if (L->l.durability == FTL_SYNC ||
-		    (L->l.durability == FTL_GROUP && now >= L->next_group_ns)) {
-			fsync_dirty(L);
-			synced = true;
-			L->next_group_ns = now + (uint64_t)L->l.group_ms * 1000000u;
+		bool synced = L->l.durability == FTL_SYNC;
+		if (L->l.durability == FTL_GROUP) {
+			if (now >= L->next_group_ns) {
+				synced = true;
+			} else if (someone_waits(L)) {
+				synced = true;
+				L->l.st.sync_early++;
+			}
 		}
+		commit(L, synced);
+		if (synced)
+			L->next_group_ns = now + (uint64_t)L->l.group_ms * 1000000u;
 		mark_durable(L, synced);
 		publish(L);
+		if (L->recover_again) {
+			struct ftl_conn *f;
+			L->recover_again = false;
+			FTL_FOR_EACH_LIVE(&L->l, f)
+				if (f->state == FC_FROZEN)
+					try_recover_port(L, f->key.sport);
+		}
 		struct ftl_conn *c;
 		FTL_FOR_EACH_LIVE(&L->l, c) {
 			if (c->claim_deadline_ns && now > c->claim_deadline_ns && c->owner < 0) {
 				c->claim_deadline_ns = 0;
 				crash_conn(L, c);
+			}
+			if (c->state == FC_RECOVERING && !c->claimed && c->replay_waiter < 0 &&
+			    c->replay != FTL_RP_BUILDING && now - c->recover_ns > RECOVER_TIMEOUT_NS) {
+				uint16_t port = c->key.sport;
+				abandon(L, c, FTC_AB_TIMEOUT);
+				try_recover_port(L, port);
 			}
 		}
 		if (now >= L->next_stats) {
@@ -813,8 +1068,15 @@ int ftlog_run(struct ftlog *L)
 		/* A safety net only: the data plane wakes us (one datagram per
 		 * announced sleep). */
 		uint64_t wait_ns = 20000000u;
-		if (L->l.durability == FTL_GROUP)
-			wait_ns = (uint64_t)L->l.group_ms * 1000000u;
+		if (L->l.durability == FTL_GROUP && any_unsynced(L)) {
+			/* Bulk traffic nobody waits on: synced at the interval's end. */
+			uint64_t t = ftl_now_ns();
+			if (t >= L->next_group_ns) {
+				il_shm_sleep_end(&L->rh->rx);
+				continue;
+			}
+			wait_ns = L->next_group_ns - t;
+		}
 		L->ts.tv_sec = (long long)(wait_ns / 1000000000u);
 		L->ts.tv_nsec = (long long)(wait_ns % 1000000000u);
 		struct io_uring_cqe *cqe;
@@ -825,8 +1087,7 @@ int ftlog_run(struct ftlog *L)
 	}
 	write_stats(L);
 	/* Flush what is buffered so a clean stop loses nothing. */
-	flush_writes(L);
-	fsync_dirty(L);
+	commit(L, true);
 	fprintf(stderr, "ftlog: stopped: %lu records, %lu bytes logged, %lu crashes, "
 		"%lu recoveries, %lu compactions\n", L->l.st.records, L->l.st.bytes_logged,
 		L->l.st.crashes, L->l.st.recoveries, L->l.st.compactions);

@@ -53,6 +53,7 @@ struct ftl_conn {
 	uint8_t replay;       /* FTL_RP_*: the replay file of a recovery */
 	int replay_waiter;    /* session waiting in accept() for it, -1: none */
 	uint64_t recover_ns;  /* when FD_RECOVER went down */
+	bool claimed;         /* recovering: the restarted server accepted it */
 	uint32_t live_pos;    /* index in ftl.live */
 };
 
@@ -62,6 +63,14 @@ struct ftl_stats {
 	uint64_t records, bytes_logged, data_bytes, writes, fsyncs, acks_down, reads_logged,
 		crashes, recoveries, compactions, ring_wakeups, down_full, replay_bytes,
 		replay_us_last, replay_failures;
+	/* Mass recovery: fabricated connections are let into a listener's
+	 * accept queue a few at a time (recover_paced: a recovery waited for
+	 * one of those slots); the ones given up, by reason. */
+	uint64_t recover_paced, recover_abandoned_timeout, recover_abandoned_replay,
+		recover_client_closed, replay_files_removed;
+	/* Rounds that synced, and those of them `group` started before its
+	 * interval's end because a shim or the stage waited for them. */
+	uint64_t sync_rounds, sync_early;
 };
 
 struct ftl {

@@ -151,7 +151,7 @@ static void gen_ack(struct il_stage *st, struct ftcp_flow *fl)
 	uint32_t edge = fl->last_asn + fl->last_win_bytes;
 	uint64_t w = ftc_seq_lt(ack, edge) ? edge - ack : 0;
 
-	make_seg(st, fl, false, fl->out_nxt, ack, IL_TCP_F_ACK, edge_window(fl, ack, w), NULL, 0);
+	make_seg(st, fl, false, fl->seq_hi, ack, IL_TCP_F_ACK, edge_window(fl, ack, w), NULL, 0);
 	st->ctr[C_ACKS_GENERATED]++;
 	st->ctr[C_ACKS_TO_CLIENT]++;
 }
@@ -316,6 +316,17 @@ static void on_down(struct il_stage *st, const struct ftc_down *d)
 			stable_advance(st, fl, d->a);
 		break;
 	case FD_CRASH:
+		if (fl->state == FT_RECOVERING) {
+			/* The restarted server died before it accepted the
+			 * fabricated connection: wait for the next FD_RECOVER. */
+			fl->syn_sent = false;
+			ftl_unlink(f, (int32_t)(fl - f->flows), ftl_slot[FTL_SYN]); /* no more SYNs */
+			fl->crash_rec_pending = !log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0,
+							 0, 0, 0, NULL, 0);
+			if (fl->crash_rec_pending)
+				ftl_append(f, (int32_t)(fl - f->flows), FTL_CRASH);
+			break;
+		}
 		if (fl->state != FT_EST && fl->state != FT_SYNACK_HELD)
 			break;
 		fl->state = FT_RECOVERING;
@@ -343,6 +354,19 @@ static void on_down(struct il_stage *st, const struct ftc_down *d)
 		break;
 	case FD_CLOSE_OK:
 		fl->close_ok = true;
+		break;
+	case FD_ABANDON:
+		/* The logger gave the connection up (docs/ft-tcp.md, mass
+		 * recovery): the client is told at once instead of waiting on a
+		 * closed window, and a fabricated connection is reset too. */
+		make_seg(st, fl, false, fl->out_nxt, fl->stable_seq, IL_TCP_F_RST | IL_TCP_F_ACK, 0, NULL,
+			 0);
+		if (fl->syn_sent || fl->recovered) {
+			make_seg(st, fl, true, fl->c2s_next, 0, IL_TCP_F_RST, 0, NULL, 0);
+			st->ctr[C_RST_TO_SERVER]++;
+		}
+		st->ctr[C_RECOVERIES_ABANDONED]++;
+		flow_del(st, fl);
 		break;
 	default:
 		break;
@@ -395,7 +419,7 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			fl->syn_win = rte_be_to_cpu_16(s->tcp->rx_win);
 			fl->last_cwin = fl->syn_win;
 			fl->stable_seq = s->seq + 1;
-			fl->c2s_next = s->seq + 1;
+			fl->c2s_next = fl->c_seen = s->seq + 1;
 			memcpy(fl->cmac, &s->eth->src_addr, 6);
 			memcpy(fl->smac, &s->eth->dst_addr, 6);
 			/* A server that failed over: its new host, whatever
@@ -425,14 +449,25 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	}
 	if (!fl)
 		return true; /* not a connection we saw open: leave it alone */
+	end = s->seq + s->plen + ((s->flags & IL_TCP_F_FIN) ? 1 : 0);
+	if (ftc_seq_lt(fl->c_seen, end))
+		fl->c_seen = end;
 	if (fl->state == FT_RECOVERING) {
+		if (s->flags & IL_TCP_F_RST) {
+			/* The client gave up during the outage: nothing to
+			 * recover (the logger drops the log). */
+			if (fl->syn_sent)
+				make_seg(st, fl, true, fl->fab_isn + 1, 0, IL_TCP_F_RST, 0, NULL, 0);
+			st->ctr[C_RECOVERIES_CLIENT_RESET]++;
+			flow_closing(st, fl);
+			il_drop(st, C_DROP_IN_RECOVERY, m);
+			return false;
+		}
 		/* Keep the client waiting, not retransmitting into the void:
 		 * a closed window at stable_seq (Sec. IV-E step 1). */
-		if (!(s->flags & IL_TCP_F_RST)) {
-			make_seg(st, fl, false, fl->out_nxt, fl->stable_seq, IL_TCP_F_ACK, 0, NULL, 0);
-			st->ctr[C_CLOSED_WINDOW_ACKS]++;
-			st->ctr[C_ACKS_TO_CLIENT]++;
-		}
+		make_seg(st, fl, false, fl->seq_hi, fl->stable_seq, IL_TCP_F_ACK, 0, NULL, 0);
+		st->ctr[C_CLOSED_WINDOW_ACKS]++;
+		st->ctr[C_ACKS_TO_CLIENT]++;
 		il_drop(st, C_DROP_IN_RECOVERY, m);
 		return false;
 	}
@@ -508,6 +543,8 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			make_seg(st, fl, true, fl->fab_isn + 1, s->seq + 1, IL_TCP_F_ACK, fl->last_cwin,
 				 NULL, 0);
 			fl->state = FT_EST;
+			fl->recovered = true;
+			fl->new_isn = s->seq;
 			fl->out_nxt = fl->server_seq;
 			fl->srv_nxt = s->seq + 1;
 			fl->crash_rec_pending = false;
@@ -515,9 +552,29 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			log_rec(f, &k, FR_RECOVERED, s->seq, 0, 0, 0, 0, NULL, 0);
 			gen_ack(st, fl);
 			st->ctr[C_ACKS_GENERATED]--; /* a window update, counted below */
+			/* The client holds bytes nobody acknowledged (dropped
+			 * during the outage): three duplicates of that ack make
+			 * it retransmit them at once (fast retransmit) instead of
+			 * at its next RTO, at least 200 ms away. Without SACK
+			 * this works when more than one segment is outstanding;
+			 * a lone one still waits for the RTO. */
+			if (ftc_seq_lt(ftc_seq_min(fl->stable_seq, fl->last_asn), fl->c_seen))
+				for (int i = 0; i < 3; i++)
+					gen_ack(st, fl);
 			st->ctr[C_RECOVERIES]++;
 			st->ctr[C_RECOVERY_US_LAST] = tsc_us(f, rte_rdtsc() - fl->rec_tsc);
 			st->ctr[C_RECOVERY_US_TOTAL] += st->ctr[C_RECOVERY_US_LAST];
+			rte_pktmbuf_free(m);
+			return false;
+		}
+		if (fl->recovered && fl->state == FT_EST && s->seq == fl->new_isn) {
+			/* The restarted server sent its SYN-ACK again: our ACK
+			 * did not make it into its accept queue (it was full,
+			 * the ACK was dropped). Say it again; the client must
+			 * never see this SYN-ACK. */
+			make_seg(st, fl, true, fl->fab_isn + 1, s->seq + 1, IL_TCP_F_ACK, fl->last_cwin,
+				 NULL, 0);
+			st->ctr[C_SYNACK_REACKED]++;
 			rte_pktmbuf_free(m);
 			return false;
 		}
@@ -526,7 +583,7 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 				full_csum(s);
 			fl->server_isn = s->seq;
 			fl->sws_orig = fl->sws_cur = (has_ws && fl->has_cws) ? ws : 0;
-			fl->out_nxt = fl->srv_nxt = s->seq + 1;
+			fl->out_nxt = fl->srv_nxt = fl->seq_hi = s->seq + 1;
 			fl->max_edge = s->ack + rte_be_to_cpu_16(s->tcp->rx_win);
 			fl->have_edge = true;
 			fl->last_asn = s->ack;
@@ -580,6 +637,8 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	end += fl->delta_seq;
 	if (ftc_seq_lt(fl->out_nxt, end))
 		fl->out_nxt = end;
+	if (ftc_seq_lt(fl->seq_hi, end))
+		fl->seq_hi = end;
 	if (s->flags & IL_TCP_F_RST) {
 		flow_closing(st, fl);
 		return true;
@@ -610,6 +669,16 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			st->ctr[C_ACKS_CLAMPED]++;
 			fl->clamped_pending = true;
 			asn = fl->stable_seq;
+		}
+		if (fl->held_ack && !pure) {
+			/* Lazy's held pure ack is older than this segment (its
+			 * seq is below a FIN or data that goes now): released
+			 * later it would reach the client behind them, which
+			 * answers an old seq with an ack, and a server socket
+			 * closed meanwhile resets. The made-up ack that
+			 * clamped_pending asks for says the same, newer. */
+			rte_pktmbuf_free(fl->held_ack);
+			fl->held_ack = NULL;
 		}
 		if (fl->held_ack && ftc_seq_le(fl->held_asn, asn)) {
 			/* Superseded by this segment's ack: sending it later

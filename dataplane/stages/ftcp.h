@@ -57,6 +57,7 @@ struct ftcp_flow {
 	uint8_t sws_cur;    /* window scale of the current server TCP */
 	uint8_t cmac[6], smac[6];
 	bool moved; /* smac taken from a gratuitous ARP (fail-over): fence the old host */
+	bool recovered;     /* handshake with a restarted server done (new_isn valid) */
 	uint16_t mss;
 	uint16_t syn_win;
 	uint16_t last_cwin; /* client's last raw window field */
@@ -65,8 +66,18 @@ struct ftcp_flow {
 	uint32_t stable_seq; /* lowest instream seq not known to be logged */
 	uint32_t server_seq; /* recovery: first outstream seq the new server sends */
 	uint32_t fab_isn;
+	uint32_t new_isn;    /* the restarted server's ISN (its SYN-ACK may come again) */
 	uint32_t c2s_next;   /* end of the instream bytes passed on */
+	uint32_t c_seen;     /* end of the highest client segment seen, the outage's too */
 	uint32_t out_nxt;    /* client-visible end of the outstream sent */
+	/* The highest of it ever sent, across recoveries: the seq of the
+	 * stage's own acks (closed windows, the window update that ends a
+	 * recovery, made-up acks). A restarted server resends from server_seq,
+	 * which may be below what the client last saw (G5): an ack with a seq
+	 * below the one that closed the client's window would not reopen it
+	 * (RFC 793's window update rule) and the client would wait for its
+	 * persist timer. */
+	uint32_t seq_hi;
 	uint32_t srv_nxt;    /* the same in the current server TCP's space */
 	uint32_t last_asn;   /* server TCP's latest ack (its rcv_nxt) */
 	uint32_t last_win_bytes;
@@ -89,8 +100,10 @@ enum {
 	C_DROP_RING_FULL, C_DROP_BAD_CSUM, C_DROP_UNANNOUNCED_FIN, C_DROP_UNANNOUNCED_RST,
 	C_DROP_IN_RECOVERY, C_DROP_FLOW_TABLE_FULL, C_DROP_SERVER_DEAD, C_DROP_NO_MBUF,
 	C_SERVER_MAC_MOVES, C_FLOWS_MOVED, C_DROP_FENCED,
+	C_SYNACK_REACKED, C_RECOVERIES_ABANDONED, C_RECOVERIES_CLIENT_RESET,
 	C_COUNT
 };
+_Static_assert(C_COUNT <= IL_MAX_STAGE_COUNTERS, "raise IL_MAX_STAGE_COUNTERS");
 
 #define FTCP_MAX_PROTECT 16
 

@@ -32,6 +32,7 @@ const char *const ftcp_counter_names[C_COUNT] = {
 	"drop_unannounced_fin", "drop_unannounced_rst", "drop_in_recovery",
 	"drop_flow_table_full", "drop_server_dead", "drop_no_mbuf",
 	"server_mac_moves", "flows_moved", "drop_fenced",
+	"synack_reacked", "recoveries_abandoned", "recoveries_client_reset",
 };
 
 static const char *const strategy_names[] = {"basic", "lazy", "eager", "conditional", NULL};

@@ -82,6 +82,13 @@ enum ftc_down_type {
 	FD_CRASH = 2,    /* the server process died: start recovery */
 	FD_RECOVER = 3,  /* fabricate the SYN: a = its ISN, b = server_seq */
 	FD_CLOSE_OK = 4, /* the shim announced close/shutdown: FIN/RST may pass */
+	FD_ABANDON = 5,  /* recovery gave up (a = enum ftc_abandon): reset the client */
+};
+
+/* Why a crashed connection could not be recovered. */
+enum ftc_abandon {
+	FTC_AB_TIMEOUT = 1, /* the restarted server did not accept it in time */
+	FTC_AB_REPLAY = 2,  /* its replay could not be built or handed over */
 };
 
 #define FD_F_ISNS 1u
@@ -99,15 +106,18 @@ _Static_assert(sizeof(struct ftc_down) == 32, "down message is 32 bytes");
 
 enum ftc_shim_type {
 	FS_HELLO = 1,     /* shim -> logger: a = pid */
-	FS_LISTEN = 2,    /* shim -> logger: a = port (host order); recover its conns */
+	FS_LISTEN = 2,    /* shim -> logger: a = port (host order), b = listen backlog;
+			   * recover its conns, paced by the backlog */
 	FS_ACCEPTED = 3,  /* shim -> logger: key; reply FS_CONN */
 	FS_CONN = 4,      /* logger -> shim: a = 1 protected, b = 1 recovering */
 	FS_READ = 5,      /* shim -> logger: key, a = length */
 	FS_READ_ACK = 6,  /* logger -> shim: key, a = reads acknowledged (cumulative) */
 	FS_CLOSE = 7,     /* shim -> logger: key, announce close/shutdown */
 	FS_CLOSE_OK = 8,  /* logger -> shim */
-	FS_REPLAY = 9,    /* logger -> shim, after FS_CONN with b = 1: a = path length,
-			   * followed by the path of the replay file */
+	FS_REPLAY = 9,    /* logger -> shim, after FS_CONN with b = 1: a = 1 with two
+			   * descriptors (SCM_RIGHTS): the replay file (already
+			   * unlinked) and the connection's log, read-only;
+			   * a = 0: no replay, the connection is abandoned */
 };
 
 struct ftc_shim_msg {

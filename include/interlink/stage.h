@@ -35,7 +35,7 @@
 #define IL_BURST 32
 #define IL_BURST_CAP (4 * IL_BURST)
 #define IL_MAX_PORTS 8
-#define IL_MAX_STAGE_COUNTERS 32
+#define IL_MAX_STAGE_COUNTERS 48
 #define IL_NAME_LEN 32
 
 /* 1: the poll loop counts TSC cycles per stage (st->tsc_busy); the build

@@ -35,8 +35,10 @@ BUILD = Path(os.environ.get("IL_BUILD", ROOT / "build")).resolve()
 INTERLINK = BUILD / "dataplane" / "interlink"
 CONTROL = BUILD / "control" / "interlink-control"
 SHIM = BUILD / "shim" / "libilftcp.so"
+EVSERVER = BUILD / "tests" / "integration" / "ftcp_evserver"
 PY = "/usr/bin/python3"
 CLIENT_IP, SERVER_IP, PORT = "10.77.0.1", "10.77.0.2", 5001
+V6 = {CLIENT_IP: "fd77::1", SERVER_IP: "fd77::2"}
 
 
 def sh(*cmd, check=True):
@@ -51,7 +53,8 @@ class Rig:
     """Namespaces, appliance, logger, server; everything torn down in stop()."""
 
     def __init__(self, tmp: Path, strategy="lazy", durability="none", logger_args=(),
-                 server_mode="sink", app_sets=(), server_env=None, backup=False):
+                 server_mode="sink", app_sets=(), server_env=None, backup=False,
+                 server_cmd=None, ipv6=False):
         self.tmp = tmp
         self.tag = uuid.uuid4().hex[:6]
         self.ns_c, self.ns_s = f"ftc{self.tag}", f"fts{self.tag}"
@@ -73,6 +76,10 @@ class Rig:
         self.logger_stats = tmp / "ftlog.json"
         self.procs = []
         self.server_starts = 0
+        # server_cmd: a stock server's argv (nginx, redis-server, python3 -m http.server)
+        # instead of this file's test server; ipv6: the hosts get IPv6 addresses too.
+        self.server_cmd = list(server_cmd) if server_cmd else None
+        self.ipv6 = ipv6
 
     # -- network --------------------------------------------------------
     def net_up(self):
@@ -99,6 +106,8 @@ class Rig:
         sh("ip", "link", "set", ifr, "up")
         self.no_offload(ifr)
         sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+        if self.ipv6:  # fd77::1 (client), fd77::2 (server): native IPv6 the appliance passes
+            sh("ip", "-n", ns, "addr", "add", V6[ip] + "/64", "dev", "eth0", "nodad")
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         if up:
             sh("ip", "-n", ns, "link", "set", "eth0", "up")
@@ -218,12 +227,13 @@ class Rig:
     def start_server(self):
         self.server_starts += 1
         env = dict(os.environ, LD_PRELOAD=str(SHIM), ILFTCP_SOCK=self.sock, **self.server_env)
+        argv = self.server_cmd or [PY, __file__, "server", "--mode", self.server_mode,
+                                   "--port", str(PORT)]
+        # A session of its own: kill_server() kills the whole group with one signal.
         self.server = subprocess.Popen(
-            ["ip", "netns", "exec", self.server_ns, PY, __file__, "server", "--mode",
-             self.server_mode,
-             "--port", str(PORT)],
+            ["ip", "netns", "exec", self.server_ns, *argv],
             env=env, stdout=open(self.tmp / f"server{self.server_starts}.log", "w"),
-            stderr=subprocess.STDOUT)
+            stderr=subprocess.STDOUT, start_new_session=True)
         self.procs.append(self.server)
         for _ in range(200):
             r = sh("ip", "netns", "exec", self.server_ns, "ss", "-Hltn", f"sport = :{PORT}",
@@ -248,9 +258,33 @@ class Rig:
             time.sleep(0.02)
         raise RuntimeError(f"{n} connections not established in {timeout} s")
 
+    def server_pids(self):
+        """The server process and its descendants (nginx's master and workers)."""
+        pids, todo = [], [self.server.pid]
+        while todo:
+            p = todo.pop()
+            pids.append(p)
+            try:
+                kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+            except OSError:
+                kids = []
+            todo += [int(k) for k in kids]
+        return pids
+
     def kill_server(self):
-        # `ip netns exec` execs the program, so the pid is the server's own.
-        self.server.send_signal(signal.SIGKILL)
+        # `ip netns exec` execs the program, so the pid is the server's own; a
+        # multi-process server (nginx) dies whole, master and workers at once (its
+        # process group), and any descendant that left the group after them.
+        pids = self.server_pids()
+        try:
+            os.killpg(self.server.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.server.wait()
 
     def start_capture(self):
@@ -309,6 +343,8 @@ class Rig:
         return self
 
     def stop(self):
+        if self.server and self.server.poll() is None:
+            self.kill_server()  # its workers too: they outlive a killed master
         for p in reversed(self.procs):
             if p.poll() is None:
                 p.kill()
@@ -506,14 +542,17 @@ def client_main(a):
                 time.sleep(pace)
         res.update(ok=h.hexdigest() == hashlib.sha256(payload(a.seed, a.bytes)).hexdigest(),
                    got=total)
-    elif a.mode == "echo":
+    elif a.mode in ("echo", "mirror"):
+        # echo: the reply is the request's SHA-256 and the request reversed;
+        # mirror (ftcp_evserver): the request reversed only.
+        digest = a.mode == "echo"
         r = random.Random(a.seed)
         ok, sent = True, 0
         while sent < a.bytes:
             body = r.randbytes(r.randint(1, 20000))
             c.sendall(struct.pack("!I", len(body)) + body)
-            back = recv_exact(c, 32 + len(body))
-            ok &= back == hashlib.sha256(body).digest() + body[::-1]
+            back = recv_exact(c, (32 if digest else 0) + len(body))
+            ok &= back == (hashlib.sha256(body).digest() if digest else b"") + body[::-1]
             sent += len(body)
             if pace:
                 time.sleep(len(body) / a.rate)
@@ -546,7 +585,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("role", choices=["server", "client", "garp"])
     ap.add_argument("--iface", default="eth0", help="garp: the interface")
-    ap.add_argument("--mode", choices=["sink", "source", "echo"], default="sink")
+    ap.add_argument("--mode", choices=["sink", "source", "echo", "mirror"], default="sink")
     ap.add_argument("--host", default=SERVER_IP)
     ap.add_argument("--port", type=int, default=PORT)
     ap.add_argument("--bytes", type=int, default=4 << 20)

@@ -663,7 +663,10 @@ static void test_lazy_clamps_holds_and_releases(void **state)
 	down(&c, FD_STABLE, 0, c0 + 513, 0);
 	assert_int_equal(poll_stage(t, e, port), 0);
 	assert_int_equal(ctr(t, "bytes_stable"), bst0 + 512);
-	/* stable >= its ack: released as TCP made it. */
+	/* stable >= its ack: the held ack is not released behind the data
+	 * that overtook it (its seq, s0 + 1, is below what the client has
+	 * now: it would answer it with an ack of its own); the made-up ack
+	 * the clamp asked for says the same with the newest seq. */
 	down(&c, FD_STABLE, 0, c0 + 1025, 0);
 	assert_int_equal(poll_stage(t, e, port), 1);
 	assert_int_equal(port[0], P_CLIENT);
@@ -671,7 +674,7 @@ static void test_lazy_clamps_holds_and_releases(void **state)
 	assert_true(o.ip_ok);
 	assert_true(o.tcp_ok);
 	assert_int_equal(o.flags, F_ACK);
-	assert_int_equal(o.seq, s0 + 1);
+	assert_int_equal(o.seq, s0 + 201);
 	assert_int_equal(o.ack, c0 + 1025);
 	assert_int_equal(o.win, 500);
 	assert_int_equal(o.plen, 0);
@@ -985,7 +988,15 @@ static void test_recovery_fabricated_syn_and_shift(void **state)
 	 * the old right edge (c0 + 1025 + 500 * 128). */
 	assert_false(pass1(t, s2c(&c, n0, isn + 1, F_SYN | F_ACK, 1024, SYN_OPT, 20, NULL, 0),
 			   NULL, NULL, 0));
-	assert_int_equal(emitted(t, e, port), 2);
+	/* ACK, window update, and three duplicates of it: the client sent 100
+	 * bytes during the outage, dropped, that it should resend at once. */
+	assert_int_equal(emitted(t, e, port), 5);
+	for (int i = 2; i < 5; i++) {
+		assert_int_equal(port[i], P_CLIENT);
+		assert_int_equal(rte_pktmbuf_data_len(e[i]), rte_pktmbuf_data_len(e[1]));
+		assert_memory_equal(rte_pktmbuf_mtod(e[i], uint8_t *),
+				    rte_pktmbuf_mtod(e[1], uint8_t *), rte_pktmbuf_data_len(e[1]));
+	}
 	assert_int_equal(port[0], P_SERVER);
 	o = parse(e[0]);
 	assert_true(o.ip_ok);
@@ -1004,13 +1015,13 @@ static void test_recovery_fabricated_syn_and_shift(void **state)
 	assert_int_equal(o.ack, c0 + 1025);
 	assert_int_equal(o.win, 500);
 	assert_int_equal(o.dp, c.cport);
-	free_all(e, 2);
+	free_all(e, 5);
 	expect_rec(&c, &r, FR_RECOVERED, n0);
 	expect_ring_empty(t);
 	assert_int_equal(ctr(t, "recoveries"), rec0 + 1);
 	assert_int_equal(ctr(t, "fabricated_syns"), fab0 + 2);
-	assert_int_equal(ctr(t, "acks_generated"), gen0);
-	assert_int_equal(ctr(t, "acks_to_client"), toc0 + 2);
+	assert_int_equal(ctr(t, "acks_generated"), gen0 + 3);
+	assert_int_equal(ctr(t, "acks_to_client"), toc0 + 5);
 	assert_int_equal(ctr(t, "rst_to_server"), rst0 + 2);
 
 	/* The new server's bytes: seq + delta_seq, delta = server_seq - (n0 + 1). */
@@ -1044,6 +1055,131 @@ static void test_recovery_fabricated_syn_and_shift(void **state)
 	expect_ring_empty(t);
 	assert_int_equal(ctr(t, "recoveries"), rec0 + 1);
 	assert_int_equal(ctr(t, "fabricated_syns"), fab0 + 2);
+}
+
+/* Mass recovery (docs/ft-tcp.md): a restarted server's repeated SYN-ACK
+ * (its accept queue dropped our ACK) is answered again and never reaches
+ * the client; FD_ABANDON resets both sides and ends the flow; a client RST
+ * during the outage ends it (FR_CLOSED); a restarted server that dies
+ * before its SYN-ACK stops the SYN until the next FD_RECOVER. */
+/* An open connection whose server dies: the RST to its socket, FR_CRASHED. */
+static void crash_open(struct conn *c, uint32_t c2s_next)
+{
+	struct rte_mbuf *e[8];
+	uint16_t port[8];
+	struct rec r;
+
+	down(c, FD_CRASH, 0, 0, 0);
+	assert_int_equal(poll_stage(c->t, e, port), 1);
+	free_all(e, 1);
+	expect_rec(c, &r, FR_CRASHED, c2s_next);
+}
+
+static void test_mass_recovery_reack_abandon_reset(void **state)
+{
+	(void)state;
+	struct conn a = {LAZY, 40011, 0x0a110000u, 0x0b220000u};
+	struct conn b = {LAZY, 40012, 0x0c330000u, 0x0d440000u};
+	struct conn k = {LAZY, 40013, 0x0e550000u, 0x0f660000u};
+	struct tst *t = a.t;
+	struct rte_mbuf *e[8];
+	uint16_t port[8];
+	struct out o;
+	struct rec r;
+	const uint32_t n0 = 0x44440000u;
+
+	uint8_t pay[200], copy[1600];
+
+	open_conn(&a);
+	client_data(&a, a.c0 + 1, a.s0 + 1, 100);
+	down(&a, FD_STABLE, 0, a.c0 + 101, 0);
+	assert_int_equal(poll_stage(t, e, port), 0);
+	/* 200 bytes reach the client, whose ack of them is never logged. */
+	fill(pay, 200, 3);
+	assert_true(pass1(t, s2c(&a, a.s0 + 1, a.c0 + 101, F_ACK | F_PSH, 500, NULL, 0, pay, 200),
+			  &o, copy, sizeof(copy)));
+	crash_open(&a, a.c0 + 101);
+	down(&a, FD_RECOVER, 0, a.c0 + 100, a.s0 + 1); /* server_seq: no ack logged */
+	assert_int_equal(poll_stage(t, e, port), 1); /* the fabricated SYN */
+	free_all(e, 1);
+	assert_false(pass1(t, s2c(&a, n0, a.c0 + 101, F_SYN | F_ACK, 1024, SYN_OPT, 20, NULL, 0),
+			   NULL, NULL, 0));
+	assert_int_equal(emitted(t, e, port), 2); /* ACK to the server, window update */
+	/* The window update's seq is the highest the client saw (not server_seq,
+	 * below it): with a lower one the client would not reopen its window. */
+	assert_int_equal(port[1], P_CLIENT);
+	o = parse(e[1]);
+	assert_true(o.tcp_ok);
+	assert_int_equal(o.seq, a.s0 + 201);
+	assert_true(o.win > 0);
+	free_all(e, 2);
+	expect_rec(&a, &r, FR_RECOVERED, n0);
+	uint64_t re0 = ctr(t, "synack_reacked"), toc0 = ctr(t, "acks_to_client");
+	assert_false(pass1(t, s2c(&a, n0, a.c0 + 101, F_SYN | F_ACK, 1024, SYN_OPT, 20, NULL, 0),
+			   NULL, NULL, 0));
+	assert_int_equal(emitted(t, e, port), 1);
+	assert_int_equal(port[0], P_SERVER);
+	o = parse(e[0]);
+	assert_true(o.tcp_ok);
+	assert_int_equal(o.flags, F_ACK);
+	assert_int_equal(o.seq, a.c0 + 101);
+	assert_int_equal(o.ack, n0 + 1);
+	free_all(e, 1);
+	assert_int_equal(ctr(t, "synack_reacked"), re0 + 1);
+	assert_int_equal(ctr(t, "acks_to_client"), toc0);
+	expect_ring_empty(t);
+
+	/* Given up: the client gets an RST at what it expects, the new
+	 * server's connection one too, and the flow is gone. */
+	uint64_t ab0 = ctr(t, "recoveries_abandoned"), fa0 = ctr(t, "flows_active");
+	down(&a, FD_ABANDON, 0, FTC_AB_TIMEOUT, 0);
+	assert_int_equal(poll_stage(t, e, port), 2);
+	assert_int_equal(port[0], P_CLIENT);
+	o = parse(e[0]);
+	assert_true(o.tcp_ok);
+	assert_int_equal(o.flags, F_RST | F_ACK);
+	assert_int_equal(o.seq, a.s0 + 1);
+	assert_int_equal(o.ack, a.c0 + 101);
+	assert_int_equal(port[1], P_SERVER);
+	o = parse(e[1]);
+	assert_true(o.tcp_ok);
+	assert_int_equal(o.flags, F_RST);
+	free_all(e, 2);
+	assert_int_equal(ctr(t, "recoveries_abandoned"), ab0 + 1);
+	assert_int_equal(ctr(t, "flows_active"), fa0 - 1);
+	expect_ring_empty(t);
+
+	/* The client resets during the outage: the flow ends, the logger is
+	 * told (FR_CLOSED), nothing goes to the dead server. */
+	open_conn(&b);
+	crash_open(&b, b.c0 + 1);
+	uint64_t cr0 = ctr(t, "recoveries_client_reset");
+	assert_false(pass1(t, c2s(&b, b.c0 + 1, b.s0 + 1, F_RST | F_ACK, 0, NULL, 0, NULL, 0), NULL,
+			   NULL, 0));
+	assert_int_equal(emitted(t, e, port), 0);
+	assert_int_equal(ctr(t, "recoveries_client_reset"), cr0 + 1);
+	expect_rec(&b, &r, FR_CLOSED, 0);
+	expect_ring_empty(t);
+
+	/* The restarted server dies before answering the SYN: FR_CRASHED
+	 * again and no more SYNs until the next FD_RECOVER. */
+	open_conn(&k);
+	crash_open(&k, k.c0 + 1);
+	down(&k, FD_RECOVER, 0, k.c0, k.s0 + 1);
+	assert_int_equal(poll_stage(t, e, port), 1);
+	free_all(e, 1);
+	down(&k, FD_CRASH, 0, 0, 0);
+	t->f->syn_rto_tsc = 0;
+	t->f->next_scan = 0;
+	assert_int_equal(poll_stage(t, e, port), 0);
+	t->f->syn_rto_tsc = UINT64_MAX;
+	expect_rec(&k, &r, FR_CRASHED, k.c0 + 1);
+	expect_ring_empty(t);
+	down(&k, FD_RECOVER, 0, k.c0, k.s0 + 1);
+	assert_int_equal(poll_stage(t, e, port), 1);
+	o = parse(e[0]);
+	assert_int_equal(o.flags, F_SYN);
+	free_all(e, 1);
 }
 
 /* ---- 5. unprotected traffic --------------------------------------------- */
@@ -1411,6 +1547,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_eager_acks_every_stable_move, fresh),
 		cmocka_unit_test_setup(test_conditional_acks_only_after_a_clamp, fresh),
 		cmocka_unit_test_setup(test_recovery_fabricated_syn_and_shift, fresh),
+		cmocka_unit_test_setup(test_mass_recovery_reack_abandon_reset, fresh),
 		cmocka_unit_test_setup(test_unprotected_traffic_untouched, fresh),
 		cmocka_unit_test_setup(test_failover_arp_moves_server_mac, fresh),
 		cmocka_unit_test_setup(test_closing_flows_expire_oldest_first_within_a_budget, fresh),

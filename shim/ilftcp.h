@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * libilftcp.so internals, shared by its three files:
+ *   ilftcp.c       the logger session (fork-aware), accept/listen/close, replay source;
+ *   ilftcp_io.c    the data calls: reads log their lengths and serve the replay,
+ *                  writes wait for the output commit and discard what the client has;
+ *   ilftcp_poll.c  readiness: a connection with replay pending is readable to
+ *                  epoll, poll and select, as a socket with data queued would be.
+ */
+#ifndef INTERLINK_ILFTCP_H
+#define INTERLINK_ILFTCP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <interlink/ftcp_proto.h>
+
+/* Nothing but the wrapped calls leaves the library. */
+#pragma GCC visibility push(hidden)
+
+#define ILF_MAX_FD 65536
+#define ILF_UNACKED 4096 /* read lengths kept for re-sending after a logger restart */
+
+struct pfd {
+	bool prot, announced;
+	struct ftc_key key;
+	uint32_t reads_sent, reads_acked;
+	uint32_t lens[ILF_UNACKED]; /* by read index % ILF_UNACKED */
+	/* replay: the connection's log (a descriptor handed over by the
+	 * logger), read at the replay file's extents */
+	int rfd;
+	struct ftc_replay_ext *ext;
+	uint32_t n_ext, ei, epos; /* extent being served, bytes of it served */
+	uint8_t *rb;              /* read-ahead of the log: [rb_off, rb_off + rb_len) */
+	uint64_t rb_off;
+	uint32_t rb_len;
+	uint32_t n_reads, next_read;
+	uint32_t *rlens;
+	uint32_t part;     /* bytes of rlens[next_read] already served */
+	uint64_t log_left; /* logged instream bytes not served yet */
+	uint64_t out_skip; /* outstream bytes to discard */
+};
+
+extern struct pfd *ilf_fds[ILF_MAX_FD];
+extern pthread_mutex_t ilf_mu;
+/* Connections whose replay is not over: the readiness calls look only
+ * while it is not zero. */
+extern _Atomic int ilf_replaying;
+
+/* The real libc calls (resolved at load, or at first use by a library
+ * constructor that runs before ours). */
+struct ilf_real {
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned);
+	int (*accept)(int, struct sockaddr *, socklen_t *);
+	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+	int (*close)(int);
+	int (*listen)(int, int);
+	int (*shutdown)(int, int);
+	int (*epoll_ctl)(int, int, int, void *);
+	int (*epoll_wait)(int, void *, int, int);
+	int (*epoll_pwait)(int, void *, int, int, const void *);
+	int (*epoll_pwait2)(int, void *, int, const void *, const void *);
+	int (*poll)(void *, unsigned long, int);
+	int (*ppoll)(void *, unsigned long, const void *, const void *);
+	int (*select)(int, void *, void *, void *, void *);
+	int (*pselect)(int, void *, void *, void *, const void *, const void *);
+};
+extern struct ilf_real ilf_r;
+void ilf_resolve(void);
+#define REAL(fn) (ilf_r.fn ? ilf_r.fn : (ilf_resolve(), ilf_r.fn))
+
+static inline struct pfd *ilf_p(int fd)
+{
+	return fd >= 0 && fd < ILF_MAX_FD && ilf_fds[fd] && ilf_fds[fd]->prot ? ilf_fds[fd] : NULL;
+}
+
+/* Replay bytes are waiting on this descriptor (it must look readable). */
+static inline bool ilf_replay_ready(int fd)
+{
+	struct pfd *p = ilf_p(fd);
+	return p && p->rfd >= 0 && p->log_left;
+}
+
+/* Protection cannot be kept: better to stop than to let the client see
+ * output the log cannot rebuild. */
+_Noreturn void ilf_die(const char *what);
+/* A call the shim does not cover, on a protected connection: stop with a
+ * message naming it (docs/ft-tcp.md lists what is covered). */
+_Noreturn void ilf_refuse(const char *call);
+
+/* ilftcp.c, under ilf_mu */
+void ilf_log_read(struct pfd *p, size_t n);
+size_t ilf_before_write(struct pfd *p, size_t n);
+ssize_t ilf_replay_read(struct pfd *p, void *buf, size_t n, bool peek);
+void ilf_announce_close(struct pfd *p);
+void ilf_replay_end(struct pfd *p);
+
+/* ilftcp_poll.c */
+void ilf_poll_forget(int fd);
+
+#pragma GCC visibility pop
+
+#endif
