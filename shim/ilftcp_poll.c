@@ -167,6 +167,12 @@ static int poll_merge(struct pollfd *f, nfds_t n, int rc)
 	return rc;
 }
 
+/* GCC 12 with -fsanitize=address warns that the pollfd array "may be used
+ * uninitialized" when it is handed on to the real poll()/ppoll() (their
+ * glibc declarations carry a read_write access attribute); the array is the
+ * caller's, filled by it. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 int poll(struct pollfd *f, nfds_t n, int timeout)
 {
 	if (!atomic_load(&ilf_replaying) || !poll_pending(f, n))
@@ -189,6 +195,8 @@ int ppoll(struct pollfd *f, nfds_t n, const struct timespec *t, const sigset_t *
 		return REAL(ppoll)(f, n, t, sm);
 	return poll_merge(f, n, REAL(ppoll)(f, n, &zero, sm));
 }
+
+#pragma GCC diagnostic pop
 
 /* The read set's descriptors with replay pending, into `ready`. */
 static int select_pending(int nfds, const fd_set *rd, fd_set *ready)
