@@ -54,6 +54,8 @@ static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_TX_RESUME] = "tx_resume",
 	[CT_C_TX_RATE] = "tx_rate",
 	[CT_C_RATE_SPLITS] = "rate_splits",
+	[CT_C_DROP_BAD_MAC] = "drop_bad_mac",
+	[CT_C_DROP_REPLAY] = "drop_replay",
 };
 
 /* First warning after this long without interlink-control (it may be
@@ -441,6 +443,26 @@ static void log_sent(struct ctrl *c, struct rte_mbuf *m, uint64_t *out_ns)
 	il_tfrc_sent(&c->g[mt->group_idx].log, il_get64(h + IL_OFF_GLOBAL_SEQ), *out_ns);
 }
 
+/* With auth.keys: a message without a valid MAC, or with a counter its
+ * sender used before, never reaches the membership or the watermark. */
+static inline bool auth_ok(struct il_stage *st, struct ctrl *c, struct rte_mbuf *m)
+{
+	const struct il_meta *mt = il_meta(m);
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	uint32_t plen = il_get16(f + mt->l4_off + 4) - 8u;
+
+	switch (il_auth_verify(c->keys, c->replay, f + mt->il_off, plen)) {
+	case IL_AUTH_OK:
+		return true;
+	case IL_AUTH_BAD_MAC:
+		il_drop(st, CT_C_DROP_BAD_MAC, m);
+		return false;
+	default:
+		il_drop(st, CT_C_DROP_REPLAY, m);
+		return false;
+	}
+}
+
 static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct ctrl *c = st->ctx;
@@ -466,6 +488,8 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 			pkts[out++] = m; /* VIEW, STABLE, CREDIT, ...: not for us */
 			continue;
 		}
+		if (c->keys != NULL && !auth_ok(st, c, m))
+			continue;
 		if (rx_ns == 0) {
 			/* Liveness is judged by arrival here, not by when the
 			 * control process gets to it (it may be descheduled).
@@ -512,13 +536,50 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 	return out;
 }
 
+/* The auth map: keys (a key file, auth.h), replay_senders (the size of
+ * the replay table). Without it, nothing is checked. */
+static int auth_create(struct il_stage *st, struct ctrl *c, const struct il_cfg *p, char *err,
+		       size_t errlen)
+{
+	static const char *const keys[] = {"keys", "replay_senders", NULL};
+	const struct il_cfg *a = il_cfg_get(p, "auth");
+	const char *path;
+	uint64_t senders;
+	char kerr[512];
+
+	if (a == NULL)
+		return 0;
+	if (il_cfg_kind(a) != IL_CFG_MAP)
+		return ERR("config: key '%s' must be a map: {keys: FILE, replay_senders: N}",
+			   il_cfg_path(a));
+	if (il_cfg_check_keys(a, keys, err, errlen) ||
+	    il_cfg_str(a, "keys", NULL, &path, err, errlen) ||
+	    il_cfg_u64(a, "replay_senders", 1024, 16, 1u << 20, &senders, err, errlen))
+		return -1;
+	if (path == NULL || path[0] == '\0')
+		return ERR("config: key '%s.keys' is missing: the key file (lines '<key id> "
+			   "<64 hex digits>', mode 0600)", il_cfg_path(a));
+	if (senders & (senders - 1))
+		return ERR("config: key '%s.replay_senders': %lu is not a power of two",
+			   il_cfg_path(a), senders);
+	c->keys = rte_zmalloc("il_ctrl_keys", sizeof(*c->keys), RTE_CACHE_LINE_SIZE);
+	c->replay = rte_zmalloc("il_ctrl_replay", il_auth_replay_bytes((uint32_t)senders),
+				RTE_CACHE_LINE_SIZE);
+	if (c->keys == NULL || c->replay == NULL)
+		return ERR("out of memory for stage '%s'", st->name);
+	if (il_auth_keys_load(path, c->keys, kerr, sizeof(kerr)))
+		return ERR("config: key '%s.keys': %s", il_cfg_path(a), kerr);
+	il_auth_replay_init(c->replay, (uint32_t)senders);
+	return 0;
+}
+
 static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app,
 		       char *err, size_t errlen)
 {
 	static const char *const keys[] = {"type", "sequencer", "tx", "chan", "wake_sock",
 					   "stable_interval_us", "up_slots", "down_slots",
 					   "resume_interval_us", "wake_interval_us", "rate_split_ms",
-					   NULL};
+					   "auth", NULL};
 	const char *seq, *tx, *chan, *sock;
 	uint64_t ival, up, down, rival, wdelay, split_ms;
 	char cerr[512];
@@ -574,6 +635,8 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	if (down & (down - 1))
 		return ERR("config: key '%s.down_slots': %lu is not a power of two",
 			   il_cfg_path(p), down);
+	if (auth_create(st, c, p, err, errlen))
+		return -1;
 	c->g = rte_zmalloc("il_ctrl_groups", sizeof(*c->g) * app->n_groups, RTE_CACHE_LINE_SIZE);
 	if (c->g == NULL)
 		return ERR("out of memory for stage '%s'", st->name);
@@ -643,6 +706,10 @@ static void ctrl_destroy(struct il_stage *st)
 	for (unsigned gi = 0; c->g != NULL && gi < c->app->n_groups; gi++)
 		rte_free(c->g[gi].log_slots);
 	rte_free(c->g);
+	if (c->keys != NULL)
+		memset(c->keys, 0, sizeof(*c->keys));
+	rte_free(c->keys);
+	rte_free(c->replay);
 	rte_free(c);
 	st->ctx = NULL;
 }

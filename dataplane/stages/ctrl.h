@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <interlink/auth.h>
 #include <interlink/chan.h>
 #include <interlink/tfrc.h>
 
@@ -50,6 +51,8 @@ enum {
 	CT_C_TX_RESUME,
 	CT_C_TX_RATE,
 	CT_C_RATE_SPLITS,
+	CT_C_DROP_BAD_MAC,
+	CT_C_DROP_REPLAY,
 	CT_C_COUNT
 };
 
@@ -121,6 +124,10 @@ struct ctrl {
 	/* interlink-control attached? Watched by the helper thread, which
 	 * warns on stderr while it is not (after a grace, then rate-limited). */
 	atomic_bool control_attached;
+	/* auth.keys set: every ACK, JOIN, LEAVE and HEARTBEAT must carry a
+	 * valid MAC and a fresh counter (per sender_id windows in replay). */
+	struct il_auth_keyring *keys;
+	struct il_auth_replay *replay;
 	atomic_uint_fast64_t control_absent_warnings;
 };
 

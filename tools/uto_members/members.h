@@ -77,6 +77,9 @@ struct opts {
 	uint64_t count, buffer, window;
 	double rate, max_s, settle_s;
 	bool need_credit, no_check;
+	/* --auth-keys: sign every control message with key auth_key_id */
+	const char *auth_keys;
+	uint32_t auth_key_id;
 	struct ev ev[MAXEV];
 	unsigned n_ev;
 };
