@@ -537,14 +537,16 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 }
 
 /* The auth map: keys (a key file, auth.h), replay_senders (the size of
- * the replay table). Without it, nothing is checked. */
+ * the replay table), sign_key_id (what this stage signs its own frames
+ * with; default the file's first key). Without it, nothing is checked or
+ * signed. */
 static int auth_create(struct il_stage *st, struct ctrl *c, const struct il_cfg *p, char *err,
 		       size_t errlen)
 {
-	static const char *const keys[] = {"keys", "replay_senders", NULL};
+	static const char *const keys[] = {"keys", "replay_senders", "sign_key_id", NULL};
 	const struct il_cfg *a = il_cfg_get(p, "auth");
 	const char *path;
-	uint64_t senders;
+	uint64_t senders, sign_id;
 	char kerr[512];
 
 	if (a == NULL)
@@ -554,7 +556,8 @@ static int auth_create(struct il_stage *st, struct ctrl *c, const struct il_cfg 
 			   il_cfg_path(a));
 	if (il_cfg_check_keys(a, keys, err, errlen) ||
 	    il_cfg_str(a, "keys", NULL, &path, err, errlen) ||
-	    il_cfg_u64(a, "replay_senders", 1024, 16, 1u << 20, &senders, err, errlen))
+	    il_cfg_u64(a, "replay_senders", 1024, 16, 1u << 20, &senders, err, errlen) ||
+	    il_cfg_u64(a, "sign_key_id", 0, 0, UINT32_MAX, &sign_id, err, errlen))
 		return -1;
 	if (path == NULL || path[0] == '\0')
 		return ERR("config: key '%s.keys' is missing: the key file (lines '<key id> "
@@ -570,6 +573,12 @@ static int auth_create(struct il_stage *st, struct ctrl *c, const struct il_cfg 
 	if (il_auth_keys_load(path, c->keys, kerr, sizeof(kerr)))
 		return ERR("config: key '%s.keys': %s", il_cfg_path(a), kerr);
 	il_auth_replay_init(c->replay, (uint32_t)senders);
+	c->sign_key = il_cfg_get(a, "sign_key_id") == NULL ? &c->keys->k[0] :
+		      il_auth_key_find(c->keys, (uint32_t)sign_id);
+	if (c->sign_key == NULL)
+		return ERR("config: key '%s.sign_key_id': %lu is not a key id of '%s'",
+			   il_cfg_path(a), sign_id, path);
+	c->sign_ctr = il_auth_counter_start();
 	return 0;
 }
 

@@ -128,6 +128,10 @@ struct ctrl {
 	 * valid MAC and a fresh counter (per sender_id windows in replay). */
 	struct il_auth_keyring *keys;
 	struct il_auth_replay *replay;
+	/* ... and STABLE, VIEW and CREDIT frames go out signed with this key,
+	 * counters from the realtime clock at start on. */
+	const struct il_auth_key *sign_key;
+	uint64_t sign_ctr;
 	atomic_uint_fast64_t control_absent_warnings;
 };
 

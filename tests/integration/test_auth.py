@@ -111,24 +111,51 @@ def run_members(rig, *extra, sniff=False):
     return rc, out, res, pkts
 
 
-def test_signed_members_run_and_unsigned_ones_are_refused(rig):
+def test_signed_members_run_and_unsigned_ones_are_refused(rig, tmp_path):
     """il-uto-members signing with the key file gets the whole UTO service (views, credits,
-    stability) from an appliance that requires MACs; without the key, its JOINs are dropped
-    as drop_bad_mac and it never gets a view."""
+    stability) from an appliance that requires MACs, and the appliance's STABLE, VIEW and
+    CREDIT frames come signed (checked here with Python's BLAKE2b, and by il-uto-members,
+    which drops bad ones). Without the key, or with another key, a member's JOINs are
+    dropped as drop_bad_mac and it never gets a view; with another key it also refuses the
+    appliance's frames."""
+    sn = AsyncSniffer(iface=f"{rig.tag}b1", store=True,
+                      lfilter=lambda p: UDP in p and p[UDP].dport == rig.port)
+    sn.start()
+    time.sleep(0.5)
     rc, out, res, _ = run_members(rig)
+    pkts = sn.stop()
     check_common(res, out)
     assert rc == 0, out
     assert res["stable"] == res["max_g"] >= 2001, out
+    assert res["auth_bad_mac"] == 0 and res["auth_replay"] == 0, out
     c = rig.ctrl()
     assert c["drop_bad_mac"] == 0 and c["drop_replay"] == 0, c
     assert c["up_join"] >= 3 and c["up_ack"] >= 1, c
+    own = il_frames(pkts, rig.port, {5, 9, 10})
+    assert {b[1] for b in own} == {5, 9, 10}, "no STABLE, VIEW or CREDIT seen"
+    for b in own:
+        assert b[3] & 0x20 and b[2] == 68, b[:4].hex()
+        body = bytes(b[:40]) + b[68:]
+        resigned = il_auth_seal(body, KEY, KEY_ID, int.from_bytes(b[44:52], "big"))
+        assert resigned[:68] == bytes(b[:68]), "the appliance's MAC does not verify"
     # Without --auth-keys: every JOIN, ACK and HEARTBEAT is dropped.
-    p = subprocess.run([str(MEMBERS), "--tx", f"{rig.tag}b0", "--rx", f"{rig.tag}b1",
-                        "--group", str(rig.group), "--mcast", rig.mcast, "--udp-port",
-                        str(rig.port), "--senders", "1", "--receivers", "1", "--count", "10",
-                        "--max-s", "3"], capture_output=True, text=True, timeout=60)
+    members = [str(MEMBERS), "--tx", f"{rig.tag}b0", "--rx", f"{rig.tag}b1", "--group",
+               str(rig.group), "--mcast", rig.mcast, "--udp-port", str(rig.port), "--senders",
+               "1", "--receivers", "1", "--count", "10", "--max-s", "3"]
+    p = subprocess.run(members, capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
-    assert rig.ctrl()["drop_bad_mac"] >= 1
+    bad = rig.ctrl()["drop_bad_mac"]
+    assert bad >= 1
+    # Another key under the same id: refused both ways.
+    other = tmp_path / "other.keys"
+    other.write_text(f"{KEY_ID} {bytes(32).hex()}\n")
+    os.chmod(other, 0o600)
+    js = tmp_path / "other.json"
+    p = subprocess.run(members + ["--auth-keys", str(other), "--json", str(js)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert rig.ctrl()["drop_bad_mac"] > bad
+    assert json.loads(js.read_text())["auth_bad_mac"] >= 1, p.stdout
 
 
 def test_forged_and_replayed_join_are_dropped(rig):

@@ -206,6 +206,36 @@ static void auth_setup(void)
 	auth_ctr = il_auth_counter_start();
 }
 
+/* With --auth-keys, the appliance's STABLE, VIEW and CREDIT frames must
+ * be signed and fresh (one replay window per sender_id); others are
+ * dropped and counted (auth_bad_mac, auth_replay). Checked once, as they
+ * arrive: frames held back during a sequencer restart are not again. */
+static bool auth_ok(const uint8_t *f, unsigned len)
+{
+	static uint8_t rbuf[sizeof(struct il_auth_replay) + 256 * sizeof(struct il_auth_win)];
+	struct il_auth_replay *r = (struct il_auth_replay *)rbuf;
+	static bool init;
+	struct il_parsed p;
+
+	if (auth_key == NULL || il_parse_frame(f, len, o.udp_port, &p) != IL_V_CONTROL ||
+	    (p.type != IL_T_STABLE && p.type != IL_T_VIEW && p.type != IL_T_CREDIT))
+		return true;
+	if (!init) {
+		il_auth_replay_init(r, 256);
+		init = true;
+	}
+	switch (il_auth_verify(&auth_ring, r, f + p.il_off, p.payload_len)) {
+	case IL_AUTH_OK:
+		return true;
+	case IL_AUTH_BAD_MAC:
+		c.auth_bad_mac++;
+		return false;
+	default:
+		c.auth_replay++;
+		return false;
+	}
+}
+
 static void tx_commit(struct txq *q, unsigned len)
 {
 	if (auth_key != NULL && q->f[q->n][H + IL_OFF_TYPE] != IL_T_DATA)
@@ -877,7 +907,8 @@ int main(int argc, char **argv)
 		c.loops++;
 		now = now_ns();
 		for (int i = 0; i < n; i++)
-			on_frame(buf[i], mm[i].msg_len, now);
+			if (auth_ok(buf[i], mm[i].msg_len))
+				on_frame(buf[i], mm[i].msg_len, now);
 		for (unsigned k = 0; k < o.nr; k++) {
 			deliver(&R[k], now);
 			receiver_timers(&R[k], now);

@@ -44,7 +44,7 @@ static void usage(void)
 		"  [--window W (check)] [--need-credit] [--kill R@S] [--late R@S]\n"
 		"  [--silent R@S1:S2 (S2 0: until excluded)] [--max-s S] [--settle-s S] [--json PATH]\n"
 		"  [--no-check (skip the O(receivers^2) uniformity check: benchmarks)]\n"
-		"  [--auth-keys FILE [--auth-key-id ID (default: the file's first key)]: sign control messages]\n"
+		"  [--auth-keys FILE [--auth-key-id ID (default: the file's first key)]: sign control messages, and drop STABLE, VIEW and CREDIT without a valid MAC]\n"
 		"  [--resend-ms T (a message not seen stamped for T ms is sent again; 10000: the appliance lcore was seen descheduled for 7 s here)]\n");
 	exit(2);
 }
@@ -215,6 +215,8 @@ void report(double elapsed, double t_first, double t_last)
 	il_json_u64(&j, "uniform_violations", c.uniform_violations);
 	il_json_u64(&j, "restamped", c.restamped);
 	il_json_u64(&j, "data_rx", c.data_rx);
+	il_json_u64(&j, "auth_bad_mac", c.auth_bad_mac);
+	il_json_u64(&j, "auth_replay", c.auth_replay);
 	il_json_u64(&j, "data_dup", c.data_dup);
 	il_json_u64(&j, "send_fail", c.send_fail);
 	il_json_u64(&j, "epochs", c.epochs);
