@@ -110,10 +110,11 @@ def run(tmp, receivers, count, rate=0, window=256, auth=False):
         QUIET_BUDGET_S -= waited
     sets, extra = list(APP_SETS), []
     if auth:
-        # Every ACK, JOIN and HEARTBEAT signed by il-uto-members and checked by the ctrl
-        # stage (docs/operations.md, "Authenticated control traffic").
+        # Every ACK, JOIN, HEARTBEAT and NAK signed by il-uto-members and checked by the
+        # appliance, every STABLE, VIEW, CREDIT and UNAVAIL signed by the appliance and
+        # checked by il-uto-members (docs/operations.md, "Authenticated control traffic").
         keys = auth_keys(tmp)
-        sets.append(f"stages.ctrl.auth.keys={keys}")
+        sets += [f"stages.ctrl.auth.keys={keys}", f"stages.nak.auth.keys={keys}"]
         extra = ["--auth-keys", str(keys)]
     with UtoRig(tmp, CTL, app_sets=sets) as rig:
         args = ["--senders", "2", "--receivers", str(receivers), "--count", str(count),

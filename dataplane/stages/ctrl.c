@@ -447,11 +447,7 @@ static void log_sent(struct ctrl *c, struct rte_mbuf *m, uint64_t *out_ns)
  * sender used before, never reaches the membership or the watermark. */
 static inline bool auth_ok(struct il_stage *st, struct ctrl *c, struct rte_mbuf *m)
 {
-	const struct il_meta *mt = il_meta(m);
-	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
-	uint32_t plen = il_get16(f + mt->l4_off + 4) - 8u;
-
-	switch (il_auth_verify(c->keys, c->replay, f + mt->il_off, plen)) {
+	switch (il_stage_auth_check(&c->auth, m)) {
 	case IL_AUTH_OK:
 		return true;
 	case IL_AUTH_BAD_MAC:
@@ -488,7 +484,7 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 			pkts[out++] = m; /* VIEW, STABLE, CREDIT, ...: not for us */
 			continue;
 		}
-		if (c->keys != NULL && !auth_ok(st, c, m))
+		if (c->auth.keys != NULL && !auth_ok(st, c, m))
 			continue;
 		if (rx_ns == 0) {
 			/* Liveness is judged by arrival here, not by when the
@@ -534,52 +530,6 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 				ctrl_rate_split(st, c, gi, now);
 	}
 	return out;
-}
-
-/* The auth map: keys (a key file, auth.h), replay_senders (the size of
- * the replay table), sign_key_id (what this stage signs its own frames
- * with; default the file's first key). Without it, nothing is checked or
- * signed. */
-static int auth_create(struct il_stage *st, struct ctrl *c, const struct il_cfg *p, char *err,
-		       size_t errlen)
-{
-	static const char *const keys[] = {"keys", "replay_senders", "sign_key_id", NULL};
-	const struct il_cfg *a = il_cfg_get(p, "auth");
-	const char *path;
-	uint64_t senders, sign_id;
-	char kerr[512];
-
-	if (a == NULL)
-		return 0;
-	if (il_cfg_kind(a) != IL_CFG_MAP)
-		return ERR("config: key '%s' must be a map: {keys: FILE, replay_senders: N}",
-			   il_cfg_path(a));
-	if (il_cfg_check_keys(a, keys, err, errlen) ||
-	    il_cfg_str(a, "keys", NULL, &path, err, errlen) ||
-	    il_cfg_u64(a, "replay_senders", 1024, 16, 1u << 20, &senders, err, errlen) ||
-	    il_cfg_u64(a, "sign_key_id", 0, 0, UINT32_MAX, &sign_id, err, errlen))
-		return -1;
-	if (path == NULL || path[0] == '\0')
-		return ERR("config: key '%s.keys' is missing: the key file (lines '<key id> "
-			   "<64 hex digits>', mode 0600)", il_cfg_path(a));
-	if (senders & (senders - 1))
-		return ERR("config: key '%s.replay_senders': %lu is not a power of two",
-			   il_cfg_path(a), senders);
-	c->keys = rte_zmalloc("il_ctrl_keys", sizeof(*c->keys), RTE_CACHE_LINE_SIZE);
-	c->replay = rte_zmalloc("il_ctrl_replay", il_auth_replay_bytes((uint32_t)senders),
-				RTE_CACHE_LINE_SIZE);
-	if (c->keys == NULL || c->replay == NULL)
-		return ERR("out of memory for stage '%s'", st->name);
-	if (il_auth_keys_load(path, c->keys, kerr, sizeof(kerr)))
-		return ERR("config: key '%s.keys': %s", il_cfg_path(a), kerr);
-	il_auth_replay_init(c->replay, (uint32_t)senders);
-	c->sign_key = il_cfg_get(a, "sign_key_id") == NULL ? &c->keys->k[0] :
-		      il_auth_key_find(c->keys, (uint32_t)sign_id);
-	if (c->sign_key == NULL)
-		return ERR("config: key '%s.sign_key_id': %lu is not a key id of '%s'",
-			   il_cfg_path(a), sign_id, path);
-	c->sign_ctr = il_auth_counter_start();
-	return 0;
 }
 
 static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app,
@@ -644,7 +594,7 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	if (down & (down - 1))
 		return ERR("config: key '%s.down_slots': %lu is not a power of two",
 			   il_cfg_path(p), down);
-	if (auth_create(st, c, p, err, errlen))
+	if (il_stage_auth_create(p, &c->auth, err, errlen))
 		return -1;
 	c->g = rte_zmalloc("il_ctrl_groups", sizeof(*c->g) * app->n_groups, RTE_CACHE_LINE_SIZE);
 	if (c->g == NULL)
@@ -715,10 +665,7 @@ static void ctrl_destroy(struct il_stage *st)
 	for (unsigned gi = 0; c->g != NULL && gi < c->app->n_groups; gi++)
 		rte_free(c->g[gi].log_slots);
 	rte_free(c->g);
-	if (c->keys != NULL)
-		memset(c->keys, 0, sizeof(*c->keys));
-	rte_free(c->keys);
-	rte_free(c->replay);
+	il_stage_auth_free(&c->auth);
 	rte_free(c);
 	st->ctx = NULL;
 }

@@ -11,11 +11,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <interlink/auth.h>
 #include <interlink/chan.h>
 #include <interlink/tfrc.h>
 
 #include "seq.h"
+#include "stage_auth.h"
 
 #define CTL_MAX_MEMBERS 64
 #define CTL_MAX_SENDERS 64
@@ -125,13 +125,8 @@ struct ctrl {
 	 * warns on stderr while it is not (after a grace, then rate-limited). */
 	atomic_bool control_attached;
 	/* auth.keys set: every ACK, JOIN, LEAVE and HEARTBEAT must carry a
-	 * valid MAC and a fresh counter (per sender_id windows in replay). */
-	struct il_auth_keyring *keys;
-	struct il_auth_replay *replay;
-	/* ... and STABLE, VIEW and CREDIT frames go out signed with this key,
-	 * counters from the realtime clock at start on. */
-	const struct il_auth_key *sign_key;
-	uint64_t sign_ctr;
+	 * valid MAC and a fresh counter; STABLE, VIEW and CREDIT go out signed. */
+	struct il_stage_auth auth;
 	atomic_uint_fast64_t control_absent_warnings;
 };
 

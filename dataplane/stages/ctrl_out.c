@@ -34,9 +34,8 @@ static uint8_t *frame_new(struct il_stage *st, struct ctrl *c, unsigned gi,
 	uint8_t *f;
 	/* Signed frames get the AUTH option's room now; frame_send moves the
 	 * body behind it once it is written. */
-	uint16_t extra = c->sign_key != NULL ? IL_AUTH_OPT_LEN : 0;
-	struct rte_mbuf *m = il_app_frame_alloc(c->app,
-						IL_UDP_HDRS_LEN + IL_HDR_LEN + body_len + extra, &f);
+	struct rte_mbuf *m = il_app_frame_alloc(c->app, IL_UDP_HDRS_LEN + IL_HDR_LEN + body_len +
+						il_stage_auth_room(&c->auth), &f);
 
 	if (unlikely(m == NULL)) {
 		st->ctr[CT_C_DROP_TX_NO_MBUF]++;
@@ -50,12 +49,8 @@ static uint8_t *frame_new(struct il_stage *st, struct ctrl *c, unsigned gi,
 /* The body is in place: the UDP checksum, and out. */
 static void frame_send(struct il_stage *st, struct ctrl *c, struct rte_mbuf *m)
 {
-	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-
-	if (c->sign_key != NULL)
-		il_auth_seal_frame(c->sign_key, ++c->sign_ctr, f,
-				   rte_pktmbuf_data_len(m) - IL_AUTH_OPT_LEN);
-	il_udp_csum_set(f + IL_ETH_HLEN);
+	il_stage_auth_sign(&c->auth, m);
+	il_udp_csum_set(rte_pktmbuf_mtod(m, uint8_t *) + IL_ETH_HLEN);
 	il_emit(st, c->tx, m);
 }
 
@@ -314,7 +309,7 @@ void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi)
 	/* The VIEW frame: members, then each sender's next sender_seq at the
 	 * view's start, as far as one frame holds them. */
 	uint16_t room = (uint16_t)(c->app->frame_max - IL_UDP_HDRS_LEN - IL_HDR_LEN - IL_VIEW_LEN -
-				   (c->sign_key != NULL ? IL_AUTH_OPT_LEN : 0));
+				   il_stage_auth_room(&c->auth));
 	uint16_t nm = g->n_members, ns = g->n_senders;
 	if ((uint32_t)nm * IL_VIEW_MEMBER_LEN > room)
 		nm = room / IL_VIEW_MEMBER_LEN;

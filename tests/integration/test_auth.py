@@ -21,7 +21,8 @@ from scapy.sendrecv import AsyncSniffer, sendp
 
 from conftest import BUILD
 from harness import control_groups
-from interlink_scapy import ILAck, ILMember, Interlink, ROLE_RECEIVER, il_auth_seal
+from interlink_scapy import (ILAck, ILMember, ILRange, Interlink, ROLE_RECEIVER,
+                             il_auth_seal)
 from test_control_stage import chan, uto_sets  # noqa: F401 (a fixture)
 from test_control_uto import MEMBERS, UtoRig, check_common
 
@@ -43,12 +44,13 @@ def write_keys(tmp, mode=0o600, text=None):
 class AuthRig(UtoRig):
     def __init__(self, tmp):
         self.keys = write_keys(tmp)
-        super().__init__(tmp, CTL, app_sets=[f"stages.ctrl.auth.keys={self.keys}"])
+        super().__init__(tmp, CTL, app_sets=[f"stages.ctrl.auth.keys={self.keys}",
+                                             f"stages.nak.auth.keys={self.keys}"])
         self.counter = int(time.time() * 1e9) + (1 << 40)  # above il-uto-members' counters
 
-    def ctrl(self):
-        """The ctrl stage's counters, live."""
-        p = subprocess.run([str(CTL_TOOL), "-a", self.prefix, "show", "ctrl"],
+    def ctrl(self, stage="ctrl"):
+        """A stage's counters, live."""
+        p = subprocess.run([str(CTL_TOOL), "-a", self.prefix, "show", stage],
                            capture_output=True, text=True, timeout=30)
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout)
@@ -72,11 +74,12 @@ class AuthRig(UtoRig):
                 IP(src=f"10.0.{(sender >> 8) & 255}.{sender & 255}", dst=self.mcast) /
                 UDP(sport=5000, dport=self.port) / Raw(payload))
 
-    def send(self, *frames):
-        sendp(list(frames), iface=f"{self.tag}b0", verbose=False)
+    def send(self, *frames, port=0):
+        """Into the appliance's "in" port (0), or its "out" port (1), where NAKs come in."""
+        sendp(list(frames), iface=f"{self.tag}b{port}", verbose=False)
 
-    def wait_counter(self, name, want, what):
-        self.wait_for(lambda: self.ctrl().get(name, 0) >= want, 30, what)
+    def wait_counter(self, name, want, what, stage="ctrl"):
+        self.wait_for(lambda: self.ctrl(stage).get(name, 0) >= want, 30, what)
 
 
 def il_frames(pkts, port, types):
@@ -262,6 +265,36 @@ def test_forged_and_replayed_ack_do_not_raise_the_watermark(rig):
     rig.send(rig.msg(ack))
     rig.wait_for(lambda: rig.view().get("watermark", 0) >= end, 30,
                  "the watermark raised by the signed ACK")
+
+
+def test_forged_and_replayed_nak_get_no_retransmission(rig):
+    """The nak stage with auth.keys: a NAK with a wrong MAC or none is dropped (the nak
+    stage's drop_bad_mac) and nothing is retransmitted; a correctly signed one is served;
+    that same NAK replayed is dropped (drop_replay) and served no more."""
+    _, out, res, _ = run_members(rig)
+    assert res is not None, out
+    rid = res["receivers"][0]["id"]
+    base = rig.ctrl("nak")
+    nak = Interlink(type=2, group_id=rig.group, sender_id=rid) / ILRange(first_seq=1,
+                                                                        last_seq=8)
+    forged = bytearray(bytes(rig.msg(nak)[Raw].load))
+    forged[-1] ^= 1  # the range's end changed after signing
+    rig.send(rig.wrap(bytes(forged), rid), rig.msg(nak, sign=False), port=1)
+    rig.wait_counter("drop_bad_mac", base["drop_bad_mac"] + 2, "2 forged NAKs dropped", "nak")
+    time.sleep(0.5)
+    assert rig.ctrl("nak")["retransmitted_frames"] == base["retransmitted_frames"]
+    good = rig.msg(nak)
+    rig.send(good, port=1)
+    rig.wait_for(lambda: rig.ctrl("nak")["retransmitted_frames"] > base["retransmitted_frames"],
+                 30, "the signed NAK served")
+    served = rig.ctrl("nak")
+    time.sleep(0.5)  # past the repair hold, so only the MAC check could refuse it
+    rig.send(good, port=1)
+    rig.wait_counter("drop_replay", base["drop_replay"] + 1, "the replayed NAK dropped", "nak")
+    time.sleep(0.5)
+    c = rig.ctrl("nak")
+    assert c["retransmitted_frames"] == served["retransmitted_frames"], c
+    assert c["naks"] == served["naks"], c
 
 
 @pytest.mark.parametrize("mode,text,needle", [

@@ -206,7 +206,7 @@ static void auth_setup(void)
 	auth_ctr = il_auth_counter_start();
 }
 
-/* With --auth-keys, the appliance's STABLE, VIEW and CREDIT frames must
+/* With --auth-keys, the appliance's STABLE, VIEW, CREDIT and UNAVAIL frames must
  * be signed and fresh (one replay window per sender_id); others are
  * dropped and counted (auth_bad_mac, auth_replay). Checked once, as they
  * arrive: frames held back during a sequencer restart are not again. */
@@ -218,7 +218,8 @@ static bool auth_ok(const uint8_t *f, unsigned len)
 	struct il_parsed p;
 
 	if (auth_key == NULL || il_parse_frame(f, len, o.udp_port, &p) != IL_V_CONTROL ||
-	    (p.type != IL_T_STABLE && p.type != IL_T_VIEW && p.type != IL_T_CREDIT))
+	    (p.type != IL_T_STABLE && p.type != IL_T_VIEW && p.type != IL_T_CREDIT &&
+	     p.type != IL_T_UNAVAIL))
 		return true;
 	if (!init) {
 		il_auth_replay_init(r, 256);

@@ -44,7 +44,7 @@ static void usage(void)
 		"  [--window W (check)] [--need-credit] [--kill R@S] [--late R@S]\n"
 		"  [--silent R@S1:S2 (S2 0: until excluded)] [--max-s S] [--settle-s S] [--json PATH]\n"
 		"  [--no-check (skip the O(receivers^2) uniformity check: benchmarks)]\n"
-		"  [--auth-keys FILE [--auth-key-id ID (default: the file's first key)]: sign control messages, and drop STABLE, VIEW and CREDIT without a valid MAC]\n"
+		"  [--auth-keys FILE [--auth-key-id ID (default: the file's first key)]: sign control messages, and drop STABLE, VIEW, CREDIT and UNAVAIL without a valid MAC]\n"
 		"  [--resend-ms T (a message not seen stamped for T ms is sent again; 10000: the appliance lcore was seen descheduled for 7 s here)]\n");
 	exit(2);
 }
