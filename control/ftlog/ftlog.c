@@ -1048,8 +1048,11 @@ int ftlog_run(struct ftlog *L)
 				c->claim_deadline_ns = 0;
 				crash_conn(L, c);
 			}
+			/* now was read before this pass: a connection put into
+			 * recovery during it has a later recover_ns. */
 			if (c->state == FC_RECOVERING && !c->claimed && c->replay_waiter < 0 &&
-			    c->replay != FTL_RP_BUILDING && now - c->recover_ns > RECOVER_TIMEOUT_NS) {
+			    c->replay != FTL_RP_BUILDING && now > c->recover_ns &&
+			    now - c->recover_ns > RECOVER_TIMEOUT_NS) {
 				uint16_t port = c->key.sport;
 				abandon(L, c, FTC_AB_TIMEOUT);
 				try_recover_port(L, port);

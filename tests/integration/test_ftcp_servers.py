@@ -140,7 +140,10 @@ def test_twenty_downloads_one_kill(tmp_path):
     kill_at = random.Random(seed).uniform(1.5, 3.0)
     print(f"seed {seed}: kill at {kill_at:.2f} s")
     n = 20
-    with Www(16 << 20) as www, \
+    # 32 MiB at 1.5 MB/s: more than the kernel's send and receive buffers (about 10 MB
+    # between them) plus what the clients read before the kill, so every download is
+    # still mid-transfer when the server dies, however loaded the machine.
+    with Www(32 << 20) as www, \
             Rig(tmp_path, server_cmd=http_server_argv(www.path, PORT, bind="0.0.0.0")) as r:
         cs = [curl(r, f"http://{SERVER_IP}:{PORT}/{www.name}", tmp_path / f"dl{i}", "1500K",
                    timeout=240) for i in range(n)]
