@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential pkg-config meson ninja-build clang llvm lld libclang-rt-14-dev
-  libdpdk-dev dpdk dpdk-dev
+  libdpdk-dev dpdk dpdk-dev libsodium-dev
   libisal-dev liburing-dev libbenchmark-dev libcmocka-dev libyaml-dev
   libpcap-dev libcurl4-openssl-dev libjansson-dev etcd-server
   python3 python3-scapy python3-pytest python3-matplotlib python3-yaml

@@ -30,7 +30,7 @@ ninja -C build-san
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   meson test -C build-san --print-errorlogs --num-processes 1 --suite core --suite wire --suite stages \
   --suite impair --suite control --suite fec --suite util --suite coord --suite lec --suite shm \
-  --suite ftcp \
+  --suite ftcp --suite auth \
   --timeout-multiplier 4
 
 step "fuzz the parser for ${FUZZ_SECONDS}s (libFuzzer)"

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <interlink/auth.h>
 #include <interlink/fec_wire.h>
 #include <interlink/frame.h>
 #include <interlink/json.h>
@@ -46,6 +47,31 @@ static void hex(struct il_json *j, const char *key, const uint8_t *b, size_t n)
 		snprintf(buf + 2 * i, 3, "%02x", b[i]);
 	buf[2 * (n < 512 ? n : 512)] = '\0';
 	il_json_str(j, key, buf);
+}
+
+/* A JOIN as the wire library signs it (lib/auth), before and after, with
+ * the key: the contract test signs the first with its own BLAKE2b and
+ * must get the second, byte for byte. */
+static void auth_example(struct il_json *j)
+{
+	struct il_auth_key k = { .id = 7 };
+	struct il_hdr_fields h = { .type = IL_T_JOIN, .group_id = 2, .sender_id = 0x0a000011,
+				   .epoch = 5 };
+	uint8_t f[256];
+	uint32_t len;
+
+	for (unsigned i = 0; i < IL_AUTH_KEY_LEN; i++)
+		k.key[i] = (uint8_t)(0xa0 + i);
+	il_member_put(il_frame_put(f, &path, 0, &h, IL_MEMBER_MSG_LEN), IL_ROLE_RECEIVER, 9);
+	len = IL_UDP_HDRS_LEN + IL_HDR_LEN + IL_MEMBER_MSG_LEN;
+	il_json_obj(j, "auth_example");
+	hex(j, "key", k.key, IL_AUTH_KEY_LEN);
+	il_json_u64(j, "key_id", k.id);
+	il_json_u64(j, "counter", 0x1122334455667788ull);
+	hex(j, "unsigned", f, len);
+	len = il_auth_seal_frame(&k, 0x1122334455667788ull, f, len);
+	hex(j, "signed", f, len);
+	il_json_end(j);
 }
 
 /* One frame: the header's values, then the body's (the caller writes
@@ -302,6 +328,11 @@ int main(int argc, char **argv)
 	FIELD(j, il_view_sender, incarnation);
 	FIELD(j, il_view_sender, next_sender_seq);
 	il_json_end(j);
+	il_json_arr(j, "auth");
+	FIELD(j, il_auth_opt, key_id);
+	FIELD(j, il_auth_opt, counter);
+	FIELD(j, il_auth_opt, mac);
+	il_json_end(j);
 	il_json_arr(j, "credit");
 	FIELD(j, il_credit, limit_seq);
 	FIELD(j, il_credit, window);
@@ -322,7 +353,9 @@ int main(int argc, char **argv)
 	il_json_i64(j, "STABLE_VALID", IL_F_STABLE_VALID);
 	il_json_i64(j, "RAW", IL_F_RAW);
 	il_json_i64(j, "FIFO_START", IL_F_FIFO_START);
+	il_json_i64(j, "AUTH", IL_F_AUTH);
 	il_json_end(j);
+	auth_example(j);
 	il_json_end(j);
 	return il_json_finish(j) ? 1 : 0;
 }

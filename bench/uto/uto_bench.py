@@ -14,7 +14,7 @@ and il-uto-members (CPU 0).
 
 Usage (root): IL_BUILD=build-scale /usr/bin/python3 bench/uto/uto_bench.py [--out DIR] [--quick]
        [--receivers 1,2,4,8] [--reps N] [--no-latency] [--members "--ack-every 128"]
-       [--set KEY=VALUE]...
+       [--set KEY=VALUE]... [--auth (each run also with authenticated control traffic)]
 Writes DIR/uto_bench.json and DIR/uto_bench.png; prints Markdown tables. The figures in
 docs/control.md (section 14) came from two runs with `--out /tmp/utob`, kept as
 bench/uto/results-2026-11-22-1140.json and bench/uto/results-2026-11-22.json, pooled with
@@ -90,7 +90,15 @@ APP_SETS = []
 MEMBER_ARGS = []
 
 
-def run(tmp, receivers, count, rate=0, window=256):
+def auth_keys(tmp):
+    """A key file for the runs with authenticated control traffic (mode 0600)."""
+    p = tmp / "auth.keys"
+    p.write_text("1 " + os.urandom(32).hex() + "\n")
+    os.chmod(p, 0o600)
+    return p
+
+
+def run(tmp, receivers, count, rate=0, window=256, auth=False):
     """One run of 2 senders x count messages. Besides il-uto-members' report: CPU per
     message of interlink-control and of the emulator (both on CPU 0), the appliance's
     frames in and stage cycles per message, and how much of CPUs 0-1 other (foreign)
@@ -100,10 +108,18 @@ def run(tmp, receivers, count, rate=0, window=256):
     if QUIET_WAIT_S and QUIET_BUDGET_S > 0:
         waited = wait_quiet(min(QUIET_WAIT_S, QUIET_BUDGET_S))
         QUIET_BUDGET_S -= waited
-    with UtoRig(tmp, CTL, app_sets=APP_SETS) as rig:
+    sets, extra = list(APP_SETS), []
+    if auth:
+        # Every ACK, JOIN, HEARTBEAT and NAK signed by il-uto-members and checked by the
+        # appliance, every STABLE, VIEW, CREDIT and UNAVAIL signed by the appliance and
+        # checked by il-uto-members (docs/operations.md, "Authenticated control traffic").
+        keys = auth_keys(tmp)
+        sets += [f"stages.ctrl.auth.keys={keys}", f"stages.nak.auth.keys={keys}"]
+        extra = ["--auth-keys", str(keys)]
+    with UtoRig(tmp, CTL, app_sets=sets) as rig:
         args = ["--senders", "2", "--receivers", str(receivers), "--count", str(count),
                 "--window", str(window), "--need-credit", "--size", "64", "--max-s", "60",
-                "--no-check", *MEMBER_ARGS]
+                "--no-check", *MEMBER_ARGS, *extra]
         if rate:
             args += ["--rate", str(rate)]
         c0, w0, a0 = cpu_s(rig.ctl.pid), wakeups(rig.ctl.pid), cpu_s(rig.app.pid)
@@ -140,6 +156,8 @@ def run(tmp, receivers, count, rate=0, window=256):
     if app:
         st = app["stages"]
         res["appliance"] = {
+            "drop_bad_mac": st["ctrl"].get("drop_bad_mac", 0),
+            "drop_replay": st["ctrl"].get("drop_replay", 0),
             "frames_in_per_msg": app["ports"]["in"]["rx"] / msgs,
             "acks_up_per_msg": st["ctrl"]["up_ack"] / msgs,
             "max_poll_gap_us": st["ctrl"]["max_poll_gap_us"]}
@@ -150,6 +168,29 @@ def run(tmp, receivers, count, rate=0, window=256):
                 st["classify"]["cycles"] + st["seq"]["cycles"]) / msgs
             res["appliance"]["ctrl_cycles_per_msg"] = st["ctrl"]["cycles"] / msgs
     return res
+
+
+def auth_table(runs, auth_runs):
+    """Authenticated control traffic off and on, side by side (medians); prints it."""
+    out = {}
+    print("\n| receivers | auth | msg/s (median) | runs | appliance ctrl cycles/msg | "
+          "emulator CPU us/msg | drop_bad_mac, drop_replay |\n|---|---|---|---|---|---|---|")
+    for r in runs:
+        for name, rs in (("off", runs[r]), ("on", auth_runs[r])):
+            med = lambda f: statistics.median(f(x) for x in rs)  # noqa: E731
+            row = {"median_msgs_s": med(lambda x: x["throughput_msgs_s"]),
+                   "runs": [x["throughput_msgs_s"] for x in rs],
+                   "ctrl_cycles_per_msg": med(
+                       lambda x: x["appliance"].get("ctrl_cycles_per_msg", 0)),
+                   "emulator_cpu_us_per_msg": med(lambda x: x["emulator_cpu_us_per_msg"]),
+                   "drops": [sum(x["appliance"][k] for x in rs)
+                             for k in ("drop_bad_mac", "drop_replay")]}
+            out.setdefault(str(r), {})[name] = row
+            print(f"| {r} | {name} | {row['median_msgs_s']:.0f} | "
+                  f"{', '.join(f'{v:.0f}' for v in row['runs'])} | "
+                  f"{row['ctrl_cycles_per_msg']:.0f} | {row['emulator_cpu_us_per_msg']:.2f} | "
+                  f"{row['drops'][0]}, {row['drops'][1]} |")
+    return out
 
 
 def main():
@@ -173,6 +214,10 @@ def main():
                     help="receiver counts of the throughput runs")
     ap.add_argument("--reps", type=int, default=0, help="throughput rounds (default 9, 1 quick)")
     ap.add_argument("--no-latency", action="store_true", help="throughput runs only")
+    ap.add_argument("--auth", action="store_true",
+                    help="each throughput run also with authenticated control traffic (MACs "
+                         "signed by the members, checked by the appliance), right after it; "
+                         "a side-by-side table of both")
     a = ap.parse_args()
     global QUIET_WAIT_S, APP_SETS, MEMBER_ARGS
     APP_SETS = list(a.set)
@@ -200,6 +245,7 @@ def main():
         # runs meanwhile weighs on each count alike; in a new random order each round, so
         # that no count always follows the same one (a rig's teardown may weigh on the next).
         runs = {r: [] for r in counts}
+        auth_runs = {r: [] for r in counts}
         rng = random.Random(a.seed)
         report["seed"], report["order"], report["sets"] = a.seed, [], APP_SETS
         report["members"] = MEMBER_ARGS
@@ -208,6 +254,13 @@ def main():
             rng.shuffle(order)
             report["order"].append(order)
             for r in order:
+                if a.auth:
+                    res = run(tmp, r, count, auth=True)
+                    auth_runs[r].append(res)
+                    print(f"receivers {r} run {i} auth on: {res['throughput_msgs_s']:.0f} "
+                          f"msg/s, CPU us/msg: control {res['control_cpu_us_per_msg']:.2f} "
+                          f"emulator {res['emulator_cpu_us_per_msg']:.2f}, appliance "
+                          f"{res['appliance']}", flush=True)
                 res = run(tmp, r, count)
                 runs[r].append(res)
                 print(f"receivers {r} run {i}: {res['throughput_msgs_s']:.0f} msg/s, ctl/data "
@@ -230,6 +283,8 @@ def main():
                 "foreign_cpu_share": [x["foreign_cpu_share"] for x in rs],
                 "appliance": {k: med(lambda x: x["appliance"][k]) for k in rs[0]["appliance"]},
                 "per_run": [{k: x[k] for k in RUN_KEYS} for x in rs]}
+        if a.auth:
+            report["auth"] = auth_table(runs, auth_runs)
         peak = report["throughput"][counts[min(1, len(counts) - 1)]]["median_msgs_s"]
         for frac in () if a.no_latency else (0.1, 0.5, 0.9):
             rate = int(peak * frac)

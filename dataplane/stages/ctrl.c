@@ -54,6 +54,8 @@ static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_TX_RESUME] = "tx_resume",
 	[CT_C_TX_RATE] = "tx_rate",
 	[CT_C_RATE_SPLITS] = "rate_splits",
+	[CT_C_DROP_BAD_MAC] = "drop_bad_mac",
+	[CT_C_DROP_REPLAY] = "drop_replay",
 };
 
 /* First warning after this long without interlink-control (it may be
@@ -441,6 +443,22 @@ static void log_sent(struct ctrl *c, struct rte_mbuf *m, uint64_t *out_ns)
 	il_tfrc_sent(&c->g[mt->group_idx].log, il_get64(h + IL_OFF_GLOBAL_SEQ), *out_ns);
 }
 
+/* With auth.keys: a message without a valid MAC, or with a counter its
+ * sender used before, never reaches the membership or the watermark. */
+static inline bool auth_ok(struct il_stage *st, struct ctrl *c, struct rte_mbuf *m)
+{
+	switch (il_stage_auth_check(&c->auth, m)) {
+	case IL_AUTH_OK:
+		return true;
+	case IL_AUTH_BAD_MAC:
+		il_drop(st, CT_C_DROP_BAD_MAC, m);
+		return false;
+	default:
+		il_drop(st, CT_C_DROP_REPLAY, m);
+		return false;
+	}
+}
+
 static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct ctrl *c = st->ctx;
@@ -466,6 +484,8 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 			pkts[out++] = m; /* VIEW, STABLE, CREDIT, ...: not for us */
 			continue;
 		}
+		if (c->auth.keys != NULL && !auth_ok(st, c, m))
+			continue;
 		if (rx_ns == 0) {
 			/* Liveness is judged by arrival here, not by when the
 			 * control process gets to it (it may be descheduled).
@@ -518,7 +538,7 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	static const char *const keys[] = {"type", "sequencer", "tx", "chan", "wake_sock",
 					   "stable_interval_us", "up_slots", "down_slots",
 					   "resume_interval_us", "wake_interval_us", "rate_split_ms",
-					   NULL};
+					   "auth", NULL};
 	const char *seq, *tx, *chan, *sock;
 	uint64_t ival, up, down, rival, wdelay, split_ms;
 	char cerr[512];
@@ -574,6 +594,8 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	if (down & (down - 1))
 		return ERR("config: key '%s.down_slots': %lu is not a power of two",
 			   il_cfg_path(p), down);
+	if (il_stage_auth_create(p, &c->auth, err, errlen))
+		return -1;
 	c->g = rte_zmalloc("il_ctrl_groups", sizeof(*c->g) * app->n_groups, RTE_CACHE_LINE_SIZE);
 	if (c->g == NULL)
 		return ERR("out of memory for stage '%s'", st->name);
@@ -643,6 +665,7 @@ static void ctrl_destroy(struct il_stage *st)
 	for (unsigned gi = 0; c->g != NULL && gi < c->app->n_groups; gi++)
 		rte_free(c->g[gi].log_slots);
 	rte_free(c->g);
+	il_stage_auth_free(&c->auth);
 	rte_free(c);
 	st->ctx = NULL;
 }

@@ -15,6 +15,7 @@
 #include <interlink/tfrc.h>
 
 #include "seq.h"
+#include "stage_auth.h"
 
 #define CTL_MAX_MEMBERS 64
 #define CTL_MAX_SENDERS 64
@@ -50,6 +51,8 @@ enum {
 	CT_C_TX_RESUME,
 	CT_C_TX_RATE,
 	CT_C_RATE_SPLITS,
+	CT_C_DROP_BAD_MAC,
+	CT_C_DROP_REPLAY,
 	CT_C_COUNT
 };
 
@@ -121,6 +124,9 @@ struct ctrl {
 	/* interlink-control attached? Watched by the helper thread, which
 	 * warns on stderr while it is not (after a grace, then rate-limited). */
 	atomic_bool control_attached;
+	/* auth.keys set: every ACK, JOIN, LEAVE and HEARTBEAT must carry a
+	 * valid MAC and a fresh counter; STABLE, VIEW and CREDIT go out signed. */
+	struct il_stage_auth auth;
 	atomic_uint_fast64_t control_absent_warnings;
 };
 

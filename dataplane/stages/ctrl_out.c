@@ -32,8 +32,10 @@ static uint8_t *frame_new(struct il_stage *st, struct ctrl *c, unsigned gi,
 {
 	struct il_path path;
 	uint8_t *f;
-	struct rte_mbuf *m = il_app_frame_alloc(c->app,
-						IL_UDP_HDRS_LEN + IL_HDR_LEN + body_len, &f);
+	/* Signed frames get the AUTH option's room now; frame_send moves the
+	 * body behind it once it is written. */
+	struct rte_mbuf *m = il_app_frame_alloc(c->app, IL_UDP_HDRS_LEN + IL_HDR_LEN + body_len +
+						il_stage_auth_room(&c->auth), &f);
 
 	if (unlikely(m == NULL)) {
 		st->ctr[CT_C_DROP_TX_NO_MBUF]++;
@@ -47,6 +49,7 @@ static uint8_t *frame_new(struct il_stage *st, struct ctrl *c, unsigned gi,
 /* The body is in place: the UDP checksum, and out. */
 static void frame_send(struct il_stage *st, struct ctrl *c, struct rte_mbuf *m)
 {
+	il_stage_auth_sign(&c->auth, m);
 	il_udp_csum_set(rte_pktmbuf_mtod(m, uint8_t *) + IL_ETH_HLEN);
 	il_emit(st, c->tx, m);
 }
@@ -305,7 +308,8 @@ void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi)
 
 	/* The VIEW frame: members, then each sender's next sender_seq at the
 	 * view's start, as far as one frame holds them. */
-	uint16_t room = (uint16_t)(c->app->frame_max - IL_UDP_HDRS_LEN - IL_HDR_LEN - IL_VIEW_LEN);
+	uint16_t room = (uint16_t)(c->app->frame_max - IL_UDP_HDRS_LEN - IL_HDR_LEN - IL_VIEW_LEN -
+				   il_stage_auth_room(&c->auth));
 	uint16_t nm = g->n_members, ns = g->n_senders;
 	if ((uint32_t)nm * IL_VIEW_MEMBER_LEN > room)
 		nm = room / IL_VIEW_MEMBER_LEN;

@@ -21,6 +21,7 @@
 
 #include "nak_budget.h"
 #include "seq.h"
+#include "stage_auth.h"
 
 enum {
 	NAK_C_NAKS,
@@ -38,6 +39,8 @@ enum {
 	NAK_C_UNAVAIL_LIMITED,
 	NAK_C_REQUESTER_OVERFLOW,
 	NAK_C_REPEAT_REQUESTERS,
+	NAK_C_DROP_BAD_MAC,
+	NAK_C_DROP_REPLAY,
 	NAK_C_COUNT
 };
 
@@ -57,6 +60,8 @@ static const char *const nak_counter_names[NAK_C_COUNT] = {
 	[NAK_C_UNAVAIL_LIMITED] = "unavail_limited",
 	[NAK_C_REQUESTER_OVERFLOW] = "requester_overflow",
 	[NAK_C_REPEAT_REQUESTERS] = "repeat_requesters",
+	[NAK_C_DROP_BAD_MAC] = "drop_bad_mac",
+	[NAK_C_DROP_REPLAY] = "drop_replay",
 };
 
 struct nak {
@@ -74,6 +79,8 @@ struct nak {
 	struct il_tbucket unavail_budget;
 	/* Per requester: buckets, answered ranges, the repeat finder. */
 	struct nak_budget req;
+	/* auth.keys set: NAKs must be signed and fresh; UNAVAIL goes out signed. */
+	struct il_stage_auth auth;
 };
 
 /* Build an UNAVAIL frame for [first, last] of group gi, to the group's
@@ -82,7 +89,8 @@ static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const 
 			 const struct il_meta *nm, uint64_t first, uint64_t last)
 {
 	const struct il_app *app = k->app;
-	const uint16_t len = IL_UDP_HDRS_LEN + IL_HDR_LEN + IL_RANGE_LEN;
+	const uint16_t len = IL_UDP_HDRS_LEN + IL_HDR_LEN + IL_RANGE_LEN +
+			     il_stage_auth_room(&k->auth);
 	struct il_path path;
 	uint8_t *f;
 	struct rte_mbuf *m = il_app_frame_alloc(app, len, &f);
@@ -104,6 +112,7 @@ static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const 
 				   .global_seq = il_seq_hist_low(k->seq, gi) };
 	uint8_t *b = il_frame_put(f, &path, 0, &h, IL_RANGE_LEN);
 	il_range_put(b, first, last);
+	il_stage_auth_sign(&k->auth, m);
 	il_udp_csum_set(f + IL_ETH_HLEN); /* 0 goes out as 0xffff */
 	st->ctr[NAK_C_UNAVAIL_SENT]++;
 	st->ctr[NAK_C_UNAVAIL_SEQS] += last - first + 1;
@@ -219,6 +228,14 @@ static uint16_t nak_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 			pkts[out++] = m;
 			continue;
 		}
+		if (k->auth.keys != NULL) {
+			enum il_auth_verdict v = il_stage_auth_check(&k->auth, m);
+			if (v != IL_AUTH_OK) {
+				il_drop(st, v == IL_AUTH_BAD_MAC ? NAK_C_DROP_BAD_MAC :
+								   NAK_C_DROP_REPLAY, m);
+				continue;
+			}
+		}
 		serve(st, k, m);
 		rte_pktmbuf_free(m);
 	}
@@ -248,7 +265,7 @@ static int nak_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	static const char *const keys[] = {"type", "sequencer", "tx", "rate_pps", "burst",
 					   "max_frames_per_nak", "repair_interval_us", "requesters",
 					   "requester_rate_pps", "requester_burst", "unavail_rate_pps",
-					   "unavail_burst", "repeat_log_after", NULL};
+					   "unavail_burst", "repeat_log_after", "auth", NULL};
 	struct nak_budget_conf bc;
 	const char *seq, *tx;
 
@@ -266,6 +283,8 @@ static int nak_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		return ERR("config: key '%s.sequencer' is missing: name the sequencer stage whose "
 			   "history this stage serves", il_cfg_path(p));
 	snprintf(k->seq_name, sizeof(k->seq_name), "%s", seq);
+	if (il_stage_auth_create(p, &k->auth, err, errlen))
+		return -1;
 	int ti = il_app_port_index(app, tx);
 	if (ti < 0)
 		return ERR("config: key '%s.tx': '%s' is not a configured port", il_cfg_path(p), tx);
@@ -348,8 +367,10 @@ static void nak_destroy(struct il_stage *st)
 {
 	struct nak *k = st->ctx;
 
-	if (k)
+	if (k) {
 		nak_budget_free(&k->req);
+		il_stage_auth_free(&k->auth);
+	}
 	rte_free(st->ctx);
 	st->ctx = NULL;
 }

@@ -55,10 +55,12 @@ enum il_type {
 #define IL_F_RAW 0x08          /* header inserted by the appliance (raw mode) */
 #define IL_F_FIFO_START 0x10   /* the first frame the appliance stamped of a sender's
 				* new incarnation: its FIFO (sender_seq) restarts here */
-#define IL_F_KNOWN_MASK 0x1f   /* bits 5..7 are reserved and must be zero */
-/* Every known flag is the appliance's to say: it overwrites all of them on
- * each DATA frame it stamps, whatever the sender put there. */
-#define IL_F_APPLIANCE_OWNED IL_F_KNOWN_MASK
+#define IL_F_AUTH 0x20        /* control messages: the header carries the AUTH
+				* option (struct il_auth_opt) at offset 40 */
+#define IL_F_KNOWN_MASK 0x3f   /* bits 6..7 are reserved and must be zero */
+/* Every flag but AUTH is the appliance's to say: it overwrites all of them
+ * on each DATA frame it stamps, whatever the sender put there. */
+#define IL_F_APPLIANCE_OWNED 0x1f
 
 /* Common header, 40 bytes. Offsets are part of the contract. */
 struct il_hdr {
@@ -198,6 +200,27 @@ struct il_credit {
 } __attribute__((packed));
 #define IL_CREDIT_LEN 16u
 IL_STATIC_ASSERT(sizeof(struct il_credit) == IL_CREDIT_LEN, "il_credit size");
+
+/* AUTH option: with IL_F_AUTH set, the header is at least IL_AUTH_HDR_LEN
+ * bytes and these 28 follow the 40 fixed ones. mac is a keyed BLAKE2b-128
+ * of header bytes 0..51 (the fixed header, key_id and counter) followed
+ * by everything after the header (the body); options beyond this one and
+ * the mac itself are not covered. counter increases with every message
+ * of one sender (sender_id), across its restarts (docs/wire-format.md). */
+struct il_auth_opt {
+	uint32_t key_id;  /* which key of the key file */
+	uint64_t counter; /* per sender, strictly increasing: replay window */
+	uint8_t mac[16];
+} __attribute__((packed));
+#define IL_AUTH_OPT_LEN 28u
+#define IL_AUTH_MAC_LEN 16u
+#define IL_AUTH_HDR_LEN (IL_HDR_LEN + IL_AUTH_OPT_LEN)
+#define IL_OFF_AUTH_KEY_ID 40
+#define IL_OFF_AUTH_COUNTER 44
+#define IL_OFF_AUTH_MAC 52
+IL_STATIC_ASSERT(sizeof(struct il_auth_opt) == IL_AUTH_OPT_LEN, "il_auth_opt size");
+IL_STATIC_ASSERT(IL_OFF_AUTH_MAC - IL_HDR_LEN == __builtin_offsetof(struct il_auth_opt, mac),
+		 "auth mac offset");
 
 /* Limits the parser enforces. */
 #define IL_MAX_MSGS_PER_FRAME 4096u

@@ -65,6 +65,14 @@ static inline enum il_verdict parse_il(const uint8_t *h, uint32_t plen, struct i
 		return IL_V_DROP_TYPE;
 	if (h[IL_OFF_FLAGS] & ~IL_F_KNOWN_MASK)
 		return IL_V_DROP_FLAGS;
+	/* AUTH is for control messages, and needs room for its option. DATA
+	 * is stamped in flight, so no MAC of the sender's could cover it. */
+	if (h[IL_OFF_FLAGS] & IL_F_AUTH) {
+		if (type == IL_T_DATA)
+			return IL_V_DROP_FLAGS;
+		if (hl < IL_AUTH_HDR_LEN)
+			return IL_V_DROP_HDR_LEN;
+	}
 	p->type = type;
 	p->hdr_len = (uint8_t)hl;
 	p->group_id = il_get16(h + IL_OFF_GROUP_ID);

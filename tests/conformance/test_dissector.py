@@ -18,9 +18,9 @@ from scapy.packet import Raw
 from scapy.utils import wrpcap
 
 from conftest import ROOT
-from interlink_scapy import (ILAck, ILAckTfrc, ILCredit, ILFecId, ILFecRepair, ILMember, ILMsg,
-                             ILRange, ILStable, ILView, ILViewMember, ILViewSender, Interlink,
-                             IL_TYPES, il_data)
+from interlink_scapy import (ILAck, ILAckTfrc, ILAuth, ILCredit, ILFecId, ILFecRepair, ILMember,
+                             ILMsg, ILRange, ILStable, ILView, ILViewMember, ILViewSender,
+                             Interlink, IL_TYPES, il_auth_seal, il_data)
 from test_appliance import MC, data_frame, mcast_mac, nak_frame
 
 LUA = ROOT / "tools" / "wireshark" / "interlink.lua"
@@ -34,13 +34,13 @@ PREFIX = {ILMsg: "msg", ILRange: "range", ILAck: "ack", ILAckTfrc: "ack", ILStab
           ILMember: "member", ILView: "view", ILViewMember: "view.member",
           ILViewSender: "view.sender", ILCredit: "credit", ILFecRepair: "fec",
           ILFecId: "fec.id"}
-BYTES = {"ilink.options", "ilink.msg.data", "ilink.fec.data", "ilink.body", "ilink.trailing"}
+BYTES = {"ilink.options", "ilink.auth.mac", "ilink.msg.data", "ilink.fec.data", "ilink.body", "ilink.trailing"}
 IPV4 = {"ilink.fec.id.src", "ilink.fec.id.dst"}
 # Containers and values the dissector computes (not on the wire) are not compared.
 SKIP = {"ilink.msg", "ilink.view.member", "ilink.view.sender", "ilink.fec.id",
         "ilink.msg.global_seq", "ilink.fec.id.packet"}
 FLAG_BITS = [("stamped", 0x01), ("retrans", 0x02), ("stable_valid", 0x04), ("raw", 0x08),
-             ("fifo_start", 0x10)]
+             ("fifo_start", 0x10), ("auth", 0x20)]
 
 
 def frame(il, port=7400, src="10.0.0.1", group=1):
@@ -55,12 +55,18 @@ def scapy_fields(il):
         out.append((f"ilink.{name}", int(il.getfieldval(name))))
     flags = int(il.flags)
     out += [(f"ilink.flags.{n}", int(bool(flags & bit))) for n, bit in FLAG_BITS]
-    out.append(("ilink.flags.reserved", flags >> 5))
+    out.append(("ilink.flags.reserved", flags >> 6))
     for name in ("group_id", "msg_count", "sender_id", "epoch", "sender_seq", "global_seq",
                  "stable_seq"):
         out.append((f"ilink.{name}", il.getfieldval(name)))
-    if il.options:
-        out.append(("ilink.options", bytes(il.options)))
+    opts = bytes(il.options)
+    if flags & 0x20 and len(opts) >= 28:
+        a = ILAuth(opts[:28])
+        out += [("ilink.auth.key_id", a.key_id), ("ilink.auth.counter", a.counter),
+                ("ilink.auth.mac", bytes(a.mac))]
+        opts = opts[28:]
+    if opts:
+        out.append(("ilink.options", opts))
     for m in il.msgs:
         out += body_fields(m)
     body = il.payload
@@ -141,6 +147,10 @@ def control_frames():
         frame(Interlink(type=6, group_id=1, sender_id=7) / ILMember(roles=1, incarnation=42)),
         frame(Interlink(type=7, group_id=1, sender_id=7) / ILMember(roles=2, incarnation=42)),
         frame(Interlink(type=8, group_id=1, sender_id=8) / ILMember(roles=3, incarnation=1)),
+        # signed (the AUTH option): the dissector shows key id, counter and MAC
+        frame(Interlink(il_auth_seal(bytes(Interlink(type=6, group_id=1, sender_id=9) /
+                                           ILMember(roles=2, incarnation=5)),
+                                     bytes(range(32)), 3, 1 << 60))),
         frame(Interlink(type=9, group_id=1, global_seq=5) /
               ILView(view_id=7, members=[ILViewMember(member_id=1, roles=3),
                                          ILViewMember(member_id=0x10002, roles=2)],

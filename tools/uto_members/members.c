@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include <interlink/frame.h>
+#include <interlink/auth.h>
 #include <interlink/parse.h>
 #include <interlink/wire.h>
 #include <interlink/wire_msg.h>
@@ -179,8 +180,67 @@ static uint8_t *tx_slot(struct txq *q)
 	return q->f[q->n];
 }
 
+/* --auth-keys: the key control messages are signed with, and the one
+ * counter all emulated members draw from (each member's counters then
+ * still increase, which is all its replay window asks). */
+static const struct il_auth_key *auth_key;
+static struct il_auth_keyring auth_ring;
+static uint64_t auth_ctr;
+
+static void auth_setup(void)
+{
+	char err[512];
+
+	if (o.auth_keys == NULL)
+		return;
+	if (il_auth_keys_load(o.auth_keys, &auth_ring, err, sizeof(err))) {
+		fprintf(stderr, "il-uto-members: --auth-keys: %s\n", err);
+		exit(2);
+	}
+	auth_key = o.auth_key_id ? il_auth_key_find(&auth_ring, o.auth_key_id) : &auth_ring.k[0];
+	if (auth_key == NULL) {
+		fprintf(stderr, "il-uto-members: --auth-key-id %u: no such key in '%s'\n",
+			o.auth_key_id, o.auth_keys);
+		exit(2);
+	}
+	auth_ctr = il_auth_counter_start();
+}
+
+/* With --auth-keys, the appliance's STABLE, VIEW, CREDIT and UNAVAIL frames must
+ * be signed and fresh (one replay window per sender_id); others are
+ * dropped and counted (auth_bad_mac, auth_replay). Checked once, as they
+ * arrive: frames held back during a sequencer restart are not again. */
+static bool auth_ok(const uint8_t *f, unsigned len)
+{
+	static uint8_t rbuf[sizeof(struct il_auth_replay) + 256 * sizeof(struct il_auth_win)];
+	struct il_auth_replay *r = (struct il_auth_replay *)rbuf;
+	static bool init;
+	struct il_parsed p;
+
+	if (auth_key == NULL || il_parse_frame(f, len, o.udp_port, &p) != IL_V_CONTROL ||
+	    (p.type != IL_T_STABLE && p.type != IL_T_VIEW && p.type != IL_T_CREDIT &&
+	     p.type != IL_T_UNAVAIL))
+		return true;
+	if (!init) {
+		il_auth_replay_init(r, 256);
+		init = true;
+	}
+	switch (il_auth_verify(&auth_ring, r, f + p.il_off, p.payload_len)) {
+	case IL_AUTH_OK:
+		return true;
+	case IL_AUTH_BAD_MAC:
+		c.auth_bad_mac++;
+		return false;
+	default:
+		c.auth_replay++;
+		return false;
+	}
+}
+
 static void tx_commit(struct txq *q, unsigned len)
 {
+	if (auth_key != NULL && q->f[q->n][H + IL_OFF_TYPE] != IL_T_DATA)
+		len = il_auth_seal_frame(auth_key, ++auth_ctr, q->f[q->n], len);
 	q->len[q->n++] = len;
 }
 
@@ -799,6 +859,7 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN); /* a closed stdout must not end the run */
 	parse(argc, argv);
+	auth_setup();
 	msgs = calloc(RING, sizeof(*msgs));
 	pend = calloc(MAXPEND, sizeof(*pend));
 	for (unsigned k = 0; k < o.nr; k++) {
@@ -847,7 +908,8 @@ int main(int argc, char **argv)
 		c.loops++;
 		now = now_ns();
 		for (int i = 0; i < n; i++)
-			on_frame(buf[i], mm[i].msg_len, now);
+			if (auth_ok(buf[i], mm[i].msg_len))
+				on_frame(buf[i], mm[i].msg_len, now);
 		for (unsigned k = 0; k < o.nr; k++) {
 			deliver(&R[k], now);
 			receiver_timers(&R[k], now);

@@ -77,6 +77,9 @@ struct opts {
 	uint64_t count, buffer, window;
 	double rate, max_s, settle_s;
 	bool need_credit, no_check;
+	/* --auth-keys: sign every control message with key auth_key_id */
+	const char *auth_keys;
+	uint32_t auth_key_id;
 	struct ev ev[MAXEV];
 	unsigned n_ev;
 };
@@ -87,6 +90,7 @@ struct counters {
 	uint64_t disagreements, uniform_violations, restamped, epochs, max_g;
 	uint64_t max_gap_ns; /* longest time between two loop iterations */
 	uint64_t lost_stable, finals;
+	uint64_t auth_bad_mac, auth_replay; /* --auth-keys: appliance frames refused */
 	uint64_t loops, waits, rx_calls, tx_calls, frames_tx; /* the emulator's own cost */
 };
 

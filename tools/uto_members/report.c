@@ -44,6 +44,7 @@ static void usage(void)
 		"  [--window W (check)] [--need-credit] [--kill R@S] [--late R@S]\n"
 		"  [--silent R@S1:S2 (S2 0: until excluded)] [--max-s S] [--settle-s S] [--json PATH]\n"
 		"  [--no-check (skip the O(receivers^2) uniformity check: benchmarks)]\n"
+		"  [--auth-keys FILE [--auth-key-id ID (default: the file's first key)]: sign control messages, and drop STABLE, VIEW, CREDIT and UNAVAIL without a valid MAC]\n"
 		"  [--resend-ms T (a message not seen stamped for T ms is sent again; 10000: the appliance lcore was seen descheduled for 7 s here)]\n");
 	exit(2);
 }
@@ -74,6 +75,7 @@ void parse(int argc, char **argv)
 		{ "buffer", 1, 0, 'b' },    { "window", 1, 0, 'w' },	  { "need-credit", 0, 0, 'C' },
 		{ "kill", 1, 0, 'K' },	    { "late", 1, 0, 'L' },	  { "silent", 1, 0, 'Q' },
 		{ "no-check", 0, 0, 'N' },  { "resend-ms", 1, 0, 'E' },  { "udp-port", 1, 0, 'P' },  { "max-s", 1, 0, 'x' },	    { "settle-s", 1, 0, 's' },	  { "json", 1, 0, 'j' },
+		{ "auth-keys", 1, 0, 'A' }, { "auth-key-id", 1, 0, 'I' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *mc = "239.1.1.1";
@@ -106,6 +108,8 @@ void parse(int argc, char **argv)
 		case 'x': o.max_s = atof(optarg); break;
 		case 's': o.settle_s = atof(optarg); break;
 		case 'j': o.json = optarg; break;
+		case 'A': o.auth_keys = optarg; break;
+		case 'I': o.auth_key_id = (uint32_t)strtoul(optarg, NULL, 10); break;
 		default: usage();
 		}
 	}
@@ -211,6 +215,8 @@ void report(double elapsed, double t_first, double t_last)
 	il_json_u64(&j, "uniform_violations", c.uniform_violations);
 	il_json_u64(&j, "restamped", c.restamped);
 	il_json_u64(&j, "data_rx", c.data_rx);
+	il_json_u64(&j, "auth_bad_mac", c.auth_bad_mac);
+	il_json_u64(&j, "auth_replay", c.auth_replay);
 	il_json_u64(&j, "data_dup", c.data_dup);
 	il_json_u64(&j, "send_fail", c.send_fail);
 	il_json_u64(&j, "epochs", c.epochs);

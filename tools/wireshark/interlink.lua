@@ -47,7 +47,9 @@ local F = {
 		"header inserted by the appliance (raw mode)"),
 	f_fifo_start = ProtoField.bool("ilink.flags.fifo_start", "FIFO_START", 8, nil, 0x10,
 		"first frame of a sender's new incarnation: its FIFO restarts here"),
-	f_reserved = ProtoField.uint8("ilink.flags.reserved", "Reserved bits", base.HEX, nil, 0xe0),
+	f_auth = ProtoField.bool("ilink.flags.auth", "AUTH", 8, nil, 0x20,
+		"control message: the header carries the AUTH option (key id, counter, MAC)"),
+	f_reserved = ProtoField.uint8("ilink.flags.reserved", "Reserved bits", base.HEX, nil, 0xc0),
 	group_id = ProtoField.uint16("ilink.group_id", "Group", base.DEC),
 	msg_count = ProtoField.uint16("ilink.msg_count", "Message count", base.DEC),
 	sender_id = ProtoField.uint32("ilink.sender_id", "Sender", base.DEC),
@@ -56,6 +58,10 @@ local F = {
 	global_seq = ProtoField.uint64("ilink.global_seq", "Global sequence", base.DEC),
 	stable_seq = ProtoField.uint64("ilink.stable_seq", "Stable sequence", base.DEC),
 	options = ProtoField.bytes("ilink.options", "Header options"),
+	-- the AUTH option (flag AUTH), the first 28 bytes of the options
+	auth_key_id = ProtoField.uint32("ilink.auth.key_id", "Key id", base.DEC),
+	auth_counter = ProtoField.uint64("ilink.auth.counter", "Counter", base.DEC),
+	auth_mac = ProtoField.bytes("ilink.auth.mac", "MAC"),
 	-- DATA: packed messages
 	msg = ProtoField.none("ilink.msg", "Message"),
 	msg_len = ProtoField.uint16("ilink.msg.len", "Length", base.DEC),
@@ -375,8 +381,10 @@ function ilink.dissector(tvb, pinfo, root)
 	fl:add(F.f_stable_valid, tvb(3, 1))
 	fl:add(F.f_raw, tvb(3, 1))
 	fl:add(F.f_fifo_start, tvb(3, 1))
+	fl:add(F.f_auth, tvb(3, 1))
 	fl:add(F.f_reserved, tvb(3, 1))
-	if bit.band(flags, 0xe0) ~= 0 then
+	local auth = bit.band(flags, 0x20) ~= 0
+	if bit.band(flags, 0xc0) ~= 0 or (auth and t == 1) then
 		fl:add_proto_expert_info(E.flags)
 	end
 	tree:add(F.group_id, tvb(4, 2))
@@ -394,7 +402,14 @@ function ilink.dissector(tvb, pinfo, root)
 		pinfo.cols.info:set("Interlink " .. name .. ", bad hdr_len " .. hl)
 		return tvb:len()
 	end
-	if hl > IL_HDR_LEN then
+	if auth and hl >= IL_HDR_LEN + 28 then
+		tree:add(F.auth_key_id, tvb(40, 4))
+		tree:add(F.auth_counter, tvb(44, 8))
+		tree:add(F.auth_mac, tvb(52, 16))
+		if hl > IL_HDR_LEN + 28 then
+			tree:add(F.options, tvb(IL_HDR_LEN + 28, hl - IL_HDR_LEN - 28))
+		end
+	elseif hl > IL_HDR_LEN then
 		tree:add(F.options, tvb(IL_HDR_LEN, hl - IL_HDR_LEN))
 	end
 	local info = name .. " group " .. group .. " sender " .. sender

@@ -145,10 +145,15 @@ static void test_header_checks(void **state)
 	f[43] = IL_T_ACK;
 	assert_int_equal(parse(len, &p), IL_V_CONTROL);
 	len = build(7400, 2, 4);
-	f[45] = 0x20;
+	f[45] = 0x40;
 	assert_int_equal(parse(len, &p), IL_V_DROP_FLAGS);
-	f[45] = IL_F_KNOWN_MASK;
+	f[45] = IL_F_APPLIANCE_OWNED;
 	assert_int_equal(parse(len, &p), IL_V_DATA);
+	/* AUTH: never on DATA; on a control message only with its option. */
+	f[45] = IL_F_AUTH;
+	assert_int_equal(parse(len, &p), IL_V_DROP_FLAGS);
+	f[43] = IL_T_ACK;
+	assert_int_equal(parse(len, &p), IL_V_DROP_HDR_LEN);
 }
 
 static void test_packing(void **state)
