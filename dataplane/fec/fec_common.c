@@ -287,26 +287,6 @@ int il_fec_id_ipv4(const void *ip, uint32_t avail, struct il_fec_id *id)
 
 /* ---- XOR -------------------------------------------------------------- */
 
-void il_fec_xor_ref(void *dst, const void *src, uint32_t len)
-{
-	uint8_t *d = dst;
-	const uint8_t *s = src;
-	uint32_t i = 0;
-
-	/* memcpy'd 64-bit words: any alignment, and the compiler turns the
-	 * loop into vector code. */
-	for (; i + 8 <= len; i += 8) {
-		uint64_t x, y;
-
-		memcpy(&x, d + i, 8);
-		memcpy(&y, s + i, 8);
-		x ^= y;
-		memcpy(d + i, &x, 8);
-	}
-	for (; i < len; i++)
-		d[i] ^= s[i];
-}
-
 static inline bool aligned32(const void *p)
 {
 	return ((uintptr_t)p & 31) == 0;
@@ -323,7 +303,7 @@ bool fec_xor1(unsigned impl, void *dst, const void *src, uint32_t len)
 		if (xor_gen(3, (int)len, v) == 0)
 			return true;
 	}
-	il_fec_xor_ref(dst, src, len);
+	il_xor(dst, src, len);
 	return false;
 }
 
@@ -343,7 +323,7 @@ bool il_fec_xor_acc(unsigned impl, void *dst, const void *const *src, unsigned n
 			return true;
 	}
 	for (unsigned k = 0; k < n; k++)
-		il_fec_xor_ref(dst, src[k], len);
+		il_xor(dst, src[k], len);
 	return false;
 }
 

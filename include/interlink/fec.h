@@ -22,6 +22,7 @@
 #ifndef INTERLINK_FEC_H
 #define INTERLINK_FEC_H
 
+#include <interlink/xor.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -277,8 +278,7 @@ size_t il_fec_dec_footprint(const struct il_fec_dec *d);
 
 /* ---- XOR kernels and closed forms (tests, benchmarks) ----------------- */
 
-/* dst ^= src over len bytes, any alignment, plain C. */
-void il_fec_xor_ref(void *dst, const void *src, uint32_t len);
+/* The plain one-source XOR is il_xor (<interlink/xor.h>). */
 /* dst ^= src[0] ^ ... ^ src[n-1] over len bytes with impl; ISA-L needs
  * every pointer 32-byte aligned and falls back to plain C otherwise.
  * Returns true when ISA-L did the work. */

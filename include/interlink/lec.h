@@ -26,6 +26,7 @@
 #ifndef INTERLINK_LEC_H
 #define INTERLINK_LEC_H
 
+#include <interlink/xor.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -309,10 +310,7 @@ double il_lec_bin_target(const struct il_lec *l, uint32_t i, uint32_t t, uint32_
 double il_lec_takes(const struct il_lec *l, const uint16_t *bin, uint32_t nbin,
 		    const uint16_t *reg, uint32_t nreg);
 
-/* ---- XOR (tests, benchmarks) -------------------------------------------- */
-
-/* dst ^= src over len bytes, any alignment, plain C. */
-void il_lec_xor_ref(void *dst, const void *src, uint32_t len);
+/* ---- XOR (tests, benchmarks): il_xor, <interlink/xor.h> ----------------- */
 
 #ifdef __cplusplus
 }

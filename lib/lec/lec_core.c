@@ -282,26 +282,6 @@ void lec_fill(uint8_t *dst, uint32_t *ext, const void *src, uint32_t len)
 	*ext = len;
 }
 
-void il_lec_xor_ref(void *dst, const void *src, uint32_t len)
-{
-	uint8_t *d = dst;
-	const uint8_t *s = src;
-	uint32_t i = 0;
-
-	/* 64-bit words through memcpy: any alignment, and the compiler
-	 * vectorises the loop. */
-	for (; i + 8 <= len; i += 8) {
-		uint64_t a, b;
-
-		memcpy(&a, d + i, 8);
-		memcpy(&b, s + i, 8);
-		a ^= b;
-		memcpy(d + i, &a, 8);
-	}
-	for (; i < len; i++)
-		d[i] ^= s[i];
-}
-
 void lec_xor(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
 	     unsigned n, uint32_t len)
 {
@@ -320,11 +300,11 @@ void lec_xor(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t 
 		v[n + 1] = dst;
 		if (xor_gen((int)n + 2, (int)lec_round(len, 32), v) != 0) {
 			for (unsigned k = 0; k < n; k++)
-				il_lec_xor_ref(dst, src[k], len);
+				il_xor(dst, src[k], len);
 		}
 	} else {
 		for (unsigned k = 0; k < n; k++)
-			il_lec_xor_ref(dst, src[k], len);
+			il_xor(dst, src[k], len);
 	}
 	if (*ext < len)
 		*ext = len;
@@ -387,7 +367,7 @@ void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8
 	/* the longer messages' tails (dst is zero there) */
 	for (unsigned j = 0; j < n; j++)
 		if (len[j] > lo)
-			il_lec_xor_ref(dst + lo, src[j] + lo, len[j] - lo);
+			il_xor(dst + lo, src[j] + lo, len[j] - lo);
 	if (*ext < hi)
 		*ext = hi;
 }

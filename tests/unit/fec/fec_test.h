@@ -151,7 +151,7 @@ static inline uint32_t hand_repair(uint8_t *m, const struct il_fec_cfg *cfg, uns
 		sim_pkt_build(pkt, xs[k], len);
 		assert_int_equal(il_fec_id_ipv4(pkt, len, &id), 0);
 		memcpy(ids + k * IL_FEC_ID_LEN, &id, IL_FEC_ID_LEN);
-		il_fec_xor_ref(pay, pkt, len);
+		il_xor(pay, pkt, len);
 		lc ^= (uint16_t)len;
 	}
 	m[IL_OFF_VERSION] = IL_VERSION;

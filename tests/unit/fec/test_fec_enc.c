@@ -239,7 +239,7 @@ static void test_xor_isal_vs_ref(void **state)
 		memcpy(d1, src[0], 2304);
 		memcpy(d2, src[0], 2304);
 		assert_true(fec_xor1(IL_FEC_XOR_ISAL, d1, src[1], len));
-		il_fec_xor_ref(d2, src[1], len);
+		il_xor(d2, src[1], len);
 		assert_memory_equal(d1, d2, 2304);
 		/* Unaligned source: plain C fallback, same result. */
 		memcpy(un + 14, src[1], len);
@@ -557,7 +557,7 @@ static void test_wire_format(void **state)
 			sim_pkt_build(pkts[k], 1000 * round + k, lens[k]);
 			assert_int_equal(il_fec_id_ipv4(pkts[k], lens[k], &id), 0);
 			assert_int_equal(il_fec_enc_add(e, &id, pkts[k], lens[k]), 0);
-			il_fec_xor_ref(x, pkts[k], lens[k]);
+			il_xor(x, pkts[k], lens[k]);
 			lc ^= (uint16_t)lens[k];
 			if (lens[k] > xl)
 				xl = (uint16_t)lens[k];

@@ -182,7 +182,7 @@ static inline void t_build(struct t_repair *r, const struct il_lec_id *ids, unsi
 
 		r->ids[k] = ids[k];
 		t_payload(buf, ids[k].group, ids[k].seq, len);
-		il_lec_xor_ref(r->payload, buf, len);
+		il_xor(r->payload, buf, len);
 		if (len > r->len)
 			r->len = (uint16_t)len;
 		r->len_xor ^= (uint16_t)len;

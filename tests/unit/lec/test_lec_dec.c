@@ -467,7 +467,7 @@ static void test_xor_ref(void **state)
 	for (unsigned off = 0; off < 9; off++) {
 		for (unsigned len = 0; len < 150; len += 7) {
 			memcpy(c, a, sizeof(c));
-			il_lec_xor_ref(c + off, b + 3, len);
+			il_xor(c + off, b + 3, len);
 			for (unsigned i = 0; i < 200; i++) {
 				uint8_t want = a[i];
 
