@@ -315,6 +315,7 @@ static int create_stages(struct il_app *app, char *err, size_t errlen)
 		st->type = t;
 		st->app = app;
 		st->lcore = -1;
+		st->kinds = t->kinds;
 		app->stages[app->n_stages++] = st;
 		if (t->create(st, p, app, err, errlen))
 			return -1;
