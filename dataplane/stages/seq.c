@@ -88,6 +88,15 @@ static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_se
 	} else {
 		g->n++;
 	}
+	if (s->mode == IL_HIST_COPY || s->mode == IL_HIST_COPY_NT) {
+		/* The entry a burst from now evicts, if it holds a reference
+		 * (a frame longer than copy_max): its mbuf is cold. */
+		const struct rte_mbuf *ahead = g->ring[(idx + IL_BURST) & s->mask].m;
+		if (unlikely(ahead != NULL)) {
+			rte_prefetch0(ahead);
+			rte_prefetch0(&ahead->next);
+		}
+	}
 	if ((s->mode == IL_HIST_COPY || s->mode == IL_HIST_COPY_NT) && hist_copies(s, m)) {
 		arena_copy(g->arena + (size_t)idx * s->slot, rte_pktmbuf_mtod(m, const uint8_t *),
 			   m->data_len, s->mode == IL_HIST_COPY_NT);
@@ -223,12 +232,49 @@ static inline uint64_t raw_sender_next(struct il_seq *s, struct il_stage *st, ui
 	}
 }
 
-/* Returns 0, or the counter to drop under. */
+/* The raw-mode header's fixed part for group gi, made again whenever the
+ * epoch or uto changed since it was made (an epoch change at run time
+ * costs one rebuild per group). */
+static inline const struct il_hdr1_tmpl *raw_tmpl(struct il_seq *s, unsigned gi)
+{
+	struct il_seq_group *g = &s->groups[gi];
+
+	if (unlikely(g->tmpl_epoch != s->epoch || g->tmpl_uto != s->uto || !g->tmpl_ok)) {
+		il_hdr1_tmpl_init(&g->tmpl, &(struct il_hdr_fields){
+			.type = IL_T_DATA,
+			.flags = IL_F_STAMPED | IL_F_RAW | (s->uto ? IL_F_STABLE_VALID : 0),
+			.group_id = s->app->groups[gi].id,
+			.msg_count = 1,
+			.epoch = s->epoch,
+		});
+		g->tmpl_epoch = s->epoch;
+		g->tmpl_uto = s->uto;
+		g->tmpl_ok = true;
+	}
+	return &g->tmpl;
+}
+
+/* Fold a 64-bit one's-complement sum to 16 bits. */
+static inline uint16_t fold64(uint64_t acc)
+{
+	acc = (acc & 0xffffffffu) + (acc >> 32);
+	acc = (acc & 0xffff) + (acc >> 16);
+	acc = (acc & 0xffff) + (acc >> 16);
+	acc = (acc & 0xffff) + (acc >> 16);
+	return (uint16_t)acc;
+}
+
+/* Raw mode: plain UDP matched by a group's filter. The 42 bytes of
+ * headers move into the headroom (the payload stays where it is), the
+ * header and one message record go in the gap, lengths, destination and
+ * both checksums are updated, not recomputed. Returns 0, or the counter to
+ * drop under. */
 static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
 {
 	struct il_meta *mt = il_meta(m);
-	const struct il_group *grp = &s->app->groups[mt->group_idx];
-	struct il_seq_group *g = &s->groups[mt->group_idx];
+	const unsigned gi = mt->group_idx;
+	const struct il_group *grp = &s->app->groups[gi];
+	struct il_seq_group *g = &s->groups[gi];
 	uint8_t *old = rte_pktmbuf_mtod(m, uint8_t *);
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(old + mt->l3_off);
 	uint32_t ip_end = mt->l3_off + rte_be_to_cpu_16(ip->total_length);
@@ -237,78 +283,56 @@ static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mb
 		rte_pktmbuf_trim(m, (uint16_t)(m->pkt_len - ip_end)); /* Ethernet padding */
 	if (m->pkt_len + RAW_INSERT > (uint32_t)s->app->frame_max + (mt->l3_off - 14u))
 		return SEQ_C_DROP_RAW_TOO_BIG;
-	if (m->nb_segs != 1 || rte_pktmbuf_headroom(m) < RAW_INSERT)
+	if (m->nb_segs != 1 || m->data_off < RAW_INSERT)
 		return SEQ_C_DROP_NO_HEADROOM;
 
-	/* The 42 bytes of headers move into the headroom; the payload stays. */
-	uint8_t *base = (uint8_t *)rte_pktmbuf_prepend(m, RAW_INSERT);
+	uint8_t *base = old - RAW_INSERT;
+	m->data_off -= RAW_INSERT;
+	m->data_len += RAW_INSERT;
+	m->pkt_len += RAW_INSERT;
 	if (likely(mt->il_off == IL_UDP_HDRS_LEN))
 		memcpy(base, old, IL_UDP_HDRS_LEN); /* 42 < 44: they do not overlap */
 	else
 		memmove(base, old, mt->il_off);
 	ip = (struct rte_ipv4_hdr *)(base + mt->l3_off);
 	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(base + mt->l4_off);
-	uint8_t *h = base + mt->il_off;
-	uint16_t plen = (uint16_t)(rte_be_to_cpu_16(udp->dgram_len) - sizeof(*udp));
-	uint64_t gs = g->next++;
-	uint64_t sseq = raw_sender_next(s, st, ip->src_addr, udp->src_port, mt->group_idx);
-	uint16_t ucs = udp->dgram_cksum;
-	uint32_t new_dst = rte_cpu_to_be_32(grp->address);
+	uint16_t ulen = udp->dgram_len, ucs = udp->dgram_cksum, dport = udp->dst_port;
+	uint16_t new_ulen = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(ulen) + RAW_INSERT));
 	uint16_t new_dport = rte_cpu_to_be_16(grp->out_port);
-	uint16_t new_ulen = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(udp->dgram_len) + RAW_INSERT));
+	uint32_t old_dst = ip->dst_addr, new_dst = rte_cpu_to_be_32(grp->address);
+	uint64_t gs = g->next++;
+	uint64_t sseq = raw_sender_next(s, st, ip->src_addr, udp->src_port, (uint16_t)gi);
+	uint64_t ins = il_hdr1_put(base + mt->il_off, raw_tmpl(s, gi), ip->src_addr, sseq, gs,
+				   s->uto ? g->stable : 0,
+				   (uint16_t)(rte_be_to_cpu_16(ulen) - sizeof(*udp)));
 
-	/* The header and the one message record that wraps the payload. */
-	il_rec_put(il_hdr_put(h, &(struct il_hdr_fields){
-				   .type = IL_T_DATA,
-				   .flags = IL_F_STAMPED | IL_F_RAW | (s->uto ? IL_F_STABLE_VALID : 0),
-				   .group_id = grp->id,
-				   .msg_count = 1,
-				   .sender_id = rte_be_to_cpu_32(ip->src_addr),
-				   .epoch = s->epoch,
-				   .sender_seq = sseq,
-				   .global_seq = gs,
-				   .stable_seq = s->uto ? g->stable : 0,
-			   }),
-		   plen);
 	g->carried = g->stable;
-
+	/* Both checksums in 64-bit one's-complement sums of memory-order
+	 * words (16 and 32 bits fold alike; RFC 1624: new = ~(~old + ~m + m')).
+	 * UDP: out go the old length (pseudo-header and header), destination
+	 * and port, in come the new ones and the 44 inserted bytes. */
 	if (ucs) {
-		/* RFC 1624 in one 64-bit one's-complement sum of memory-order
-		 * words (16 and 32 bits fold alike): out go the old length
-		 * (pseudo-header and header), destination and port, in come
-		 * the new ones and the 44 inserted bytes. */
-		uint32_t rec;
-		memcpy(&rec, h + IL_HDR_LEN, 4);
-		uint64_t acc = (uint16_t)~ucs;
-		acc += 2u * ((uint16_t)~udp->dgram_len + (uint32_t)new_ulen);
-		acc += (uint32_t)~ip->dst_addr + (uint64_t)new_dst;
-		acc += (uint16_t)~udp->dst_port + (uint32_t)new_dport;
-		acc += sum8(h) + sum8(h + 8) + sum8(h + 16) + sum8(h + 24) + sum8(h + 32) + rec;
-		acc = (acc & 0xffffffffu) + (acc >> 32);
-		acc = (acc & 0xffff) + (acc >> 16);
-		acc = (acc & 0xffff) + (acc >> 16);
-		acc = (acc & 0xffff) + (acc >> 16);
-		udp->dgram_cksum = il_udp_csum_fix((uint16_t)~acc);
+		uint64_t acc = (uint16_t)~ucs + ins;
+		acc += 2u * ((uint16_t)~ulen + (uint32_t)new_ulen);
+		acc += (uint32_t)~old_dst + (uint64_t)new_dst;
+		acc += (uint16_t)~dport + (uint32_t)new_dport;
+		udp->dgram_cksum = il_udp_csum_fix((uint16_t)~fold64(acc));
 	}
 	udp->dgram_len = new_ulen;
 	udp->dst_port = new_dport;
-	/* The IPv4 header checksum, updated for the two fields that change
-	 * (RFC 1624), so a header that came in damaged stays so. */
+	/* IPv4: the total length, and the destination when it changes (a
+	 * header that came in damaged stays so). */
 	uint16_t old_tot = ip->total_length;
 	uint16_t new_tot = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(old_tot) + RAW_INSERT));
 	uint64_t iacc = (uint16_t)~ip->hdr_checksum + (uint32_t)(uint16_t)~old_tot + new_tot;
-	if (ip->dst_addr != new_dst) {
+	if (old_dst != new_dst) {
 		/* Steer to the group's multicast address (and its MAC). */
-		iacc += (uint32_t)~ip->dst_addr + (uint64_t)new_dst;
+		iacc += (uint32_t)~old_dst + (uint64_t)new_dst;
 		ip->dst_addr = new_dst;
 		il_mcast_mac(base, grp->address);
 	}
-	iacc = (iacc & 0xffffffffu) + (iacc >> 32);
-	iacc = (iacc & 0xffff) + (iacc >> 16);
-	iacc = (iacc & 0xffff) + (iacc >> 16);
-	iacc = (iacc & 0xffff) + (iacc >> 16);
 	ip->total_length = new_tot;
-	ip->hdr_checksum = (uint16_t)~iacc;
+	ip->hdr_checksum = (uint16_t)~fold64(iacc);
 	mt->kind = IL_K_DATA;
 	st->ctr[SEQ_C_RAW_INSERTED]++;
 	hist_push(s, st, g, m, gs, 1, rte_be_to_cpu_32(ip->src_addr), sseq);
@@ -465,7 +489,7 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 	struct il_seq *s = st->ctx;
 	uint16_t out = 0;
 
-	if (s->mode == IL_HIST_REF || s->mode == IL_HIST_COPY || s->mode == IL_HIST_COPY_NT)
+	if (s->mode == IL_HIST_REF)
 		prefetch_victims(s, pkts, n);
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];

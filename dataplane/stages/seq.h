@@ -10,6 +10,7 @@
 #include <rte_mbuf.h>
 
 #include <interlink/app.h>
+#include <interlink/wire_msg.h>
 
 /* One stamped frame in the history: it covers [first, first + count).
  * The frame itself is either held by reference (m) or, when it is no
@@ -62,6 +63,9 @@ struct il_seq_group {
 	uint64_t stable;
 	uint64_t carried;        /* stable_seq stamped on the last DATA frame */
 	uint64_t stamped_frames; /* DATA frames stamped so far (idle detection) */
+	struct il_hdr1_tmpl tmpl;  /* raw mode: the header's fixed part (seq.c raw_tmpl) */
+	uint32_t tmpl_epoch;
+	bool tmpl_uto, tmpl_ok;
 	struct il_seq_fifo *fifo; /* IL_SEQ_FIFO_SLOTS entries (checked only under uto) */
 	uint32_t n_fifo;
 };
