@@ -39,33 +39,39 @@ static const char *const seq_counter_names[SEQ_C_COUNT] = {
 	[SEQ_C_RESTAMPED] = "restamped_frames",
 };
 
-/* Copy a stamped frame into its arena slot: plain stores, or streaming
- * ones that do not fetch the slot's cold lines first (the arena is read
- * again only for a retransmission). The slot is 64-byte aligned and at
- * least len rounded up to 64; the source may be read up to 63 bytes past
- * the frame (still inside the mbuf's data room: copy_max is at most 1024). */
-static inline void arena_copy(uint8_t *dst, const uint8_t *src, uint32_t len, bool nt)
+/*
+ * The history. A frame of at most copy_max bytes is copied into its
+ * group's arena (the slot of the same index as its ring entry) and its
+ * mbuf is left to the sender's transmit, which frees it at once: the
+ * history never makes the pool recycle cold mbufs, and evicting costs
+ * nothing. Longer frames, or every frame with copy_max 0, are held by
+ * reference, and evicting one frees an mbuf stamped `depth` frames ago
+ * whose lines are long cold (prefetched a burst ahead). The alternatives
+ * measured side by side (bulk release, references for the newest frames
+ * only, plain stores) are in docs/benchmarks.md.
+ */
+
+/* Copy a stamped frame into its arena slot with streaming stores: the
+ * slot's cold lines are not fetched first, and the arena, read again only
+ * for a retransmission, does not push the working set out of the cache.
+ * Whole 64-byte lines: the slot is a multiple of 64, and hist_copies()
+ * checked that the mbuf's data room goes on that far past the frame. */
+static inline void arena_copy(uint8_t *dst, const uint8_t *src, uint32_t len)
 {
 #if defined(RTE_ARCH_X86)
-	if (nt) {
-		/* Whole 64-byte lines: the slot is, and the mbuf's data room
-		 * goes on past any frame of copy_max bytes or less. */
-		for (uint32_t o = 0; o < len; o += 64) {
-			__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(src + o));
-			__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 16));
-			__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 32));
-			__m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 48));
-			_mm_stream_si128((__m128i *)(void *)(dst + o), a);
-			_mm_stream_si128((__m128i *)(void *)(dst + o + 16), b);
-			_mm_stream_si128((__m128i *)(void *)(dst + o + 32), c);
-			_mm_stream_si128((__m128i *)(void *)(dst + o + 48), d);
-		}
-		return;
+	for (uint32_t o = 0; o < len; o += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(src + o));
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 32));
+		__m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 48));
+		_mm_stream_si128((__m128i *)(void *)(dst + o), a);
+		_mm_stream_si128((__m128i *)(void *)(dst + o + 16), b);
+		_mm_stream_si128((__m128i *)(void *)(dst + o + 32), c);
+		_mm_stream_si128((__m128i *)(void *)(dst + o + 48), d);
 	}
 #else
-	(void)nt;
-#endif
 	rte_memcpy(dst, src, len);
+#endif
 }
 
 static inline bool hist_copies(const struct il_seq *s, const struct rte_mbuf *m)
@@ -88,7 +94,7 @@ static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_se
 	} else {
 		g->n++;
 	}
-	if (s->mode == IL_HIST_COPY || s->mode == IL_HIST_COPY_NT) {
+	if (s->copy_max) {
 		/* The entry a burst from now evicts, if it holds a reference
 		 * (a frame longer than copy_max): its mbuf is cold. */
 		const struct rte_mbuf *ahead = g->ring[(idx + IL_BURST) & s->mask].m;
@@ -97,9 +103,9 @@ static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_se
 			rte_prefetch0(&ahead->next);
 		}
 	}
-	if ((s->mode == IL_HIST_COPY || s->mode == IL_HIST_COPY_NT) && hist_copies(s, m)) {
+	if (s->copy_max && hist_copies(s, m)) {
 		arena_copy(g->arena + (size_t)idx * s->slot, rte_pktmbuf_mtod(m, const uint8_t *),
-			   m->data_len, s->mode == IL_HIST_COPY_NT);
+			   m->data_len);
 		e->m = NULL;
 	} else {
 		rte_mbuf_refcnt_update(m, 1);
@@ -111,19 +117,6 @@ static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_se
 	e->sender = sender;
 	e->sender_seq = sseq;
 	g->head++;
-	if (s->mode == IL_HIST_TIERED && g->n > s->hot) {
-		/* The frame that just left the newest `hot`: still in cache,
-		 * copied out now so its mbuf goes back while it is warm. */
-		uint32_t ai = (g->head - 1 - s->hot) & s->mask;
-		struct il_hist_ent *a = &g->ring[ai];
-
-		if (a->m != NULL && hist_copies(s, a->m)) {
-			arena_copy(g->arena + (size_t)ai * s->slot,
-				   rte_pktmbuf_mtod(a->m, const uint8_t *), a->len, true);
-			s->victims[s->n_victims++] = a->m;
-			a->m = NULL;
-		}
-	}
 	g->stamped_frames++;
 	g->pf = 0;
 	st->ctr[SEQ_C_STAMPED_FRAMES]++;
@@ -467,29 +460,12 @@ static void fifo_member(struct il_seq *s, struct il_stage *st, struct rte_mbuf *
 	s->inc_due = true;
 }
 
-/* IL_HIST_DEFER: victims wait until a bulk has gathered; the bulk is then
- * prefetched and released one bulk later, when its lines have arrived. */
-static inline void release_deferred(struct il_seq *s)
-{
-	if (s->n_victims < IL_SEQ_DEFER_BULK)
-		return;
-	if (s->n_released)
-		rte_pktmbuf_free_bulk(s->released, s->n_released);
-	for (uint16_t i = 0; i < s->n_victims; i++) {
-		rte_prefetch0(s->victims[i]);
-		rte_prefetch0(&s->victims[i]->next);
-	}
-	memcpy(s->released, s->victims, sizeof(s->victims[0]) * s->n_victims);
-	s->n_released = s->n_victims;
-	s->n_victims = 0;
-}
-
 static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct il_seq *s = st->ctx;
 	uint16_t out = 0;
 
-	if (s->mode == IL_HIST_REF)
+	if (s->copy_max == 0)
 		prefetch_victims(s, pkts, n);
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -525,9 +501,7 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 	}
 	if (st->io != NULL)
 		st->io->kinds |= IL_KIND_BIT(IL_K_DATA);
-	if (s->mode == IL_HIST_DEFER)
-		release_deferred(s);
-	else if (s->n_victims) {
+	if (s->n_victims) {
 		rte_pktmbuf_free_bulk(s->victims, s->n_victims);
 		s->n_victims = 0;
 	}
@@ -537,13 +511,8 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 static int seq_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app, char *err,
 		      size_t errlen)
 {
-	static const char *const keys[] = {"type", "history", "raw_senders", "history_mode",
-					   "copy_max", "hot", NULL};
-	static const char *const modes[] = {[IL_HIST_REF] = "ref", [IL_HIST_DEFER] = "defer",
-					    [IL_HIST_COPY] = "copy", [IL_HIST_COPY_NT] = "copy_nt",
-					    [IL_HIST_TIERED] = "tiered"};
-	uint64_t depth, raw_cap, copy_max, hot;
-	const char *mode;
+	static const char *const keys[] = {"type", "history", "raw_senders", "copy_max", NULL};
+	uint64_t depth, raw_cap, copy_max;
 
 	if (il_cfg_check_keys(p, keys, err, errlen))
 		return -1;
@@ -554,16 +523,8 @@ static int seq_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 			   "group for retransmission, e.g. 16384)", il_cfg_path(p), depth);
 	if (il_cfg_u64(p, "raw_senders", 4096, 8, 1u << 20, &raw_cap, err, errlen))
 		return -1;
-	if (il_cfg_str(p, "history_mode", "copy_nt", &mode, err, errlen) ||
-	    il_cfg_u64(p, "copy_max", 256, 0, 1024, &copy_max, err, errlen) ||
-	    il_cfg_u64(p, "hot", 512, 1, 1u << 24, &hot, err, errlen))
+	if (il_cfg_u64(p, "copy_max", 256, 0, 1024, &copy_max, err, errlen))
 		return -1;
-	unsigned mi = 0;
-	while (mi < RTE_DIM(modes) && strcmp(modes[mi], mode) != 0)
-		mi++;
-	if (mi == RTE_DIM(modes))
-		return ERR("config: key '%s.history_mode': '%s' is not one of ref, defer, copy, "
-			   "copy_nt, tiered", il_cfg_path(p), mode);
 	struct il_seq *s = rte_zmalloc("il_seq", sizeof(*s), RTE_CACHE_LINE_SIZE);
 	if (!s)
 		return ERR("out of memory for stage '%s'", st->name);
@@ -571,10 +532,8 @@ static int seq_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	s->app = app;
 	s->depth = (uint32_t)depth;
 	s->mask = (uint32_t)depth - 1;
-	s->mode = (enum il_hist_mode)mi;
-	s->copy_max = s->mode == IL_HIST_REF || s->mode == IL_HIST_DEFER ? 0 : (uint32_t)copy_max;
+	s->copy_max = (uint32_t)copy_max;
 	s->slot = (uint32_t)RTE_ALIGN_CEIL(s->copy_max, 64);
-	s->hot = (uint32_t)hot;
 	s->epoch = app->epoch;
 	s->groups = rte_zmalloc("il_seq_groups", sizeof(*s->groups) * app->n_groups,
 				RTE_CACHE_LINE_SIZE);
@@ -630,8 +589,6 @@ static void seq_destroy(struct il_stage *st)
 	rte_free(s->groups);
 	if (s->n_victims)
 		rte_pktmbuf_free_bulk(s->victims, s->n_victims);
-	if (s->n_released)
-		rte_pktmbuf_free_bulk(s->released, s->n_released);
 	rte_free(s->raw_senders);
 	rte_free(s);
 	st->ctx = NULL;

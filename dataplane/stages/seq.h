@@ -56,7 +56,8 @@ struct il_seq_group {
 	uint32_t n;         /* frames held */
 	uint32_t pf;        /* frames of the current burst already prefetched */
 	struct il_hist_ent *ring;
-	uint8_t *arena;     /* depth slots of il_seq.slot bytes (copy_max > 0) */
+	uint8_t *arena;     /* depth slots of il_seq.slot bytes (copy_max > 0): the
+			     * bytes of entries with m == NULL */
 	/* Uniform total order (set by the control stage on the same lcore):
 	 * every sequence below `stable` is held by every receiver of the
 	 * view. Stamped into DATA headers; the history frees nothing above. */
@@ -76,25 +77,11 @@ struct il_raw_sender {
 	uint64_t seq;
 };
 
-/* How the history keeps frames (history_mode: measured side by side in
- * bench_seq, docs/benchmarks.md). */
-enum il_hist_mode {
-	IL_HIST_REF,    /* a reference per frame; victims prefetched per burst */
-	IL_HIST_DEFER,  /* references; victims released in bulks, prefetched a bulk ahead */
-	IL_HIST_COPY,   /* frames <= copy_max copied into the arena, the mbuf left alone */
-	IL_HIST_COPY_NT,/* the same with non-temporal stores */
-	IL_HIST_TIERED, /* references for the newest `hot` frames, then copied out */
-};
-
-#define IL_SEQ_DEFER_BULK 256
-
 struct il_seq {
 	struct il_app *app;
 	uint32_t depth, mask;
-	enum il_hist_mode mode;
-	uint32_t copy_max;  /* frames up to this many bytes go into the arena */
+	uint32_t copy_max;  /* frames up to this many bytes go into the arena (0: none) */
 	uint32_t slot;      /* arena bytes per entry: copy_max rounded up to 64 */
-	uint32_t hot;       /* IL_HIST_TIERED: frames kept by reference */
 	uint32_t epoch;
 	bool uto;           /* a control stage is attached: see il_seq_group.stable */
 	bool resume_due;    /* some il_seq_fifo.notify is set */
@@ -102,11 +89,9 @@ struct il_seq {
 	struct il_seq_group *groups; /* app->n_groups entries */
 	struct il_raw_sender *raw_senders; /* raw_mask + 1 slots (seq.c) */
 	uint32_t raw_mask, raw_sender_n, raw_sender_cap;
-	/* Frames the history let go during the current burst, freed together
-	 * (IL_HIST_DEFER: over several bursts, a bulk at a time). */
-	uint16_t n_victims, n_released;
-	struct rte_mbuf *victims[2 * IL_BURST_CAP + IL_SEQ_DEFER_BULK];
-	struct rte_mbuf *released[IL_BURST_CAP + IL_SEQ_DEFER_BULK]; /* IL_HIST_DEFER */
+	/* Frames the history let go during the current burst, freed together. */
+	uint16_t n_victims;
+	struct rte_mbuf *victims[IL_BURST_CAP];
 };
 
 enum seq_ctr {

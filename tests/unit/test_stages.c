@@ -605,7 +605,7 @@ static char *many_groups_config(void)
 		 "stages:\n"
 		 "  classify: { type: classify }\n"
 		 "  seq_a: { type: sequencer, history: 4 }\n"
-		 "  seq_b: { type: sequencer, history: 4 }\n"
+		 "  seq_b: { type: sequencer, history: 4, copy_max: 0 }\n"
 		 "pipeline:\n"
 		 "  - lcore: 1\n"
 		 "    chains:\n"
@@ -660,6 +660,13 @@ static void test_state_of_two_sequencers_over_many_groups(void **state)
 	p[1] = frame(7400, IL_T_DATA, 150, 1, 3, 1, 8, false);
 	n = cl2->type->process(cl2, p, 2);
 	n = sq_b->type->process(sq_b, p, n);
+	/* seq_b copies nothing (copy_max 0): it holds references. */
+	const struct il_seq *b_ctx = sq_b->ctx;
+	for (unsigned i = 0; i < n; i++) {
+		assert_int_equal(rte_mbuf_refcnt_read(p[i]), 2);
+		assert_ptr_equal(il_seq_hist_at(b_ctx, il_meta(p[i])->group_idx, 0)->m, p[i]);
+	}
+	assert_null(b_ctx->groups[0].arena);
 	rte_pktmbuf_free_bulk(p, n);
 
 	tu_state_collect(sq_a, &a);
