@@ -618,4 +618,5 @@ const struct il_stage_type il_stage_sequencer = {
 	/* CONTROL: a sender's JOIN or HEARTBEAT under uto (fifo_member). */
 	.kinds = IL_KIND_BIT(IL_K_DATA) | IL_KIND_BIT(IL_K_RAW) | IL_KIND_BIT(IL_K_CONTROL),
 	.kinds_kept = true, /* raw frames leave as DATA: seq_process says so */
+	.writes_frames = true,
 };

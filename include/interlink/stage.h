@@ -171,6 +171,9 @@ struct il_stage_type {
 	 * packets into another kind ORs it into io->kinds). Otherwise the
 	 * pipeline assumes every kind after it. */
 	bool kinds_kept;
+	/* It writes into the frames it passes on (a stage before it that
+	 * keeps references to them, fec_dec, copies instead). */
+	bool writes_frames;
 	/* Optional: change parameters at run time (interlink-ctl set). Called
 	 * by the poll loop of the stage's lcore between two bursts, so it may
 	 * change any state without a lock; params is a map of the keys to
