@@ -314,6 +314,7 @@ void BM_StampRaw(benchmark::State &state)
 	uint64_t n = 0, cyc = 0, c_sq = 0;
 	unsigned pos = 0;
 	const double hz = double(rte_get_tsc_hz());
+	BurstCycles bc;
 	for (auto _ : state) {
 		if (!rx_burst(state, g_app.pool, tmpl, burst, pos))
 			break;
@@ -325,6 +326,7 @@ void BM_StampRaw(benchmark::State &state)
 		uint64_t dt = rte_rdtsc() - t0;
 		c_sq += rte_rdtsc() - t1;
 		cyc += dt;
+		bc.add(dt, k);
 		state.SetIterationTime(double(dt) / hz);
 		rte_pktmbuf_free_bulk(burst, k);
 		n += k;
@@ -332,6 +334,7 @@ void BM_StampRaw(benchmark::State &state)
 	if (n == 0 || g_sq32->ctr[SEQ_C_RAW_INSERTED] == 0)
 		state.SkipWithError("no raw frame was sequenced");
 	report(state, n, cyc);
+	state.counters["cyc_p50"] = bc.median();
 	state.counters["seq_cyc"] = n ? double(c_sq) / double(n) : 0;
 	for (auto *m : tmpl)
 		rte_pktmbuf_free(m);
