@@ -525,19 +525,13 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 			fprintf(stderr, "interlink: warning: stage '%s' is not placed on any chain\n",
 				app->stages[s]->name);
 
-	/* Pool: every descriptor, every history slot, every packet a FEC
-	 * decoder may hold by reference, every burst in flight. */
-	const struct il_cfg *stages = il_cfg_get(app->cfg, "stages");
-	for (unsigned i = 0; i < il_cfg_len(stages); i++) {
-		const struct il_cfg *sp = il_cfg_at(stages, i);
-		const char *type = NULL;
-		uint64_t h;
-		if (il_cfg_u64(sp, "history", 0, 0, UINT32_MAX, &h, NULL, 0) == 0)
-			hist += (unsigned)h * app->n_groups;
-		if (il_cfg_str(sp, "type", NULL, &type, NULL, 0) == 0 && type != NULL &&
-		    strcmp(type, "fec_dec") == 0 &&
-		    il_cfg_u64(sp, "store_pkts", 4096, 0, UINT32_MAX, &h, NULL, 0) == 0)
-			hist += (unsigned)h;
+	/* Pool: every descriptor, every mbuf a stage may hold (every history
+	 * slot, every packet a FEC decoder keeps by reference), every burst
+	 * in flight. */
+	for (unsigned i = 0; i < app->n_stages; i++) {
+		const struct il_stage *st = app->stages[i];
+		if (st->type->mbufs_held)
+			hist += st->type->mbufs_held(st);
 	}
 	unsigned need = 4096 + hist;
 	for (unsigned p = 0; p < app->n_ports; p++)

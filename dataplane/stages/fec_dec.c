@@ -217,6 +217,35 @@ fail:
 	return -1;
 }
 
+/* A frame held by reference must keep its bytes: not when a stage after
+ * this one in its chain writes into frames (a sequencer stamping, ftcp
+ * rewriting). Then every packet is copied. */
+static bool dec_holds_refs(const struct il_stage *st)
+{
+	const struct fec_dec_ctx *c = st->ctx;
+	bool ref = c->sc.enabled && c->sc.hold_ref;
+
+	for (unsigned w = 0; w < st->app->n_workers; w++)
+		for (unsigned k = 0; k < st->app->workers[w].n_chains; k++) {
+			const struct il_chain *ch = &st->app->workers[w].chains[k];
+			bool after = false;
+
+			for (unsigned i = 0; i < ch->n_stages; i++) {
+				if (after && ch->stages[i]->type->writes_frames)
+					ref = false;
+				after |= ch->stages[i] == st;
+			}
+		}
+	return ref;
+}
+
+static uint32_t dec_mbufs_held(const struct il_stage *st)
+{
+	const struct fec_dec_ctx *c = st->ctx;
+
+	return dec_holds_refs(st) ? c->sc.fec.dec_max_pkts : 0;
+}
+
 static int dec_bind(struct il_stage *st, char *err, size_t errlen)
 {
 	struct fec_dec_ctx *c = st->ctx;
@@ -231,21 +260,7 @@ static int dec_bind(struct il_stage *st, char *err, size_t errlen)
 			 st->name, c->sc.fec.lan_mtu + FEC_ETH_LEN, room);
 		return -1;
 	}
-	/* A frame held by reference must keep its bytes: not when a stage
-	 * after this one in its chain writes into frames (a sequencer
-	 * stamping, ftcp rewriting). Then every packet is copied. */
-	c->by_ref = c->sc.hold_ref;
-	for (unsigned w = 0; w < st->app->n_workers; w++)
-		for (unsigned k = 0; k < st->app->workers[w].n_chains; k++) {
-			const struct il_chain *ch = &st->app->workers[w].chains[k];
-			bool after = false;
-
-			for (unsigned i = 0; i < ch->n_stages; i++) {
-				if (after && ch->stages[i]->type->writes_frames)
-					c->by_ref = false;
-				after |= ch->stages[i] == st;
-			}
-		}
+	c->by_ref = dec_holds_refs(st);
 	return 0;
 }
 
@@ -429,6 +444,7 @@ const struct il_stage_type il_stage_fec_dec = {
 	.poll = true,
 	.destroy = dec_destroy,
 	.state = dec_state,
+	.mbufs_held = dec_mbufs_held,
 	/* Recovered packets join the burst untagged, and may be Interlink
 	 * frames: a classify goes after this stage, not before. */
 	.meta_loses = IL_META_TAGS,

@@ -605,6 +605,14 @@ static void seq_state(const struct il_stage *st, struct il_state_sink *out)
 	}
 }
 
+/* Any frame may be longer than copy_max: every slot may hold an mbuf. */
+static uint32_t seq_mbufs_held(const struct il_stage *st)
+{
+	const struct il_seq *s = st->ctx;
+
+	return s->depth * s->app->n_groups;
+}
+
 const struct il_stage_type il_stage_sequencer = {
 	.name = "sequencer",
 	.help = "stamp epoch + per-group global sequence on DATA (native and raw), keep history",
@@ -614,6 +622,7 @@ const struct il_stage_type il_stage_sequencer = {
 	.process = seq_process,
 	.destroy = seq_destroy,
 	.state = seq_state,
+	.mbufs_held = seq_mbufs_held,
 	.meta_needs = IL_META_TAGS,
 	/* CONTROL: a sender's JOIN or HEARTBEAT under uto (fifo_member). */
 	.kinds = IL_KIND_BIT(IL_K_DATA) | IL_KIND_BIT(IL_K_RAW) | IL_KIND_BIT(IL_K_CONTROL),

@@ -174,6 +174,10 @@ struct il_stage_type {
 	/* It writes into the frames it passes on (a stage before it that
 	 * keeps references to them, fec_dec, copies instead). */
 	bool writes_frames;
+	/* Optional: the most mbufs the instance may hold between bursts (a
+	 * history, a decoder's store), for sizing the pool. Called once the
+	 * stages are placed on their chains, before the pool exists. */
+	uint32_t (*mbufs_held)(const struct il_stage *st);
 	/* Optional: change parameters at run time (interlink-ctl set). Called
 	 * by the poll loop of the stage's lcore between two bursts, so it may
 	 * change any state without a lock; params is a map of the keys to
