@@ -62,7 +62,7 @@ enum lec_gstate {
 struct lec_group {
 	uint8_t state;
 	uint16_t id;
-	double c;          /* as asked */
+	double c;          /* as asked; 0: decode only */
 	uint32_t n;        /* members in the view, self excluded */
 	uint32_t *members; /* max_group_size entries */
 	/* bins a message of this group enters, in force */
