@@ -8,7 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef IL_LEC_NO_ISAL
+/* The copy libinterlink carries (endpoint/meson.build): a host library
+ * that needs nothing beyond liburing and libc, so every XOR takes the
+ * plain C path, the same one `xor_impl = ref` selects. */
+#define IL_LEC_HAVE_ISAL 0
+static inline int xor_gen(int vects, int len, void **array)
+{
+	(void)vects;
+	(void)len;
+	(void)array;
+	return -1;
+}
+#else
+#define IL_LEC_HAVE_ISAL 1
 #include <isa-l/raid.h>
+#endif
 
 #include "lec_internal.h"
 
@@ -208,7 +223,7 @@ struct il_lec *il_lec_create(const struct il_lec_cfg *cfg, const struct il_lec_o
 	l->ops = *ops;
 	l->W = (cfg->max_groups + 63) / 64;
 	l->slot_size = lec_round(cfg->max_len, LEC_ALIGN);
-	l->isal = cfg->xor_impl == IL_LEC_XOR_ISAL;
+	l->isal = IL_LEC_HAVE_ISAL && cfg->xor_impl == IL_LEC_XOR_ISAL;
 	l->rng = cfg->seed ? cfg->seed : 0x5eed1ec0ffeeull;
 
 	layout(l, &cv);
