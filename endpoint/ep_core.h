@@ -105,6 +105,7 @@ struct ep_slot {
 	uint8_t state;
 	bool fifo_start; /* its sender's new incarnation starts here (IL_F_FIFO_START) */
 	uint8_t via;     /* IL_EP_VIA_*: how its frame reached us */
+	uint64_t rx_ns;  /* when */
 };
 
 /* A run of missing sequences with its own NAK timers: NAKed `delay`

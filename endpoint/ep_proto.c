@@ -377,6 +377,7 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 			m.data = s->data;
 			m.len = s->len;
 			m.via = s->via;
+			m.rx_ns = s->rx_ns;
 			g->cb.po(g->user, &m);
 		}
 		ep->st.msgs_po++;
@@ -398,6 +399,7 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 				m.data = s->data;
 				m.len = s->len;
 				m.via = s->via;
+				m.rx_ns = s->rx_ns;
 				g->cb.uto(g->user, &m);
 			}
 			ep->st.msgs_uto++;
@@ -480,7 +482,7 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 				       .sender_seq = sseq + i, .sender = sender, .len = ml,
 				       .state = EP_S_MSG,
 				       .fifo_start = i == 0 && (h[IL_OFF_FLAGS] & IL_F_FIFO_START),
-				       .via = via };
+				       .via = via, .rx_ns = now };
 		off += IL_MSG_HDR_LEN + ml;
 		placed++;
 	}

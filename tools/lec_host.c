@@ -74,10 +74,35 @@ static struct {
 	bool lossy, lose_repairs;
 	uint64_t rx_frames, drop_frames, drop_msgs, drop_repairs;
 	uint64_t rec_unaccounted, rec_as_data, via[3];
-	struct lat lat_all, lat_rec_ms[3], lat_rec_pkts[3];
+	struct lat lat_all, lat_rec_ms[3], lat_rec_pkts[3], lat_hol[3];
 	uint32_t id;
 	unsigned size;
 } H = { .lose_repairs = true };
+
+/* Frames received, by time: a message's recovery latency in packets is
+ * what arrived between its loss and the arrival of its rebuilt or
+ * retransmitted frame, which may be delivered later (behind a gap). */
+#define RXLOG (1u << 17)
+static struct {
+	uint64_t t[RXLOG];
+	uint64_t n; /* entries written: entry k holds the time of frame k + 1 */
+} rxlog;
+
+static uint64_t frames_at(uint64_t t)
+{
+	uint64_t lo = rxlog.n > RXLOG ? rxlog.n - RXLOG : 0, hi = rxlog.n;
+
+	/* the first entry later than t: frames up to it had arrived */
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (rxlog.t[mid % RXLOG] <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
 
 static volatile sig_atomic_t stop;
 
@@ -175,7 +200,10 @@ static bool rx_filter(void *arg, const uint8_t *d, size_t len)
 	if (!data && !(t == IL_T_LEC_REPAIR && H.lose_repairs))
 		return false;
 	if (!H.lossy || !il_loss_drop(&H.loss)) {
-		H.rx_frames += data;
+		if (data) {
+			H.rx_frames++;
+			rxlog.t[rxlog.n++ % RXLOG] = now_ns();
+		}
 		return false;
 	}
 	if (!data) {
@@ -250,8 +278,14 @@ static void on_po(void *user, const struct il_ep_msg *m)
 	if (x != NULL && x->t_ns != 0 && via == IL_EP_VIA_DATA) {
 		H.rec_as_data++; /* a retransmission we did not know we missed */
 	} else if (x != NULL && x->t_ns != 0) {
-		lat_add(&H.lat_rec_ms[via], (double)(t - x->t_ns) / 1e6);
-		lat_add(&H.lat_rec_pkts[via], (double)(H.rx_frames - x->frames));
+		/* recovered when its frame came back, maybe delivered later */
+		uint64_t at = m->rx_ns > x->t_ns ? m->rx_ns : x->t_ns;
+		uint64_t fr = frames_at(at);
+
+		lat_add(&H.lat_rec_ms[via], (double)(at - x->t_ns) / 1e6);
+		lat_add(&H.lat_rec_pkts[via], (double)(fr > x->frames ? fr - x->frames : 0));
+		if (t > at)
+			lat_add(&H.lat_hol[via], (double)(t - at) / 1e6);
 	} else if (via != IL_EP_VIA_DATA) {
 		H.rec_unaccounted++; /* lost on its way, not by our model */
 	}
@@ -342,6 +376,9 @@ static void write_json(const char *path, struct il_ep *ep, bool done, double ela
 	lat_json(j, "lec_pkts", &H.lat_rec_pkts[IL_EP_VIA_LEC], 1);
 	lat_json(j, "nak_ms", &H.lat_rec_ms[IL_EP_VIA_NAK], 3);
 	lat_json(j, "nak_pkts", &H.lat_rec_pkts[IL_EP_VIA_NAK], 1);
+	/* from recovery to delivery: waiting behind earlier gaps (PO order) */
+	lat_json(j, "lec_wait_ms", &H.lat_hol[IL_EP_VIA_LEC], 3);
+	lat_json(j, "nak_wait_ms", &H.lat_hol[IL_EP_VIA_NAK], 3);
 	il_json_obj(j, "ep");
 	il_json_u64(j, "data_rx", st.data_rx);
 	il_json_u64(j, "data_dup", st.data_dup);

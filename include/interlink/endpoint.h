@@ -86,6 +86,7 @@ struct il_ep_msg {
 	const void *data;
 	uint16_t len;
 	uint8_t via;         /* how its frame reached us: IL_EP_VIA_* */
+	uint64_t rx_ns;      /* when (CLOCK_MONOTONIC) its frame arrived or was rebuilt */
 };
 
 #define IL_EP_VIA_DATA 0 /* the frame as first sent */

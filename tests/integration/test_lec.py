@@ -45,7 +45,7 @@ def test_overlapping_groups_every_message_once_in_order(tmp_path, mode):
         specs = {f"h{i}": (i, dict(lec=mode, loss=LOSS[i], seed=i, count=count, rate=250,
                                    size=256, expect=exp)) for i in range(1, 5)}
         res = rig.run(specs)
-        summary = rig.summary()
+    summary = rig.summary()  # written by the appliance as it stopped
     check_exactly_once_in_order(rig, res, count)
     dropped = sum(r["drop_msgs"] for r in res.values())
     lec = sum(r["via_lec"] for r in res.values())
@@ -55,17 +55,28 @@ def test_overlapping_groups_every_message_once_in_order(tmp_path, mode):
     for name, r in sorted(res.items()):
         print(f"  {name}: lost {r['drop_msgs']} lec {r['via_lec']} (median "
               f"{r['lec_ms'].get('p50')} ms, {r['lec_pkts'].get('p50')} pkts) nak "
-              f"{r['via_nak']} (median {r['nak_ms'].get('p50')} ms) lec_tx "
-              f"{r['ep']['lec_tx']} lec_rx {r['ep']['lec_rx']}")
-    # Every message lost was recovered one way or the other, and LEC did most of it.
-    assert lec + nak >= dropped > 0.02 * 3 * 3 * count * 4 / 2
-    assert lec >= 0.5 * dropped, (lec, dropped)
+              f"{r['via_nak']} (median {r['nak_ms'].get('p50')} ms) as_data "
+              f"{r['recovered_as_data']} lec_tx {r['ep']['lec_tx']} lec_rx {r['ep']['lec_rx']}")
+    # Every message lost came back (by LEC, by a NAK of ours, or as another receiver's NAK
+    # repair before we knew we missed it), and LEC brought back much of it: with (8, 5) and
+    # these group sizes (c capped at 2 per peer, 3 for the appliance), the appliance sends
+    # each member half the repairs its peers would.
+    as_data = sum(r["recovered_as_data"] for r in res.values())
+    assert lec + nak + as_data >= dropped > 0.02 * 3 * 3 * count * 4 / 2
+    assert lec >= (0.35 if mode == "appliance" else 0.6) * dropped, (lec, dropped)
     for r in res.values():
-        assert r["ep"]["lec_tx_noaddr"] == 0
+        assert r["ep"]["lec_tx_noaddr"] == 0 and r["ep"]["lec_tx_fail"] == 0
+        assert r["lec_core"]["rep_inconsistent"] == 0 and r["lec_core"]["rep_bad"] == 0
         if mode in ("peers", "both"):
-            assert r["ep"]["lec_tx"] > 0 and r["lec_core"]["regions"] >= 3
+            assert r["ep"]["lec_tx"] > 0 and r["lec_core"]["regions"] == 3
         else:
             assert r["ep"]["lec_tx"] == 0 and r["ep"]["lec_rx"] > 0
+        # LEC's recoveries come back in a few milliseconds, NAK's after its 100 ms timer
+        if r["lec_ms"]["n"] > 20 and r["nak_ms"]["n"] > 20:
+            assert r["nak_ms"]["p50"] >= 100
     if mode in ("appliance", "both"):
-        st = summary["stages"]["lec"] if summary else None
-        assert st is not None
+        st = summary["stages"]["lec"]
+        assert st["protected"] == st["data_frames"] == 4 * 3 * count
+        # (the regions at the end are those left once the hosts have left their groups)
+        assert st["members_known"] == 4 and st["drop_no_addr"] == 0 and st["views"] >= 4
+        assert st["repair_copies"] > 0.2 * st["protected"] and st["drop_nombuf"] == 0
