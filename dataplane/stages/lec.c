@@ -144,10 +144,22 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 	struct il_path path = { .src_ip = app->appliance_ip, .src_port = x->udp_port,
 				.dst_port = x->udp_port, .ttl = 16, .df = true };
 
+	const void *keys[RTE_HASH_LOOKUP_BULK_MAX];
+	int32_t pos[RTE_HASH_LOOKUP_BULK_MAX];
+
 	st->ctr[LEC_C_REPAIRS]++;
 	memcpy(path.src_mac, app->ports[x->tx].mac, 6);
+	/* the targets' addresses in one bulk lookup (they are few: c or so) */
+	if (n > RTE_HASH_LOOKUP_BULK_MAX) {
+		st->ctr[LEC_C_DROP_NO_ADDR] += n - RTE_HASH_LOOKUP_BULK_MAX;
+		n = RTE_HASH_LOOKUP_BULK_MAX;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = &targets[i];
+	if (rte_hash_lookup_bulk(x->h, keys, n, pos) != 0)
+		return;
 	for (uint32_t i = 0; i < n; i++) {
-		int32_t k = rte_hash_lookup(x->h, &targets[i]);
+		int32_t k = pos[i];
 		struct rte_mbuf *m;
 		uint8_t *f;
 
@@ -515,6 +527,10 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	lc.defer_xor = true;
 	lc.self_id = IL_LEC_OBSERVER;
 	lc.max_len = x->max_len;
+	/* frames sit in mbufs behind their headers and the headroom: LEC may
+	 * read up to 31 bytes before the Interlink header, so ISA-L XORs
+	 * them from a 32-byte boundary */
+	lc.src_slack = 31;
 	lc.max_groups = app->n_groups ? app->n_groups : 1;
 	lc.max_group_size = (uint32_t)gsize;
 	lc.max_members = (uint32_t)members;

@@ -95,6 +95,11 @@ struct il_lec_cfg {
 	uint32_t self_id; /* this node's member id, left out of every view;
 	                   * IL_LEC_OBSERVER for a node in none (0) */
 	uint32_t max_len; /* longest payload protected, 1..65535 (1500) */
+	uint32_t src_slack; /* defer_xor: bytes before every payload that LEC may read
+	                     * (an mbuf's headroom), 0..31 used (0). When all
+	                     * the payloads of a repair sit at one offset from a
+	                     * 32-byte boundary, ISA-L then XORs them from that
+	                     * boundary instead of the plain C path */
 
 	uint32_t max_groups;     /* groups at once (64) */
 	uint32_t max_group_size; /* members in one group's view (256) */

@@ -495,7 +495,10 @@ static void ref_release(void *arg, void *const *cookies, uint32_t n)
 	g_refs->releases += n;
 }
 
-static void test_defer_matches_copy(void **state)
+/* off: where each payload starts in its T_MAXLEN buffer (42: as in an
+ * mbuf, 10 bytes past a 32-byte boundary); slack: cfg.src_slack of the
+ * deferring instance (with 31 it XORs those from the boundary, ISA-L). */
+static void defer_matches_copy(uint32_t off, uint32_t slack)
 {
 	enum { PER_GROUP = 3000, NMSG = 3 * PER_GROUP };
 	struct il_lec_cfg cfg;
@@ -504,10 +507,9 @@ static void test_defer_matches_copy(void **state)
 	struct il_lec_ops ops = { .send = t_send, .hold = ref_hold, .release = ref_release,
 				  .arg = &b };
 	struct refs refs = { 0 };
-	uint8_t *pool = malloc((size_t)NMSG * T_MAXLEN);
+	uint8_t *pool = aligned_alloc(64, (size_t)NMSG * T_MAXLEN + 64);
 	char err[256];
 
-	(void)state;
 	assert_non_null(pool);
 	refs.count = calloc(NMSG, sizeof(int32_t));
 	assert_non_null(refs.count);
@@ -518,6 +520,7 @@ static void test_defer_matches_copy(void **state)
 	copy = t_lec(&cfg, &a);
 	fig7_views(copy);
 	cfg.defer_xor = true;
+	cfg.src_slack = slack;
 	defer = il_lec_create(&cfg, &ops, err, sizeof(err));
 	assert_non_null(defer);
 	fig7_views(defer);
@@ -525,8 +528,10 @@ static void test_defer_matches_copy(void **state)
 		uint16_t g = (uint16_t)(1 + i % 3);
 		struct il_lec_id id = t_id(g, 1 + i / 3);
 		uint32_t len = t_len(id.seq + g);
-		uint8_t *p = pool + (size_t)i * T_MAXLEN;
+		uint8_t *p = pool + (size_t)i * T_MAXLEN + off;
 
+		/* junk around it: LEC must not take any of it into a repair */
+		memset(p - off, 0xee, T_MAXLEN);
 		t_payload(p, g, id.seq, len);
 		assert_int_equal(il_lec_data(copy, &id, p, len, NULL, 0), IL_LEC_NEW);
 		assert_int_equal(il_lec_data(defer, &id, p, len, (void *)(uintptr_t)i, 0),
@@ -561,6 +566,14 @@ static void test_defer_matches_copy(void **state)
 	t_cap_free(&b);
 	free(refs.count);
 	free(pool);
+}
+
+static void test_defer_matches_copy(void **state)
+{
+	(void)state;
+	defer_matches_copy(0, 0);
+	defer_matches_copy(42, 0);  /* misaligned: the plain C gather */
+	defer_matches_copy(42, 31); /* ISA-L from the 32-byte boundary before */
 }
 
 static void expect_cfg_error(const struct il_lec_cfg *cfg, const char *key)
