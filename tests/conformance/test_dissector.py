@@ -3,8 +3,9 @@ field, on captures of what the real appliance sends: Debian's tshark decodes the
 script (PDML output), Scapy decodes the same frames, and every field of every Interlink frame
 must agree, in order. Every message type is in the captures: stamped DATA (native and raw mode,
 with and without the watermark), retransmissions, UNAVAIL, STABLE made by the control stage,
-FEC repairs made by the fec_enc stage, and ACK (both forms), JOIN, LEAVE, HEARTBEAT, VIEW,
-CREDIT, LEC_REPAIR and FTCP_LOG passed through by an appliance without a control stage."""
+FEC repairs made by the fec_enc stage, LEC repairs made by the lec stage, and ACK (both forms),
+JOIN, LEAVE, HEARTBEAT, VIEW, CREDIT, LEC_REPAIR and FTCP_LOG passed through by an appliance
+without a control stage."""
 import shutil
 import subprocess
 import uuid
@@ -200,6 +201,16 @@ def captures(run_pcap, tmp_path):
             "local_ip: 192.0.2.1, peer_ip: 192.0.2.2, port: 7401}}",
             "pipeline=[{lcore: 1, chains: [{rx: in, stages: [enc], tx: out}]}]"])
         frames += r.out
+        # 4. The lec stage: the appliance's LEC repairs, back out of "in" to the members.
+        from test_lec_stage import LEC, VIEWS, heartbeat, view_frame
+        ins = [view_frame(g, m) for g, m in VIEWS.items()]
+        ins += [heartbeat(1 if i < 14 else 2, i) for i in (11, 12, 13, 14)]
+        ins += [data_frame(1 + i % 2, 1, i // 2 + 1, [bytes([i]) * (5 + 11 * i)])
+                for i in range(32)]
+        r = run_pcap(ins, sets=LEC)
+        lec = [p for p in r.back if Interlink in p and p[Interlink].type == 12]
+        assert lec
+        frames += lec
     finally:
         for suffix in ("", ".sock", ".mgmt"):
             Path(chan + suffix).unlink(missing_ok=True)
