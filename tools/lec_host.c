@@ -18,7 +18,8 @@
  *       [--nak-delay-us N] [--nak-retry-us N] [--peer ID=IPV4 ...]
  *       [--loss none|bernoulli:P|burst:P:LEN|ge:PGB:PBG:LG:LB] [--seed N]
  *       [--count N] [--rate MSGS_PER_S] [--size BYTES] [--expect ID:N ...]
- *       [--ready FILE] [--start FILE] [--timeout S] [--linger-ms MS] --json PATH
+ *       [--ready FILE] [--start FILE] [--timeout S] [--linger-ms MS] [--dump CSV]
+ *       --json PATH
  */
 #include <errno.h>
 #include <getopt.h>
@@ -77,6 +78,7 @@ static struct {
 	struct lat lat_all, lat_rec_ms[3], lat_rec_pkts[3], lat_hol[3];
 	uint32_t id;
 	unsigned size;
+	FILE *dump; /* --dump: one line per message recovered: via, ms, packets */
 } H = { .lose_repairs = true };
 
 /* Frames received, by time: a message's recovery latency in packets is
@@ -284,6 +286,11 @@ static void on_po(void *user, const struct il_ep_msg *m)
 
 		lat_add(&H.lat_rec_ms[via], (double)(at - x->t_ns) / 1e6);
 		lat_add(&H.lat_rec_pkts[via], (double)(fr > x->frames ? fr - x->frames : 0));
+		if (H.dump)
+			fprintf(H.dump, "%s,%.4f,%llu,%u,%llu,%.3f\n",
+				via == IL_EP_VIA_LEC ? "lec" : "nak", (double)(at - x->t_ns) / 1e6,
+				(unsigned long long)(fr > x->frames ? fr - x->frames : 0), g->id,
+				(unsigned long long)m->global_seq, (double)x->t_ns / 1e6);
 		if (t > at)
 			lat_add(&H.lat_hol[via], (double)(t - at) / 1e6);
 	} else if (via != IL_EP_VIA_DATA) {
@@ -320,7 +327,8 @@ static void usage(void)
 		"  [--nak-delay-us N] [--nak-retry-us N] [--peer ID=IPV4 ...]\n"
 		"  [--loss none|bernoulli:P|burst:P:LEN|ge:PGB:PBG:LG:LB] [--seed N] [--keep-repairs]\n"
 		"  [--count N] [--rate MSGS_PER_S] [--size BYTES] [--expect ID:N ...]\n"
-		"  [--ready FILE] [--start FILE] [--timeout S] [--linger-ms MS] --json PATH\n");
+		"  [--ready FILE] [--start FILE] [--timeout S] [--linger-ms MS] [--dump CSV]\n"
+		"  --json PATH\n");
 	exit(2);
 }
 
@@ -466,7 +474,7 @@ int main(int argc, char **argv)
 {
 	enum { O_TX = 256, O_RX, O_ID, O_PORT, O_GROUP, O_LEC, O_C, O_R, O_STAGGER, O_NAKD,
 	       O_NAKR, O_PEER, O_LOSS, O_SEED, O_COUNT, O_RATE, O_SIZE, O_EXPECT, O_READY,
-	       O_START, O_TIMEOUT, O_LINGER, O_JSON, O_KEEP };
+	       O_START, O_TIMEOUT, O_LINGER, O_JSON, O_KEEP, O_DUMP };
 	static const struct option opts[] = {
 		{ "tx", 1, NULL, O_TX }, { "rx", 1, NULL, O_RX }, { "id", 1, NULL, O_ID },
 		{ "port", 1, NULL, O_PORT }, { "group", 1, NULL, O_GROUP },
@@ -479,6 +487,7 @@ int main(int argc, char **argv)
 		{ "ready", 1, NULL, O_READY }, { "start", 1, NULL, O_START },
 		{ "timeout", 1, NULL, O_TIMEOUT }, { "linger-ms", 1, NULL, O_LINGER },
 		{ "json", 1, NULL, O_JSON }, { "keep-repairs", 0, NULL, O_KEEP },
+		{ "dump", 1, NULL, O_DUMP },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct il_ep_config cfg;
@@ -547,6 +556,13 @@ int main(int argc, char **argv)
 		case O_LINGER: linger_ms = (unsigned)strtoul(optarg, NULL, 0); break;
 		case O_JSON: json = optarg; break;
 		case O_KEEP: H.lose_repairs = false; break;
+		case O_DUMP:
+			H.dump = fopen(optarg, "w");
+			if (H.dump == NULL) {
+				perror(optarg);
+				return 2;
+			}
+			break;
 		default: usage();
 		}
 	}
@@ -658,6 +674,9 @@ int main(int argc, char **argv)
 	}
 	double elapsed = (double)(now_ns() - begin) / 1e9, cpu = cpu_now() - cpu0;
 	write_json(json, ep, done, elapsed, cpu, lec);
+	if (H.dump)
+		fclose(H.dump);
+	H.dump = NULL;
 	uint64_t until = now_ns() + (uint64_t)linger_ms * 1000000u;
 	while (!stop && now_ns() < until)
 		il_ep_poll(ep, 1000);

@@ -41,7 +41,10 @@ class LecRig(HostsRig):
             self.maddr[name] = f"239.{100 + (r >> 8) % 100}.{(r >> 16) % 250 + 1}.{k + 1}"
         self.groups = groups
         lst = ", ".join(f"{{id: {self.gids[n]}, address: {self.maddr[n]}}}" for n in sorted(groups))
-        super().__init__(tmp, n_hosts, ctl_args, [f"groups=[{lst}]", *app_sets])
+        # a history of 4096 frames per group: enough for the NAK backstop here, and the pool
+        # stays small with many groups
+        super().__init__(tmp, n_hosts, ctl_args,
+                         [f"groups=[{lst}]", "stages.seq.history=4096", *app_sets])
         # HostsRig speaks group 1 on port 7400 (il-hello, il-kvstore); these hosts can use
         # a port of their own, so other tests' frames never count here.
         self.port = 20000 + (r >> 40) % 20000
