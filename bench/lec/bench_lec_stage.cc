@@ -16,6 +16,7 @@
 
 #include <ctime>
 #include <cstdio>
+#include <unistd.h>
 #include <cstring>
 #include <random>
 #include <string>
@@ -49,13 +50,17 @@ const unsigned kLayouts[] = { 1, 16, 128 };
 
 il_app g_app;
 il_stage *g_cl, *g_sq;
-il_stage *g_lec[3];
+il_stage *g_lec[3][2]; // [layout][0: whole copies, 1: headers chained to one message]
+std::string g_sock;
 std::vector<uint32_t> g_members[kMaxGroups + 1];
 
 std::string config()
 {
+	// A memif port (no peer: nothing is sent) takes chained mbufs, so a stage
+	// on it may send copies of a repair as headers chained to one message.
 	std::string c = "name: benchlec\n"
-			"ports: { in: { device: net_ring0 }, out: { device: net_ring1 } }\n"
+			"ports: { in: { device: net_ring0 }, out: { device: net_ring1 },\n"
+			"         mif: { device: \"net_memif0,role=server,socket=" + g_sock + "\" } }\n"
 			"groups: [";
 	for (unsigned g = 1; g <= kMaxGroups; g++) {
 		char b[64];
@@ -67,18 +72,19 @@ std::string config()
 	     "  classify: { type: classify }\n"
 	     "  seq: { type: sequencer, history: 256 }\n";
 	std::string chain = "classify, seq";
-	for (unsigned i = 0; i < 3; i++) {
-		char b[160];
-		snprintf(b, sizeof(b),
-			 "  lec%u: { type: lec, tx: in, r: 8, c: 5, max_bins: 4096, max_links: "
-			 "65536, groups: [",
-			 kLayouts[i]);
-		c += b;
-		for (unsigned g = 1; g <= kLayouts[i]; g++)
-			c += (g > 1 ? ", " : "") + std::to_string(g);
-		c += "] }\n";
-		chain += ", lec" + std::to_string(kLayouts[i]);
-	}
+	for (unsigned i = 0; i < 3; i++)
+		for (unsigned f = 0; f < 2; f++) {
+			char b[200];
+			snprintf(b, sizeof(b),
+				 "  lec%u%c: { type: lec, tx: %s, fanout: %s, r: 8, c: 5, max_bins: 4096, "
+				 "max_links: 65536, groups: [",
+				 kLayouts[i], f ? 'r' : 'c', f ? "mif" : "in", f ? "reference" : "copy");
+			c += b;
+			for (unsigned g = 1; g <= kLayouts[i]; g++)
+				c += (g > 1 ? ", " : "") + std::to_string(g);
+			c += "] }\n";
+			chain += ", lec" + std::to_string(kLayouts[i]) + (f ? "r" : "c");
+		}
 	c += "pipeline: [ { lcore: 1, chains: [ { rx: in, stages: [" + chain +
 	     "], tx: out } ] } ]\n"
 	     "pool_size: 100000\n";
@@ -138,11 +144,12 @@ void setup_views()
 		std::memcpy(burst, &v[i], n * sizeof(burst[0]));
 		n = g_cl->type->process(g_cl, burst, n);
 		n = g_sq->type->process(g_sq, burst, n);
-		for (auto *s : g_lec)
-			n = s->type->process(s, burst, n);
+		for (auto &l : g_lec)
+			for (auto *s : l)
+				n = s->type->process(s, burst, n);
 		rte_pktmbuf_free_bulk(burst, n);
 	}
-	il_lcore_io *io = g_lec[0]->io;
+	il_lcore_io *io = g_lec[0][0]->io;
 	for (uint16_t i = 0; i < io->n_defer; i++)
 		rte_pktmbuf_free(io->defer[i]);
 	io->n_defer = 0;
@@ -182,12 +189,13 @@ struct Seen {
 	}
 };
 
-// range(0): groups of the layout (index into kLayouts); range(1): message bytes.
+// range(0): groups of the layout (index into kLayouts); range(1): message bytes;
+// range(2): copies of a repair whole (0) or headers chained to one message (1).
 void BM_LecStage(benchmark::State &state)
 {
 	const unsigned li = unsigned(state.range(0)), size = unsigned(state.range(1));
 	const unsigned groups = kLayouts[li];
-	il_stage *lec = g_lec[li];
+	il_stage *lec = g_lec[li][state.range(2)];
 	std::mt19937 rng(11);
 	std::vector<std::vector<uint8_t>> tmpl;
 	for (unsigned i = 0; i < 256; i++) {
@@ -263,8 +271,8 @@ void BM_LecStage(benchmark::State &state)
 }
 
 BENCHMARK(BM_LecStage)
-	->ArgsProduct({ { 0, 1, 2 }, { 64, 1024 } })
-	->ArgNames({ "layout", "size" })
+	->ArgsProduct({ { 0, 1, 2 }, { 64, 1024 }, { 0, 1 } })
+	->ArgNames({ "layout", "size", "chained" })
 	->UseManualTime()
 	->Unit(benchmark::kNanosecond);
 
@@ -273,12 +281,15 @@ BENCHMARK(BM_LecStage)
 int main(int argc, char **argv)
 {
 	char err[512];
+	g_sock = "/tmp/il-bench-lec-stage-" + std::to_string(getpid()) + ".sock";
 	char *eal[] = { argv[0], (char *)"--no-huge", (char *)"-m", (char *)"768",
 			(char *)"--no-pci", (char *)"--lcores", (char *)"0,1", (char *)"--file-prefix",
 			(char *)"il-bench-lec-stage", (char *)"--log-level", (char *)"lib.eal:error",
 			(char *)"--vdev", (char *)"net_ring0", (char *)"--vdev", (char *)"net_ring1",
-			nullptr };
-	if (rte_eal_init(15, eal) < 0) {
+			(char *)"--vdev", nullptr, nullptr };
+	std::string mif = "net_memif0,role=server,socket=" + g_sock;
+	eal[16] = const_cast<char *>(mif.c_str());
+	if (rte_eal_init(17, eal) < 0) {
 		fprintf(stderr, "EAL init failed\n");
 		return 1;
 	}
@@ -292,12 +303,15 @@ int main(int argc, char **argv)
 	g_cl = il_app_stage(&g_app, "classify");
 	g_sq = il_app_stage(&g_app, "seq");
 	for (unsigned i = 0; i < 3; i++)
-		g_lec[i] = il_app_stage(&g_app, ("lec" + std::to_string(kLayouts[i])).c_str());
+		for (unsigned f = 0; f < 2; f++)
+			g_lec[i][f] = il_app_stage(
+				&g_app, ("lec" + std::to_string(kLayouts[i]) + (f ? "r" : "c")).c_str());
 	setup_views();
 	benchmark::Initialize(&argc, argv);
 	benchmark::RunSpecifiedBenchmarks();
 	il_app_stop(&g_app);
 	il_cfg_free(cfg);
 	rte_eal_cleanup();
+	unlink(g_sock.c_str());
 	return 0;
 }

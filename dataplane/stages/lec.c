@@ -104,6 +104,8 @@ struct lec_ctx {
 	uint64_t view_tsc, next_view;
 	uint64_t tx_seq;
 	uint16_t ip_id;
+	bool by_ref; /* copies reference one message (the tx port takes chained mbufs) */
+	int fanout;  /* config: auto, copy, reference */
 	/* member addresses: id -> slot */
 	struct rte_hash *h;
 	struct lec_addr *addr;
@@ -128,24 +130,36 @@ static void lec_release(void *arg, void *const *cookies, uint32_t n)
 	rte_pktmbuf_free_bulk((struct rte_mbuf **)(uintptr_t)cookies, n);
 }
 
+/* The repair's Interlink message (header, LEC body, ids, XOR) at b. */
+static void put_msg(uint8_t *b, const struct lec_ctx *x, const struct il_lec_repair *rep,
+		    uint64_t seq)
+{
+	const struct il_hdr_fields h = { .type = IL_T_LEC_REPAIR, .group_id = rep->ids[0].group,
+					 .sender_seq = seq };
+	const struct il_lec_fields lf = { .count = (uint8_t)rep->count, .rate_r = x->r,
+					  .origin = IL_LEC_ORIGIN_APPLIANCE, .len = rep->len,
+					  .len_xor = rep->len_xor };
+
+	b = il_lec_body_put(il_hdr_put(b, &h), &lf);
+	for (unsigned j = 0; j < rep->count; j++)
+		b = il_lec_id_put(b, rep->ids[j].group, rep->ids[j].epoch, rep->ids[j].seq);
+	rte_memcpy(b, rep->payload, rep->len);
+}
+
 static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t *targets,
 		     uint32_t n)
 {
 	struct lec_ctx *x = arg;
 	struct il_stage *st = x->st;
 	const struct il_app *app = x->app;
-	uint16_t blen = (uint16_t)(IL_LEC_REPAIR_LEN(rep->count, rep->len) - IL_HDR_LEN);
-	uint16_t flen = (uint16_t)(IL_UDP_HDRS_LEN + IL_HDR_LEN + blen);
-	const struct il_hdr_fields h = { .type = IL_T_LEC_REPAIR, .group_id = rep->ids[0].group,
-					 .sender_seq = ++x->tx_seq };
-	const struct il_lec_fields lf = { .count = (uint8_t)rep->count, .rate_r = x->r,
-					  .origin = IL_LEC_ORIGIN_APPLIANCE, .len = rep->len,
-					  .len_xor = rep->len_xor };
+	const uint16_t mlen = (uint16_t)IL_LEC_REPAIR_LEN(rep->count, rep->len);
+	const uint64_t seq = ++x->tx_seq;
 	struct il_path path = { .src_ip = app->appliance_ip, .src_port = x->udp_port,
 				.dst_port = x->udp_port, .ttl = 16, .df = true };
-
 	const void *keys[RTE_HASH_LOOKUP_BULK_MAX];
 	int32_t pos[RTE_HASH_LOOKUP_BULK_MAX];
+	struct rte_mbuf *msg = NULL;
+	uint32_t go = 0;
 
 	st->ctr[LEC_C_REPAIRS]++;
 	memcpy(path.src_mac, app->ports[x->tx].mac, 6);
@@ -159,31 +173,56 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 	if (rte_hash_lookup_bulk(x->h, keys, n, pos) != 0)
 		return;
 	for (uint32_t i = 0; i < n; i++) {
-		int32_t k = pos[i];
+		if (pos[i] < 0)
+			st->ctr[LEC_C_DROP_NO_ADDR]++;
+		else
+			pos[go++] = pos[i];
+	}
+	if (go > 1 && x->by_ref) {
+		/* one message, referenced by every copy: each target's frame is
+		 * its own Ethernet/IPv4/UDP headers chained to it */
+		uint8_t *b;
+
+		msg = il_pktmbuf_alloc(app->pool);
+		b = msg ? (uint8_t *)rte_pktmbuf_append(msg, mlen) : NULL;
+		if (unlikely(b == NULL)) {
+			st->ctr[LEC_C_DROP_NOMBUF] += go;
+			rte_pktmbuf_free(msg);
+			return;
+		}
+		put_msg(b, x, rep, seq);
+	}
+	for (uint32_t i = 0; i < go; i++) {
+		struct lec_addr *a = &x->addr[pos[i]];
 		struct rte_mbuf *m;
 		uint8_t *f;
 
-		if (k < 0) {
-			st->ctr[LEC_C_DROP_NO_ADDR]++;
-			continue;
-		}
 		if (unlikely(il_emit_room(st) == 0)) {
 			st->ctr[LEC_C_DROP_EMIT_FULL]++;
 			continue;
 		}
-		m = il_app_frame_alloc(app, flen, &f);
-		if (unlikely(m == NULL)) {
-			st->ctr[LEC_C_DROP_NOMBUF]++;
-			continue;
-		}
-		struct lec_addr *a = &x->addr[k];
-
 		memcpy(path.dst_mac, a->mac, 6);
 		path.dst_ip = a->ip;
-		uint8_t *b = il_lec_body_put(il_frame_put(f, &path, x->ip_id++, &h, blen), &lf);
-		for (unsigned j = 0; j < rep->count; j++)
-			b = il_lec_id_put(b, rep->ids[j].group, rep->ids[j].epoch, rep->ids[j].seq);
-		rte_memcpy(b, rep->payload, rep->len);
+		if (msg != NULL) {
+			struct rte_mbuf *ind;
+
+			m = il_app_frame_alloc(app, IL_UDP_HDRS_LEN, &f);
+			ind = m ? rte_pktmbuf_clone(msg, app->pool) : NULL;
+			if (unlikely(ind == NULL)) {
+				st->ctr[LEC_C_DROP_NOMBUF]++;
+				rte_pktmbuf_free(m);
+				continue;
+			}
+			il_udp_frame_put(f, &path, x->ip_id++, mlen);
+			rte_pktmbuf_chain(m, ind);
+		} else {
+			m = il_app_frame_alloc(app, (uint16_t)(IL_UDP_HDRS_LEN + mlen), &f);
+			if (unlikely(m == NULL)) {
+				st->ctr[LEC_C_DROP_NOMBUF]++;
+				continue;
+			}
+			put_msg(il_udp_frame_put(f, &path, x->ip_id++, mlen), x, rep, seq);
+		}
 		/* no UDP checksum (allowed over IPv4): the receiver checks every
 		 * frame it rebuilds against the id that names it */
 		il_emit(st, x->tx, m);
@@ -191,8 +230,9 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 		if (a->region < x->n_regions)
 			x->region_copies[a->region]++;
 		st->ctr[LEC_C_REPAIR_COPIES]++;
-		st->ctr[LEC_C_REPAIR_BYTES] += IL_HDR_LEN + blen;
+		st->ctr[LEC_C_REPAIR_BYTES] += mlen;
 	}
+	rte_pktmbuf_free(msg); /* the copies hold it */
 }
 
 /* ---- member addresses and regions --------------------------------------- */
@@ -408,7 +448,7 @@ static uint16_t lec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 
 static const char *const lec_keys[] = {
 	"type", "control", "tx", "r", "c", "stagger", "groups", "xor_impl", "max_members",
-	"max_bins", "max_links", "max_group_size", "view_poll_us", NULL,
+	"max_bins", "max_links", "max_group_size", "view_poll_us", "fanout", NULL,
 };
 
 static void *lec_stage_alloc(size_t size, size_t align, void *arg)
@@ -472,6 +512,7 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		      size_t errlen)
 {
 	static const char *const impls[] = { "isal", "ref", NULL };
+	static const char *const fanouts[] = { "auto", "copy", "reference", NULL };
 	struct lec_ctx *x = rte_zmalloc("il_lec_stage", sizeof(*x), RTE_CACHE_LINE_SIZE);
 	struct il_lec_cfg lc;
 	const char *ctl, *tx;
@@ -498,6 +539,7 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	    il_cfg_u64(p, "max_links", 4096, 1, 1u << 22, &links, err, errlen) ||
 	    il_cfg_u64(p, "max_group_size", 256, 1, 1u << 16, &gsize, err, errlen) ||
 	    il_cfg_u64(p, "view_poll_us", 1000, 1, 1000000, &poll_us, err, errlen) ||
+	    il_cfg_enum(p, "fanout", fanouts, 0, &x->fanout, err, errlen) ||
 	    parse_groups(x, p, err, errlen))
 		goto fail;
 	int ti = il_app_port_index(app, tx);
@@ -592,6 +634,18 @@ static int lec_bind(struct il_stage *st, char *err, size_t errlen)
 				   st->lcore, c->name, c->lcore);
 		x->ctl = c;
 	}
+	/* Copies of a repair reference one message when the port sends
+	 * chained mbufs (memif, af_packet and most NICs do); else each copy
+	 * is a whole frame. */
+	struct rte_eth_dev_info info;
+	bool chains = rte_eth_dev_info_get(x->app->ports[x->tx].port_id, &info) == 0 &&
+		      (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS);
+
+	if (x->fanout == 2 && !chains)
+		return ERR("config: key 'stages.%s.fanout': reference needs a tx port that sends "
+			   "chained mbufs, and '%s' does not (auto or copy)", st->name,
+			   x->app->ports[x->tx].name);
+	x->by_ref = x->fanout == 2 || (x->fanout == 0 && chains);
 	uint32_t room = rte_pktmbuf_data_room_size(x->app->pool) - RTE_PKTMBUF_HEADROOM;
 	uint32_t need = IL_UDP_HDRS_LEN + IL_LEC_REPAIR_LEN(x->r, x->max_len);
 
@@ -623,6 +677,7 @@ static void lec_state(const struct il_stage *st, struct il_state_sink *out)
 	il_state_put(out, -1, "regions", il_lec_region_count(x->l));
 	il_state_put(out, -1, "bins", il_lec_bin_count(x->l));
 	il_state_put(out, -1, "members_known", x->n_addr);
+	il_state_put(out, -1, "fanout_by_reference", x->by_ref);
 	il_state_put(out, -1, "bin_adds", s->bin_adds);
 	il_state_put(out, -1, "xor_ops", s->xor_ops);
 	il_state_put(out, -1, "copy_ops", s->copy_ops);

@@ -59,6 +59,7 @@ def test_appliance_repairs_are_exact_and_go_to_members(run_pcap):
     assert len(stamped) == 96
     repairs = [p for p in r.back if Interlink in p and p[Interlink].type == 12]
     st = r.summary["stages"]["lec"]
+    print(f"fan-out by reference: {st['fanout_by_reference']}")
     assert st["protected"] == 96 and st["addr_learnt"] == 4 and st["views"] == 2
     assert len(repairs) == st["repair_copies"] > 0
     assert st["drop_no_addr"] == 0

@@ -50,6 +50,10 @@ class LecRig(HostsRig):
         self.port = 20000 + (r >> 40) % 20000
         self.group = self.gids[sorted(groups)[0]]
         self.mcast = self.maddr[sorted(groups)[0]]
+        # Deep af_packet rings: on the shared machine the appliance's lcore is descheduled
+        # now and then, and a 4096-frame ring overflows (rx_missed) at the rates here.
+        self.app_sets += [f"ports.in.device=net_af_packet0,iface={self.tag}a0,framecnt=16384",
+                          f"ports.out.device=net_af_packet1,iface={self.tag}a1,framecnt=16384"]
 
     def member_id(self, i):
         return self.id_base + i

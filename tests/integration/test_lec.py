@@ -76,7 +76,34 @@ def test_overlapping_groups_every_message_once_in_order(tmp_path, mode):
             assert r["nak_ms"]["p50"] >= 100
     if mode in ("appliance", "both"):
         st = summary["stages"]["lec"]
+        print(f"  the lec stage: {st['repair_copies']} copies of {st['repairs']} repairs, "
+              f"fan-out by reference: {st['fanout_by_reference']}")
         assert st["protected"] == st["data_frames"] == 4 * 3 * count
         # (the regions at the end are those left once the hosts have left their groups)
         assert st["members_known"] == 4 and st["drop_no_addr"] == 0 and st["views"] >= 4
         assert st["repair_copies"] > 0.2 * st["protected"] and st["drop_nombuf"] == 0
+
+
+def test_appliance_copies_share_one_message(tmp_path):
+    """One group of four: each of the appliance's repairs goes to every member (c = 5, capped),
+    as Ethernet/IPv4/UDP headers chained to one shared message (af_packet sends chained
+    mbufs). The hosts rebuild what they lost from them, every message once and in order."""
+    count = 1500
+    with LecRig(tmp_path, 4, {"a": [1, 2, 3, 4]}, CTL, lec_stage_sets()) as rig:
+        specs = {f"h{i}": (i, dict(lec="appliance", loss="bernoulli:0.05", seed=20 + i,
+                                   count=count, rate=300, size=512, expect={"a": 4 * count}))
+                 for i in range(1, 5)}
+        res = rig.run(specs)
+    st = rig.summary()["stages"]["lec"]
+    for name, r in res.items():
+        assert r is not None and r["done"], name
+        g = r["groups"][0]
+        assert g["delivered"] == g["expect"] and g["dups"] == 0 and g["gaps"] == 0, (name, g)
+        assert r["ep"]["lec_rebuilt_bad"] == 0 and r["ep"]["lec_rx_bad"] == 0
+    assert len({r["groups"][0]["order_hash"] for r in res.values()}) == 1
+    assert st["fanout_by_reference"] == 1
+    assert st["repair_copies"] >= 3 * st["repairs"] > 0
+    lec = sum(r["via_lec"] for r in res.values())
+    lost = sum(r["drop_msgs"] for r in res.values())
+    print(f"\n{st['repairs']} repairs, {st['repair_copies']} copies; {lost} lost, {lec} by LEC")
+    assert lec >= 0.5 * lost

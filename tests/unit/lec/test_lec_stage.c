@@ -175,13 +175,16 @@ struct rep {
  * XOR of the stamped frames its ids name. */
 static void check_repair(struct rte_mbuf *m, struct rep *out)
 {
-	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	static uint8_t buf[2048];
+	/* whole, whether one mbuf or headers chained to the shared message */
+	const uint8_t *f = rte_pktmbuf_read(m, 0, m->pkt_len, buf);
 	struct il_parsed pr;
 	struct il_lec_body_view v;
 	uint8_t x[1500] = { 0 };
 	uint16_t maxlen = 0, lx = 0;
 
-	assert_int_equal(il_parse_frame(f, rte_pktmbuf_data_len(m), 7400, &pr), IL_V_CONTROL);
+	assert_non_null(f);
+	assert_int_equal(il_parse_frame(f, m->pkt_len, 7400, &pr), IL_V_CONTROL);
 	assert_int_equal(pr.type, IL_T_LEC_REPAIR);
 	const uint8_t *h = f + pr.il_off;
 	assert_int_equal(il_get32(h + IL_OFF_SENDER_ID), 0);
