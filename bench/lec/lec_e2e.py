@@ -37,8 +37,9 @@ from lecrig import LecRig, lec_stage_sets  # noqa: E402
 # A slow detector that does not exclude a host (or see one silent) because the shared machine
 # descheduled the appliance or the host for seconds.
 CTL = ["--suspect-ms", "2000", "--exclude-ms", "60000", "--window", "512"]
-# The aggregate rate every host receives (frames per second, all its groups).
-AGG = 1600
+# The aggregate rate every host receives (frames per second, all its groups): the paper's
+# 1000 packets per node per second.
+AGG = 1000
 
 
 def layout(n, d, s, seed):
@@ -134,6 +135,20 @@ def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=()):
     return out
 
 
+def clean_run(tmp_of, retries, *args, **kw):
+    """one_run, again (up to `retries` more times) while the appliance's "in" ring overflowed:
+    on the shared machine its lcore is sometimes descheduled for long enough, and the frames
+    lost before the sequencer make the senders go back N (a storm that says nothing of LEC).
+    The run kept says how many were taken and whether it is clean."""
+    for attempt in range(retries + 1):
+        r = one_run(tmp_of(), *args, **kw)
+        r["attempts"] = attempt + 1
+        r["clean"] = not r.get("appliance_rx_missed")
+        if r["clean"]:
+            break
+    return r
+
+
 def table(rows, cols):
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
@@ -205,6 +220,9 @@ def main():
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--size", type=int, default=1000)
     ap.add_argument("--from-json", default=None, help="only draw the plots of a result file")
+    ap.add_argument("--resume", default=None,
+                    help="a result file: its clean points are kept, the others run again")
+    ap.add_argument("--retries", type=int, default=3)
     a = ap.parse_args()
     outdir = Path(a.out or tempfile.mkdtemp(prefix="lec-e2e-"))
     outdir.mkdir(parents=True, exist_ok=True)
@@ -220,6 +238,16 @@ def main():
         d = Path(tempfile.mkdtemp(prefix=f"lec-{tag}-", dir=outdir))
         return d
 
+    old = json.loads(Path(a.resume).read_text()) if a.resume else {}
+
+    def kept(part, **key):
+        for r in old.get(part, []):
+            if r.get("appliance_rx_missed") == 0 and all(r.get(k) == v for k, v in key.items()):
+                r.setdefault("attempts", 1)
+                r["clean"] = True
+                return r
+        return None
+
     if "loss" in only:
         groups = layout(n, 4, s, 1)
         rate = AGG / (4 * s)
@@ -229,8 +257,9 @@ def main():
             for model in ("uniform", "bursty", "markov"):
                 for p in (ps if model == "uniform" else [q for q in ps if q in
                                                           (0.01, 0.05, 0.10, 0.25)]):
-                    r = one_run(tmpdir("loss"), n, groups, mode, loss_spec(model, p),
-                                int(rate * secs), rate, a.size)
+                    r = kept("loss", mode=mode, model=model, p=p) or clean_run(
+                        lambda: tmpdir("loss"), a.retries, n, groups, mode, loss_spec(model, p),
+                        int(rate * secs), rate, a.size)
                     r.update(model=model, p=p)
                     res["loss"].append(r)
                     print(f"# {mode} {model} {p}: {r['lec_pct']}% by LEC, median "
@@ -242,8 +271,9 @@ def main():
         for d in (2, 4, 8):
             groups = layout(n, d, s, 2)
             rate = AGG / (d * s)
-            r = one_run(tmpdir("deg"), n, groups, "peers", loss_spec("uniform", 0.05),
-                        int(rate * secs), rate, a.size)
+            r = kept("degree", degree=d) or clean_run(
+                lambda: tmpdir("deg"), a.retries, n, groups, "peers",
+                loss_spec("uniform", 0.05), int(rate * secs), rate, a.size)
             r.update(degree=d)
             res["degree"].append(r)
             print(f"# degree {d}: {r['lec_pct']}% by LEC, median {r['lec_ms_p50']} ms, "
@@ -255,8 +285,10 @@ def main():
         rate = AGG / (4 * s)
         for b in (10, 50, 100):
             for stg in (1, 6):
-                r = one_run(tmpdir("burst"), n, groups, "peers", loss_spec("bursty", 0.01, b),
-                            int(rate * secs * (1 if a.quick else 2)), rate, a.size, stagger=stg)
+                r = kept("burst", burst=b, stagger=stg) or clean_run(
+                    lambda: tmpdir("burst"), a.retries, n, groups, "peers",
+                    loss_spec("bursty", 0.01, b), int(rate * secs * (1 if a.quick else 2)), rate,
+                    a.size, stagger=stg)
                 r.update(burst=b)
                 res["burst"].append(r)
                 print(f"# burst {b} stagger {stg}: {r['lec_pct']}% by LEC, median "
@@ -266,7 +298,7 @@ def main():
     (outdir / "lec_e2e.json").write_text(json.dumps(res, indent=1))
     cols = ["mode", "model", "p", "lost", "lec_pct", "lec_ms_p50", "lec_pkts_p50", "lec_ms_p90",
             "nak", "nak_ms_p50", "host_xor_per_frame", "host_lec_ns_per_frame",
-            "stage_xor_per_frame", "complete"]
+            "stage_xor_per_frame", "complete", "clean", "attempts"]
     if "loss" in res:
         table(res["loss"], cols)
     if "degree" in res:

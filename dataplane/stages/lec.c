@@ -110,8 +110,11 @@ struct lec_ctx {
 	struct rte_hash *h;
 	struct lec_addr *addr;
 	uint32_t n_addr;
-	/* per region of the plan in force */
+	/* per region of the plan in force (members and groups: a copy made on
+	 * the lcore, for the state report on the main lcore) */
 	uint64_t *region_copies;
+	uint32_t *region_members;
+	uint16_t *region_groups;
 	uint32_t n_regions;
 	uint32_t *vin, *roles, *rcv; /* scratch: a view, its receivers */
 };
@@ -302,8 +305,12 @@ static void regions_renumber(struct lec_ctx *x)
 	x->n_regions = il_lec_region_count(x->l);
 	memset(x->region_copies, 0, sizeof(uint64_t) * x->n_regions);
 	for (uint32_t i = 0; i < x->n_regions; i++) {
+		x->region_members[i] = 0;
+		x->region_groups[i] = 0;
 		if (il_lec_region_get(x->l, i, g, IL_MAX_GROUPS, &ri) != 0)
 			continue;
+		x->region_members[i] = ri.nmembers;
+		x->region_groups[i] = (uint16_t)ri.ngroups;
 		for (uint32_t j = 0; j < ri.nmembers; j++) {
 			k = rte_hash_lookup(x->h, &ri.members[j]);
 			if (k >= 0)
@@ -473,6 +480,8 @@ static void lec_destroy(struct il_stage *st)
 	rte_hash_free(x->h);
 	rte_free(x->addr);
 	rte_free(x->region_copies);
+	rte_free(x->region_members);
+	rte_free(x->region_groups);
 	rte_free(x->vin);
 	rte_free(x->roles);
 	rte_free(x->rcv);
@@ -602,10 +611,13 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	x->addr = x->h ? rte_zmalloc("il_lec_addr", sizeof(*x->addr) *
 						   (rte_hash_max_key_id(x->h) + 1), 0) : NULL;
 	x->region_copies = rte_zmalloc("il_lec_regions", sizeof(uint64_t) * members, 0);
+	x->region_members = rte_zmalloc("il_lec_rmembers", sizeof(uint32_t) * members, 0);
+	x->region_groups = rte_zmalloc("il_lec_rgroups", sizeof(uint16_t) * members, 0);
 	x->vin = rte_zmalloc("il_lec_view", sizeof(uint32_t) * 65536, 0);
 	x->roles = rte_zmalloc("il_lec_roles", sizeof(uint32_t) * 65536, 0);
 	x->rcv = rte_zmalloc("il_lec_rcv", sizeof(uint32_t) * 65536, 0);
-	if (!x->h || !x->addr || !x->region_copies || !x->vin || !x->roles || !x->rcv) {
+	if (!x->h || !x->addr || !x->region_copies || !x->region_members || !x->region_groups ||
+	    !x->vin || !x->roles || !x->rcv) {
 		il_err(err, errlen, "stage '%s': out of memory for %llu members", st->name,
 		    (unsigned long long)members);
 		goto fail;
@@ -662,9 +674,8 @@ static void lec_state(const struct il_stage *st, struct il_state_sink *out)
 	static bool keys_made;
 	const struct lec_ctx *x = st->ctx;
 	const struct il_lec_stats *s = il_lec_stats(x->l);
-	uint16_t g[IL_MAX_GROUPS];
-	struct il_lec_region_info ri;
 	uint64_t rest = 0;
+	uint32_t nr = x->n_regions;
 
 	if (!keys_made) {
 		for (unsigned i = 0; i < LEC_REGION_KEYS; i++) {
@@ -674,7 +685,7 @@ static void lec_state(const struct il_stage *st, struct il_state_sink *out)
 		}
 		keys_made = true;
 	}
-	il_state_put(out, -1, "regions", il_lec_region_count(x->l));
+	il_state_put(out, -1, "regions", nr);
 	il_state_put(out, -1, "bins", il_lec_bin_count(x->l));
 	il_state_put(out, -1, "members_known", x->n_addr);
 	il_state_put(out, -1, "fanout_by_reference", x->by_ref);
@@ -694,20 +705,19 @@ static void lec_state(const struct il_stage *st, struct il_state_sink *out)
 		il_state_put(out, (int)gi, "lec_receivers", x->receivers[gi]);
 		il_state_put(out, (int)gi, "lec_view_id", x->view_id[gi]);
 	}
-	/* Read from another thread while the lcore may apply a new plan: the
-	 * figures of one report may straddle the change. */
-	for (uint32_t i = 0; i < x->n_regions; i++) {
+	/* Read from another thread while the lcore may apply a new plan (it
+	 * touches only the stage's own copies): the figures of one report may
+	 * straddle the change. */
+	for (uint32_t i = 0; i < nr; i++) {
 		if (i >= LEC_REGION_KEYS) {
 			rest += x->region_copies[i];
 			continue;
 		}
-		if (il_lec_region_get(x->l, i, g, IL_MAX_GROUPS, &ri) != 0)
-			break;
-		il_state_put(out, -1, keys[i][0], ri.nmembers);
-		il_state_put(out, -1, keys[i][1], ri.ngroups);
+		il_state_put(out, -1, keys[i][0], x->region_members[i]);
+		il_state_put(out, -1, keys[i][1], x->region_groups[i]);
 		il_state_put(out, -1, keys[i][2], x->region_copies[i]);
 	}
-	if (x->n_regions > LEC_REGION_KEYS)
+	if (nr > LEC_REGION_KEYS)
 		il_state_put(out, -1, "regions_more_repairs", rest);
 }
 
