@@ -586,6 +586,7 @@ int main(int argc, char **argv)
 		}
 	}
 	cfg.rx_filter = rx_filter;
+	cfg.lec_cpu_stats = true;
 	char err[256];
 	struct il_ep *ep = il_ep_open(&cfg, err, sizeof(err));
 	if (ep == NULL) {

@@ -13,6 +13,8 @@ socket gets by a loss model of its own (different seeds), data and repairs alike
           scaled so that every host receives the same aggregate rate: LEC's latency should
           follow the aggregate rate, not the groups.
   burst   Fig. 14: bursts of 10, 50 and 100 at 1% loss, stagger 1 and 6.
+  cost    at 5% uniform loss, LEC off (NAK only), peers, appliance and both: the hosts' CPU per
+          frame received (the whole process) and LEC's own (thread CPU inside LEC's calls).
 
 Usage (root): IL_BUILD=build /usr/bin/python3 bench/lec/lec_e2e.py [--out DIR] [--quick]
        [--only loss,degree,burst] [--hosts 8] [--size 1000]
@@ -216,7 +218,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="loss,degree,burst")
+    ap.add_argument("--only", default="loss,degree,burst,cost")
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--size", type=int, default=1000)
     ap.add_argument("--from-json", default=None, help="only draw the plots of a result file")
@@ -294,6 +296,20 @@ def main():
                 print(f"# burst {b} stagger {stg}: {r['lec_pct']}% by LEC, median "
                       f"{r['lec_ms_p50']} ms", flush=True)
                 (outdir / "lec_e2e.json").write_text(json.dumps(res, indent=1))
+    if "cost" in only:
+        res["cost"] = []
+        groups = layout(n, 4, s, 1)
+        rate = AGG / (4 * s)
+        for mode in ("off", "peers", "appliance", "both"):
+            r = kept("cost", mode=mode) or clean_run(
+                lambda: tmpdir("cost"), a.retries, n, groups, mode, loss_spec("uniform", 0.05),
+                int(rate * secs), rate, a.size,
+                extra=["--nak-delay-us", "100000", "--nak-retry-us", "50000"] if mode == "off"
+                else [])
+            res["cost"].append(r)
+            print(f"# cost {mode}: {r['host_cpu_us_per_frame']} us CPU per frame, LEC "
+                  f"{r['host_lec_ns_per_frame']} ns", flush=True)
+            (outdir / "lec_e2e.json").write_text(json.dumps(res, indent=1))
     res["load_after"] = os.getloadavg()
     (outdir / "lec_e2e.json").write_text(json.dumps(res, indent=1))
     cols = ["mode", "model", "p", "lost", "lec_pct", "lec_ms_p50", "lec_pkts_p50", "lec_ms_p90",
@@ -304,6 +320,11 @@ def main():
     if "degree" in res:
         table(res["degree"], ["degree", "groups", "rate", "lost", "lec_pct", "lec_ms_p50",
                               "lec_pkts_p50", "lec_ms_p90", "nak_ms_p50", "complete"])
+    if "cost" in res:
+        table(res["cost"], ["mode", "lost", "lec_pct", "nak", "host_cpu_us_per_frame",
+                            "host_lec_ns_per_frame", "host_xor_per_frame",
+                            "repairs_rx_per_frame", "stage_xor_per_frame",
+                            "stage_copies_per_frame", "complete", "clean"])
     if "burst" in res:
         table(res["burst"], ["burst", "stagger", "lost", "lec_pct", "lec_ms_p50", "lec_pkts_p50",
                              "nak", "nak_ms_p50", "complete"])

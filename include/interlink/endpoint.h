@@ -73,6 +73,9 @@ struct il_ep_config {
 	 * host had lost it (NULL: none). */
 	bool (*rx_filter)(void *arg, const uint8_t *d, size_t len);
 	void *rx_filter_arg;
+	/* Measurements: count the thread CPU time spent in LEC (lec_ns); two
+	 * clock readings, system calls, per LEC call (false) */
+	bool lec_cpu_stats;
 };
 
 /* One delivered message. data points into the library's buffer: valid
@@ -152,7 +155,8 @@ struct il_ep_stats {
 	/* frames rebuilt that were not the stamped DATA frame their id named
 	 * (a peer's corrupt or forged repair): dropped */
 	uint64_t lec_rebuilt_bad;
-	/* nanoseconds spent in LEC (encoding, decoding, building repairs) */
+	/* with lec_cpu_stats: thread CPU nanoseconds spent in LEC (encoding,
+	 * decoding, building and queueing repairs; the kernel's sends not) */
 	uint64_t lec_ns;
 };
 

@@ -9,6 +9,7 @@
  * With --csv the binary prints the sweeps behind docs/lec.md instead:
  *   build/tests/unit/lec/test_lec_sim --csv [nodes groups degree]
  *   build/tests/unit/lec/test_lec_sim --degrees   (Fig. 10: 2 to 128 groups per node)
+ *   build/tests/unit/lec/test_lec_sim --fig14     (Fig. 14: bursts of 10..100, stagger 6)
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -234,6 +235,37 @@ static int degrees(void)
 	return 0;
 }
 
+/* Fig. 14: bursts of 10, 50 and 100 at 1% loss, stagger 1 and 6, in the
+ * paper's shape of network scaled down: 64 nodes, each in 16 groups of
+ * about 10 (so a burst spreads over many bins). */
+static int fig14(void)
+{
+	static const uint32_t burst[] = { 10, 50, 100 };
+	struct lsim_cfg sc;
+	struct lsim_res res;
+
+	printf("burst,stagger,lost,recovered_pct,lat_mean_msgs,lat_p50_msgs,lat_p90_msgs\n");
+	for (unsigned i = 0; i < 3; i++)
+		for (uint8_t stg = 1; stg <= 6; stg += 5) {
+			lsim_cfg_defaults(&sc);
+			topology(&sc, 64, 102, 16);
+			sc.msgs = 100000;
+			sc.tail = 10000;
+			sc.loss.model = IL_LOSS_BURST;
+			sc.loss.p = 0.01;
+			sc.loss.burst_len = burst[i];
+			sc.lec.stagger = stg;
+			if (lsim_run(&sc, &res))
+				return 1;
+			printf("%u,%u,%llu,%.2f,%.1f,%.0f,%.0f\n", burst[i], stg,
+			       (unsigned long long)res.lost,
+			       100.0 * (double)res.recovered / (double)res.lost, res.lat_mean,
+			       res.lat_p50, res.lat_p90);
+			fflush(stdout);
+		}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -245,6 +277,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "--degrees"))
 		return degrees();
+	if (argc > 1 && !strcmp(argv[1], "--fig14"))
+		return fig14();
 	/* --csv [nodes groups degree]: the defaults are the tests' network */
 	if (argc > 1 && !strcmp(argv[1], "--csv"))
 		return argc == 5 ? csv((uint32_t)atoi(argv[2]), (uint32_t)atoi(argv[3]),
