@@ -116,8 +116,15 @@ def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=()):
         out[f"{via}_pkts_p50"] = pct(pk, 0.5)
         out[f"{via}_pkts_p90"] = pct(pk, 0.9)
     frames = sum(r["ep"]["data_rx"] for r in ok)
-    out["host_lec_ns_per_frame"] = round(sum(r["ep"]["lec_ns"] for r in ok) / frames, 1) \
+    # LEC's thread CPU, less the clock's own cost: one reading per call (data and repairs)
+    calls = sum(r["ep"]["data_rx"] + r["ep"]["lec_rx"] for r in ok)
+    own = sum(r["ep"]["lec_ns"] - r.get("clock_ns", 0) * (r["ep"]["data_rx"] + r["ep"]["lec_rx"])
+              for r in ok if r["ep"]["lec_ns"])
+    out["host_lec_ns_per_frame"] = round(max(own, 0) / frames, 1) if frames else None
+    out["host_lec_ns_per_frame_raw"] = round(sum(r["ep"]["lec_ns"] for r in ok) / frames, 1) \
         if frames else None
+    out["host_clock_ns"] = max((r.get("clock_ns", 0) for r in ok), default=0)
+    out["lec_calls_per_frame"] = round(calls / frames, 2) if frames else None
     out["host_cpu_us_per_frame"] = round(1e6 * sum(r["cpu_s"] for r in ok) / frames, 2) \
         if frames else None
     new = sum(r["lec_core"]["data_new"] for r in ok)
@@ -178,6 +185,7 @@ def plots(res, outdir):
                 ax[1].plot(x, [r["lec_ms_p50"] for _, r in pts], ls, color=c, marker="o")
                 ax[2].plot(x, [r["nak_ms_p50"] for _, r in pts], ls, color=c, marker="x")
         ax[0].axhline(90, color="grey", lw=0.5)
+        ax[0].plot([5, 25], [90, 40], "k*", markersize=10, label="paper, Fig. 12")
         ax[0].set(xlabel="loss at each receiver (%)", ylabel="lost messages recovered by LEC (%)",
                   title="Recovery (paper Fig. 12: >90% at 5%, ~40% at 25%)", ylim=(0, 100))
         ax[1].set(xlabel="loss (%)", ylabel="median LEC recovery (ms)", yscale="log",
@@ -188,30 +196,55 @@ def plots(res, outdir):
         fig.tight_layout()
         fig.savefig(outdir / "lec-recovery.png", dpi=110)
     deg, bur = res.get("degree", []), res.get("burst", [])
+    here = Path(__file__).resolve().parent
+    sim_deg = read_csv(here / "results-2026-11-27-sim-degrees.csv")
+    sim_bur = read_csv(here / "results-2026-11-27-sim-fig14.csv")
     if deg or bur:
-        fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+        fig, ax = plt.subplots(1, 2, figsize=(12, 4.4))
         if deg:
             d = sorted(deg, key=lambda r: r["degree"])
-            ax[0].plot([r["degree"] for r in d], [r["lec_ms_p50"] for r in d], "o-",
-                       label="median LEC latency (ms)")
-            ax[0].plot([r["degree"] for r in d], [r["lec_pkts_p50"] for r in d], "s--",
-                       label="median LEC latency (frames received)")
-            ax[0].plot([r["degree"] for r in d], [r["lec_pct"] for r in d], "^:",
-                       label="recovered by LEC (%)")
-            ax[0].set(xlabel="groups per host (aggregate rate fixed)", xscale="log", xticks=[2, 4, 8],
-                      title="Groups per node (paper Fig. 10)")
-            ax[0].legend(fontsize=8)
-        if bur:
-            for stg, m in ((1, "o-"), (6, "s-")):
-                b = sorted((r["burst"], r) for r in bur if r["stagger"] == stg)
-                ax[1].plot([x for x, _ in b], [r["lec_pct"] for _, r in b], m,
-                           label=f"stagger {stg}")
-            ax[1].axhline(90, color="grey", lw=0.5)
-            ax[1].set(xlabel="burst length (frames), 1% loss", ylabel="recovered by LEC (%)",
-                      title="Bursts (paper Fig. 14: 100 with stagger 6 >90%)", ylim=(0, 100))
-            ax[1].legend(fontsize=8)
+            x = [r["degree"] for r in d]
+            ax[0].plot(x, [r["lec_ms_p50"] for r in d], "o-", color="C0",
+                       label="hosts: median LEC latency (ms)")
+            ax[0].plot(x, [r["lec_pkts_p50"] for r in d], "s-", color="C1",
+                       label="hosts: median, frames received")
+            ax[0].plot(x, [r["lec_pct"] for r in d], "^-", color="C2",
+                       label="hosts: recovered by LEC (%)")
+        if sim_deg:
+            x = [int(r["degree"]) for r in sim_deg]
+            ax[0].plot(x, [float(r["lat_mean_msgs"]) for r in sim_deg], "s--", color="C1",
+                       alpha=0.6, label="64-node network: mean, messages received")
+            ax[0].plot(x, [float(r["recovered_pct"]) for r in sim_deg], "^--", color="C2",
+                       alpha=0.6, label="64-node network: recovered (%)")
+        ax[0].set_xscale("log", base=2)
+        ax[0].set_xticks([2, 4, 8, 16, 32, 64, 128], ["2", "4", "8", "16", "32", "64", "128"])
+        ax[0].set(xlabel="groups per node (aggregate rate fixed)", ylim=(0, 105),
+                  title="Groups per node (paper Fig. 10)")
+        ax[0].legend(fontsize=7)
+        for stg, m in ((1, "o"), (6, "s")):
+            b = sorted((r["burst"], r) for r in bur if r["stagger"] == stg)
+            if b:
+                ax[1].plot([x for x, _ in b], [r["lec_pct"] for _, r in b], m + "-",
+                           label=f"8 hosts, stagger {stg}")
+            sb = [r for r in sim_bur if int(r["stagger"]) == stg]
+            if sb:
+                ax[1].plot([int(r["burst"]) for r in sb], [float(r["recovered_pct"]) for r in sb],
+                           m + "--", alpha=0.6, label=f"64-node network, stagger {stg}")
+        ax[1].plot([100], [90], "k*", markersize=10, label="paper, Fig. 14")
+        ax[1].axhline(90, color="grey", lw=0.5)
+        ax[1].set(xlabel="burst length (frames), 1% loss", ylabel="recovered by LEC (%)",
+                  title="Bursts with stagger (paper Fig. 14)", ylim=(0, 105))
+        ax[1].legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(outdir / "lec-groups-bursts.png", dpi=110)
+
+
+def read_csv(path):
+    if not path.exists():
+        return []
+    lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+    keys = lines[0].split(",")
+    return [dict(zip(keys, ln.split(","))) for ln in lines[1:]]
 
 
 def main():
@@ -322,7 +355,8 @@ def main():
                               "lec_pkts_p50", "lec_ms_p90", "nak_ms_p50", "complete"])
     if "cost" in res:
         table(res["cost"], ["mode", "lost", "lec_pct", "nak", "host_cpu_us_per_frame",
-                            "host_lec_ns_per_frame", "host_xor_per_frame",
+                            "host_lec_ns_per_frame", "host_lec_ns_per_frame_raw", "host_clock_ns",
+                            "host_xor_per_frame",
                             "repairs_rx_per_frame", "stage_xor_per_frame",
                             "stage_copies_per_frame", "complete", "clean"])
     if "burst" in res:
