@@ -78,7 +78,8 @@ def test_overlapping_groups_every_message_once_in_order(tmp_path, mode):
         st = summary["stages"]["lec"]
         print(f"  the lec stage: {st['repair_copies']} copies of {st['repairs']} repairs, "
               f"fan-out by reference: {st['fanout_by_reference']}")
-        assert st["protected"] == st["data_frames"] == 4 * 3 * count
+        # (a sender held back by its credit window packs several messages in a frame)
+        assert st["protected"] == st["data_frames"] and 0 < st["data_frames"] <= 4 * 3 * count
         # (the regions at the end are those left once the hosts have left their groups)
         assert st["members_known"] == 4 and st["drop_no_addr"] == 0 and st["views"] >= 4
         assert st["repair_copies"] > 0.2 * st["protected"] and st["drop_nombuf"] == 0
