@@ -319,7 +319,7 @@ static int parse_loss(const char *spec, struct il_loss_cfg *lc)
 	return -1;
 }
 
-static void usage(void)
+static void __attribute__((noreturn)) usage(void)
 {
 	fprintf(stderr,
 		"usage: il-lec-host --tx IF --rx IF --id N [--port P] --group ID:MCAST[:send] ...\n"
@@ -533,7 +533,7 @@ int main(int argc, char **argv)
 		case O_GROUP: {
 			struct grp *g = &H.g[H.ng];
 			char mode[8] = "";
-			unsigned id;
+			unsigned id = 0;
 
 			if (H.ng == MAXG ||
 			    sscanf(optarg, "%u:%31[0-9.]:%7s", &id, g->mcast, mode) < 2)
