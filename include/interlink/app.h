@@ -101,6 +101,9 @@ struct il_app {
 	unsigned pool_size;
 	struct il_rt_cmd rt;
 	volatile bool quit;
+	/* An appliance of a pair that is not the active one with authority
+	 * (the ha stage, docs/ha.md): the pipeline sends nothing. */
+	volatile bool tx_mute;
 	uint64_t start_tsc;
 	uint64_t first_rx_tsc, last_rx_tsc; /* seen by the main lcore (0: no traffic yet) */
 };

@@ -121,6 +121,11 @@ struct il_ep_stats {
 	uint64_t resume_rx, resent_resume, resend_timeouts, resent_timeout;
 	/* senders: VIEWs and CREDITs for a previous incarnation of our id, ignored */
 	uint64_t view_stale, credit_stale;
+	/* a pair of appliances (docs/ha.md): frames of an epoch older than the
+	 * newest seen, ignored; EPOCH_REPORTs sent; old-epoch repairs taken
+	 * below a cut; cuts this receiver could not complete (it rejoined as a
+	 * new incarnation rather than deliver a different prefix) */
+	uint64_t stale_epoch_frames, epoch_reports, cut_repairs, cut_incomplete;
 };
 
 void il_ep_config_init(struct il_ep_config *cfg);

@@ -1,0 +1,154 @@
+"""An active/standby pair of appliances fenced on etcd (docs/ha.md), through the real binaries:
+two appliances on both switches (net_af_packet on veths in two bridges), each with its own
+interlink-control, a real 3-member etcd cluster on localhost, and the replicated store
+(il-kvstore: replicas and writers in host namespaces) under load.
+
+Every test checks, besides its own point: every replica's uniform order is a prefix of one
+order and every PUT a writer was told was stable is applied exactly once (kvcheck.py, from the
+replicas' logs); no (group, epoch, global_seq) was stamped on two different messages, by
+either appliance (hacheck.py, from captures of both appliances' "out" links on the switch
+side)."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from etcdrig import have_etcd
+from hacheck import frames_after, read_stamps
+from harig import KV, NODES, PairRig, status
+from kvcheck import WriterRun, verify
+
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, veths)"),
+              pytest.mark.skipif(not KV.exists(), reason=f"{KV} not built"),
+              pytest.mark.skipif(not have_etcd(), reason="etcd is not installed")]
+
+KEYS = 10_000
+CTL = ["--suspect-ms", "500", "--exclude-ms", "4000", "--window", "256"]
+
+
+class Store:
+    """Replicas 1..n_rep in hosts 1..n_rep, writers after them; every PUT traceable."""
+
+    def __init__(self, rig, tmp, n_rep=3, n_wri=2):
+        self.rig, self.tmp = rig, tmp
+        self.rst = {r: tmp / f"replica{r}.json" for r in range(1, n_rep + 1)}
+        self.rlog = {r: tmp / f"replica{r}.puts" for r in self.rst}
+        self.n_wri = n_wri
+        self.runs, self.writers = [], {}
+
+    def start_replicas(self):
+        for r in self.rst:
+            peers = []
+            for q in self.rst:
+                if q != r:
+                    peers += ["--peer", f"{self.rig.tx_ip(q)}:7500"]
+            self.rig.kv(f"replica{r}", r, "replica", "--id", str(self.rig.id_base + 100 + r),
+                        "--keys", str(KEYS), "--listen", f"{self.rig.tx_ip(r)}:7500", *peers,
+                        "--status", str(self.rst[r]), "--log", str(self.rlog[r]))
+        self.rig.wait_for(lambda: all(status(self.rst[r]).get("ready") for r in self.rst), 60,
+                          "the replicas to join")
+
+    def start_writers(self, count, rate):
+        for w in range(1, self.n_wri + 1):
+            run = WriterRun(self.rig.id_base + w, 100 + w, count)
+            self.runs.append(run)
+            st = self.tmp / f"writer{w}.json"
+            p = self.rig.kv(f"writer{w}", len(self.rst) + w, "writer", "--id", str(run.wid),
+                            "--count", str(count), "--keys", str(KEYS), "--seed", str(run.seed),
+                            "--rate", str(rate), "--bursts", "200", "--status", str(st))
+            self.writers[w] = (p, run, st)
+
+    def applied(self):
+        return [status(self.rst[r]).get("applied", 0) for r in self.rst]
+
+    def finish(self, timeout=240):
+        for w, (p, run, st) in self.writers.items():
+            try:
+                rc = p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"writer {w} did not finish\n" + self.rig.logs())
+            s = status(st)
+            run.acked = s.get("sent", 0) - s.get("pending", 0)
+            run.finished = rc == 0
+            assert rc == 0, f"writer {w} failed\n" + self.rig.logs()
+        total = sum(r.count for r in self.runs)
+        last = {}
+
+        def settled():
+            s = [status(self.rst[r]) for r in self.rst]
+            now = tuple((x.get("applied"), x.get("pos")) for x in s)
+            done = len(set(now)) == 1 and (now[0][0] or 0) >= total and \
+                last.get("v") == now and time.time() - last["t"] >= 1.0
+            if last.get("v") != now:
+                last.update(v=now, t=time.time())
+            return done
+        self.rig.wait_for(settled, 90, "every replica to apply every PUT")
+        for r in self.rst:
+            self.rig.kv_procs[f"replica{r}"].send_signal(signal.SIGTERM)
+        for r in self.rst:
+            assert self.rig.kv_procs[f"replica{r}"].wait(timeout=20) == 0, self.rig.logs()
+        return {r: status(self.rst[r]) for r in self.rst}
+
+    def check(self, final):
+        total, _ = verify(list(self.rlog.values()), self.runs, KEYS)
+        hashes = {final[r]["hash"] for r in final}
+        assert len(hashes) == 1, final
+        for r in final:
+            assert final[r]["applied"] == total == sum(x.count for x in self.runs), final[r]
+        return total
+
+    def first_deliveries(self):
+        """epoch -> the earliest CLOCK_MONOTONIC time a replica U-delivered in it."""
+        out = {}
+        for r in self.rst:
+            log = self.tmp / f"replica{r}.log"
+            for m in re.finditer(r"first delivery in epoch (\d+) at ([0-9.]+)",
+                                 log.read_text(errors="replace")):
+                e, t = int(m.group(1)), float(m.group(2))
+                out[e] = min(out.get(e, t), t)
+        return out
+
+
+def check_stamps(rig, captures):
+    st = read_stamps(captures)
+    assert not st.conflicts, f"positions stamped with two messages: {st.conflicts}"
+    assert st.frames > 0
+    return st
+
+
+def test_sigkill_of_the_active(tmp_path):
+    """SIGKILL of the active appliance (data plane and control process) under load: the
+    standby takes over with a new epoch (T2), cuts the old one from the receivers' reports
+    and its shadow (T4), the writers go on; the killed appliance comes back as standby. The
+    time from the kill to the first message U-delivered in the new epoch is printed."""
+    with PairRig(tmp_path, 5, CTL) as rig:
+        caps = [(x, rig.capture(x)) for x in NODES]
+        store = Store(rig, tmp_path)
+        store.start_replicas()
+        store.start_writers(15_000, 2000)
+        rig.wait_for(lambda: min(store.applied()) >= 8000, 60, "PUTs before the fault")
+        act = rig.active()
+        other = "b" if act == "a" else "a"
+        old = rig.ha(act)["epoch"]
+        t_kill = time.clock_gettime(time.CLOCK_MONOTONIC)
+        rig.kill(act, signal.SIGKILL)
+        rig.wait_for(lambda: rig.role(other) == "active", 10, f"{other} to take over")
+        new = rig.ha(other)
+        assert new["epoch"] != old and new["prev_epoch"] == old, new
+        rig.start_node(act)
+        rig.wait_for(lambda: rig.role(act) == "standby" and rig.ha(act)["owner"] == other, 30,
+                     f"{act} back as standby")
+        final = store.finish()
+        rig.stop_captures()
+        total = store.check(final)
+        st = check_stamps(rig, caps)
+        firsts = store.first_deliveries()
+    ms = (firsts[new["epoch"]] - t_kill) * 1e3
+    print(f"\nSIGKILL of the active ({act}): epoch {old} -> {new['epoch']}; first U-delivery in "
+          f"the new epoch {ms:.0f} ms after the kill; {total} PUTs applied once each; "
+          f"{st.frames} frames captured, {st.restamped()} messages stamped twice, "
+          f"{st.po_disagreements()} PO disagreements; takeover {new.get('takeovers_list')}")
+    assert ms < 3000, ms
