@@ -80,6 +80,8 @@ struct ha {
 	uint64_t retry_at;
 	struct ha_record txn_rec; /* the P/epoch it writes */
 	bool txn_cut;             /* it carries the cut */
+	bool txn_views;           /* a hand-over's T2 carries the first views too */
+	bool views_precommitted;  /* ... so they go down without a commit of their own */
 	uint64_t stall_id;
 	bool stalled;
 
@@ -347,6 +349,8 @@ static void apply_kv(struct ha *h, const struct il_coord_kv *kv)
 		r.mod_rev = kv->mod_rev;
 		if (r.final_set && (!h->rec.final_set || h->rec.epoch != r.epoch))
 			h->released_ns = mono_ns();
+		else if (!r.final_set)
+			h->released_ns = 0;
 		h->rec = r;
 		return;
 	}
@@ -462,17 +466,22 @@ static void become_active(struct ha *h, uint32_t epoch, uint32_t prev, bool cut_
 	/* The committed views of prev: every receiver of them reports or is
 	 * left out of the new epoch's first view (docs/ha.md, 6.3). */
 	unsigned n = 0;
+	/* (A hand-over's T2 wrote them again for the new epoch, view id + 1:
+	 * the watch may have brought those already.) */
 	for (unsigned g = 0; g < 65536; g++)
-		if (h->views[g] && h->views[g]->epoch == prev && prev != 0)
+		if (h->views[g] && prev != 0 &&
+		    (h->views[g]->epoch == prev || (cut_known && h->views[g]->epoch == epoch)))
 			n++;
 	h->cg = calloc(n ? n : 1, sizeof(*h->cg));
 	for (unsigned g = 0; h->cg && g < 65536; g++) {
 		const struct ha_view *v = h->views[g];
 
-		if (!v || v->epoch != prev || prev == 0)
+		if (!v || prev == 0 || (v->epoch != prev && !(cut_known && v->epoch == epoch)))
 			continue;
 		struct cut_grp *c = &h->cg[h->n_cg++];
 		c->v = *v;
+		if (v->epoch == epoch && c->v.view_id > 0)
+			c->v.view_id--;
 		c->v.m = calloc(v->n + 1, sizeof(*v->m));
 		c->reported = calloc(v->n + 1, sizeof(bool));
 		c->cum = calloc(v->n + 1, sizeof(uint64_t));
@@ -536,7 +545,30 @@ static void take(struct ha *h, const char *why)
 			nr.prev = h->rec.cut_set ? h->rec.epoch : h->rec.prev;
 		}
 	}
+	h->txn_views = false;
+	if (!cold && h->rec.final_set) {
+		/* Handed over: the cut is known, so the first views of the new
+		 * epoch (the handed-over ones, unchanged) go in this commit. */
+		nr.views++;
+	}
 	r = epoch_txn(h, cold ? TAG_T1 : TAG_T2, &nr, cold);
+	if (!cold && h->rec.final_set) {
+		for (unsigned g = 0; g < 65536 && r->n_then < HC_MAX_OPS - 1; g++) {
+			struct ha_view *v = h->views[g];
+			char key[192];
+
+			if (v == NULL || v->epoch != h->rec.epoch)
+				continue;
+			struct ha_view nv = *v;
+			nv.epoch = nr.epoch;
+			nv.view_id = v->view_id + 1;
+			char *json = ha_view_json(&nv);
+			snprintf(key, sizeof(key), "%s%u", h->k_view, (unsigned)g);
+			if (json)
+				op_put(r, key, json, false);
+		}
+		h->txn_views = true;
+	}
 	char lead[160];
 	snprintf(lead, sizeof(lead), "{\"node\":\"%s\",\"epoch\":%u}", h->node, nr.epoch);
 	op_put(r, h->k_leader, dupn(lead), true);
@@ -713,7 +745,18 @@ void ha_publish(struct ha *h)
 	if (h->txn_id == 0 && h->n_staged == 0 && h->role != R_QUIESCING) {
 		n = il_mship_collect_views(h->ms, h->staged, STAGE_MAX, now);
 		h->n_staged = n;
-		if (n > 0 || h->cut_commit) {
+		if (h->views_precommitted) {
+			/* A hand-over's first views went in with its T2. */
+			h->views_precommitted = false;
+			h->cut_commit = false;
+			h->staged_ok = true;
+			il_mship_views_committed(h->ms);
+			staged_send(h);
+			h->cur.cut_ns = now;
+			remember_takeover(h);
+			logm(h, "serving epoch %u, %" PRIu64 " ms after the hand-over began", h->epoch,
+			     (now - h->cur.decided_ns) / 1000000);
+		} else if (n > 0 || h->cut_commit) {
 			if (staged_needs_commit(h) || h->cut_commit) {
 				commit_views(h);
 			} else {
@@ -850,6 +893,7 @@ static void on_result(struct ha *h, struct hc_res *r)
 	h->txn_copy = NULL;
 	h->rec = h->txn_rec;
 	h->rec.mod_rev = r->rev;
+	h->released_ns = h->rec.final_set ? now : 0;
 	switch (r->tag) {
 	case TAG_T1:
 		logm(h, "T1 committed in %.1f ms: epoch %u", r->ms, h->rec.epoch);
@@ -862,6 +906,7 @@ static void on_result(struct ha *h, struct hc_res *r)
 		logm(h, "T2 committed in %.1f ms: epoch %u, previous %u", r->ms, h->rec.epoch,
 		     h->rec.prev);
 		become_active(h, h->rec.epoch, h->rec.prev, h->rec.cut_set);
+		h->views_precommitted = h->txn_views;
 		break;
 	case TAG_COMMIT:
 		h->st.commits++;
@@ -990,6 +1035,8 @@ static void decide(struct ha *h, uint64_t now)
 	}
 	if (h->rec.final_set) {
 		/* Handed over: to us at once, anyone after a while. */
+		if (h->released_ns == 0)
+			h->released_ns = now;
 		if (strcmp(h->rec.to, h->node) == 0 || now - h->released_ns > h->detect_ns)
 			take(h, "hand-over");
 		return;
@@ -1012,7 +1059,9 @@ static void decide(struct ha *h, uint64_t now)
 		bool serving = (h->peer.role == HB_ACTIVE_SERVING || h->peer.role == HB_ACTIVE_CUT ||
 				h->peer.role == HB_QUIESCING) && h->peer.epoch == h->rec.epoch;
 		if (!serving) {
-			if (now - h->started_ns > h->detect_ns)
+			/* Not on a heartbeat older than what we know of the record
+			 * (it may have been sent just before the peer took over). */
+			if (now - h->started_ns > h->detect_ns && h->peer.rev >= h->rec.mod_rev)
 				take(h, "owner not serving");
 			return;
 		}

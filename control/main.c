@@ -151,7 +151,7 @@ static void usage(FILE *f)
 		"      --ha-report-ms N   how long receivers have to report at a takeover,\n"
 		"                         10..60000 (default 150)\n"
 		"      --ha-dp-dead-ms N  the active resigns when its data plane is silent this\n"
-		"                         long, 15..60000 (default 30)\n"
+		"                         long, 15..60000 (default 60)\n"
 		"      --ha-cold-ms N     at start, how long an owner may stay unseen (default 1000)\n"
 		"      --ha-quiesce-ms N  a hand-over waits this long for stability (default 50)\n"
 		"      --ha-lease-s N     etcd lease TTL, 1..60 (default 2)\n"
@@ -225,7 +225,7 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 	o->ha_detect_ms = 40;
 	o->ha_auth_ms = 30;
 	o->ha_report_ms = 150;
-	o->ha_dp_dead_ms = 30;
+	o->ha_dp_dead_ms = 60;
 	o->ha_cold_ms = 1000;
 	o->ha_quiesce_ms = 50;
 	o->ha_lease_s = 2;

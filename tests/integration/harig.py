@@ -66,7 +66,11 @@ class PairRig:
         self.group, self.mcast, self.port = 1, "239.1.1.1", 7400
         self.subnet = 150 + zlib.crc32(self.tag.encode()) % 100
         self.id_base = 0x10000 * (1 + zlib.crc32(self.tag.encode()) % 30000)
-        self.etcd = EtcdCluster(str(tmp / "etcd"), tag="e" + self.tag[3:])
+        # IL_ETCD_DIR: where the etcd members keep their data (e.g. /dev/shm, where an fsync
+        # costs nothing); by default the test's own directory.
+        edir = os.environ.get("IL_ETCD_DIR")
+        self.etcd = EtcdCluster(os.path.join(edir, self.tag) if edir else str(tmp / "etcd"),
+                                tag="e" + self.tag[3:])
         self.etcd_n = etcd_n
         self.links, self.netns = [], []
         self.ctl = {x: None for x in NODES}
