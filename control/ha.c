@@ -1316,6 +1316,21 @@ static size_t reply_ha(struct ha *h, char *r, size_t len)
 	return o < len ? o : len - 1;
 }
 
+size_t ha_status(struct ha *h, char *r, size_t len)
+{
+	uint64_t now = mono_ns();
+	int n = snprintf(r, len,
+			 "ha_role %u\nha_epoch %u\nha_record_epoch %u\nha_record_rev %" PRId64
+			 "\nha_peer_heard_ms %" PRIu64 "\nha_peer_role %u\nha_takeovers %" PRIu64
+			 "\nha_handovers %" PRIu64 "\nha_fenced %" PRIu64 "\nha_resigns %" PRIu64
+			 "\nha_stalls %" PRIu64 "\nha_view_commits %" PRIu64 "\nha_reports %" PRIu64
+			 "\n", h->role, h->epoch, h->rec.epoch, h->rec.mod_rev,
+			 h->peer_ns ? (now - h->peer_ns) / 1000000 : 999999, h->peer.role,
+			 h->st.takeovers, h->st.handovers, h->st.fenced, h->st.resigns, h->st.stalls,
+			 h->st.commits, h->st.reports);
+	return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
 static size_t handover(struct ha *h, char *r, size_t len)
 {
 	uint64_t now = mono_ns();

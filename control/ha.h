@@ -50,6 +50,8 @@ bool ha_serving(const struct ha *h);
  * change committed to etcd first (replaces the loop's own publication
  * while a pair runs). */
 void ha_publish(struct ha *h);
+/* Lines for `status` (numbers only: the exporter reads them). */
+size_t ha_status(struct ha *h, char *reply, size_t len);
 /* Management commands "ha" and "handover"; 0 if not one of them. */
 size_t ha_mgmt(struct ha *h, const char *cmd, char *reply, size_t len);
 

@@ -361,6 +361,8 @@ static size_t reply_status(struct ctl *c, char *r, size_t len)
 	OUT("detector_paused %llu\n", (unsigned long long)c->st.detector_paused);
 	OUT("last_excluded %u\nlast_excluded_quiet_ms %llu\n", c->ms.st.last_excluded,
 	    (unsigned long long)(c->ms.st.last_excluded_quiet / 1000000));
+	if (c->ha != NULL && o < len)
+		o += ha_status(c->ha, r + o, len - o);
 #undef OUT
 	return o < len ? o : len - 1;
 }

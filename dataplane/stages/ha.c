@@ -450,6 +450,8 @@ static void role_active(struct il_ha *ha, const struct il_cm_role *r)
 	ha->auth_tsc = tsc_of(ha, r->authority_until_ns);
 	il_seq_restart(ha->seq, r->epoch);
 	ctrl_epoch_restart(ha->ctrl_st, ha->ctrl);
+	ha->app->epoch = r->epoch;
+	ha->app->ha_role = IL_HA_ACTIVE;
 	/* What the shadow holds of the epoch being cut, per group. */
 	for (unsigned gi = 0; gi < ha->app->n_groups; gi++) {
 		struct il_cmsg m = { .type = IL_CM_SHADOW, .len = sizeof(m.u.shadow),
@@ -488,6 +490,8 @@ void il_ha_down(struct il_ha *ha, const struct il_cmsg *m)
 		ha->peer_epoch = 0;
 		shadow_clear(ha);
 		ctrl_epoch_idle(ha->ctrl);
+		ha->app->epoch = 0;
+		ha->app->ha_role = IL_HA_STANDBY;
 		break;
 	case IL_CM_AUTHORITY:
 		if (ha->role == IL_HA_ACTIVE && m->u.auth.epoch == ha->epoch)
@@ -685,6 +689,8 @@ static int ha_bind(struct il_stage *st, char *err, size_t errlen)
 	/* Epochs come from etcd through the control process (docs/ha.md): a
 	 * standby stamps nothing, so it has none. */
 	ha->seq->epoch = 0;
+	ha->app->epoch = 0;
+	ha->app->ha_role = IL_HA_STANDBY;
 	ha->in_pid = ha->app->ports[ha->in].port_id;
 	ha->out_pid = ha->app->ports[ha->out].port_id;
 	ha->app->tx_mute = true;
