@@ -449,6 +449,9 @@ static void role_active(struct il_ha *ha, const struct il_cm_role *r)
 	ha->quiescing = false;
 	ha->auth_tsc = tsc_of(ha, r->authority_until_ns);
 	il_seq_restart(ha->seq, r->epoch);
+	/* Live from now on: the announcement below goes out with this very
+	 * iteration, not with the next stable tick. */
+	ha->app->tx_mute = !(rte_rdtsc() < ha->auth_tsc);
 	ctrl_epoch_restart(ha->ctrl_st, ha->ctrl);
 	ha->app->epoch = r->epoch;
 	ha->app->ha_role = IL_HA_ACTIVE;

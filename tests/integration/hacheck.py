@@ -141,3 +141,37 @@ def frames_after(captures, node, epoch, t0, port=7400):
             if h is not None and h[1] == epoch and t > t0:
                 n += 1
     return n
+
+
+def stable_header(fr, port=7400):
+    """(epoch, group, stable_seq) of a stamped frame that carries a watermark (DATA, STABLE,
+    VIEW, CREDIT), or None."""
+    if len(fr) < 82 or fr[12:14] != b"\x08\x00" or fr[23] != 17:
+        return None
+    l4 = 14 + (fr[14] & 0x0F) * 4
+    if len(fr) < l4 + 48 or struct.unpack("!H", fr[l4 + 2:l4 + 4])[0] != port:
+        return None
+    h = l4 + 8
+    if not fr[h + 3] & IL_F_STABLE_VALID or fr[h + 1] not in (1, 5, 9, 10):
+        return None
+    group, epoch, gseq, stable = struct.unpack("!H6xI8xQQ", fr[h + 4:h + 40])
+    if fr[h + 1] == IL_T_STABLE and gseq == 0:
+        return None  # a final watermark
+    return epoch, group, stable
+
+
+def watermark_moves(captures, port=7400):
+    """Wall-clock times at which some appliance published a higher watermark of an epoch
+    than any before: when more messages became deliverable as uniform. Sorted."""
+    best, out = {}, []
+    for _, path in captures:
+        for t, fr in pcap_frames(path):
+            h = stable_header(fr, port)
+            if h is None:
+                continue
+            key = (h[0], h[1])
+            if h[2] > best.get(key, 0):
+                best[key] = h[2]
+                out.append(t)
+    out.sort()
+    return out

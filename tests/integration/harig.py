@@ -165,6 +165,10 @@ class PairRig:
         other = "b" if x == "a" else "a"
         log = open(self.tmp / f"control-{x}.log", "a")
         cmd = [str(CONTROL), "--chan", self.chan[x], "-v", *self.ctl_args]
+        # IL_HA_CHRT=PRIO: the control processes at real-time priority (SCHED_FIFO), as the
+        # deployment guide has them (they sleep in io_uring; the data planes are left alone).
+        if os.environ.get("IL_HA_CHRT"):
+            cmd = ["chrt", "-f", os.environ["IL_HA_CHRT"], *cmd]
         if self.use_ha:
             cmd += ["--ha-etcd", self.etcd.endpoints(), "--ha-node", x,
                     "--ha-prefix", self.prefix, "--ha-listen", f"127.0.0.1:{self.hb[x]}",
