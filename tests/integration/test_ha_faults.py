@@ -3,6 +3,9 @@ the replicated store under load (3 il-kvstore replicas, writers), both appliance
 switches, a 3-member etcd cluster, then faults in random order:
 
   kill-active   SIGKILL of the active appliance (data plane and control process), restarted
+  kill-dp       SIGKILL of the active's data plane alone (its control process resigns), restarted
+  kill-ctl      SIGKILL of the active's control process alone (its data plane's authority runs
+                out), restarted
   stop-active   SIGSTOP of the active for 2 s, then SIGCONT: it must be fenced, and must not
                 stamp again
   link-down     the active's switch-side link (its "in" or "out") down for 1.5 s
@@ -10,7 +13,7 @@ switches, a 3-member etcd cluster, then faults in random order:
   kill-etcd     SIGKILL of the etcd leader, restarted
   handover      a planned hand-over (interlink-control's `handover`)
 
-IL_HA_FAULTS faults (default 6: each kind once, in random order; docs/ha.md reports the long
+IL_HA_FAULTS faults (default 8: each kind once, in random order; docs/ha.md reports the long
 run), IL_HA_SEED replays a schedule. Afterwards the checker: every replica's uniform order is
 a prefix of one order and every acknowledged PUT is present exactly once (kvcheck.py); no
 (group, epoch, global_seq) was stamped on two different messages (hacheck.py, from captures
@@ -35,7 +38,8 @@ pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespac
               pytest.mark.skipif(not KV.exists(), reason=f"{KV} not built"),
               pytest.mark.skipif(not have_etcd(), reason="etcd is not installed")]
 
-KINDS = ["kill-active", "stop-active", "link-down", "kill-standby", "kill-etcd", "handover"]
+KINDS = ["kill-active", "stop-active", "link-down", "kill-standby", "kill-etcd", "handover",
+         "kill-dp", "kill-ctl"]
 N_FAULTS = int(os.environ.get("IL_HA_FAULTS", str(len(KINDS))))
 SEED = int(os.environ.get("IL_HA_SEED", str(int(time.time()) % 100000)))
 # Extra interlink-control options (e.g. the detection settings of a measurement).
@@ -91,6 +95,16 @@ class Faults:
             rec["new_epoch"] = self.taken_over(act, old)
             time.sleep(self.rng.uniform(0.2, 1.0))
             rig.start_node(act)
+        elif kind in ("kill-dp", "kill-ctl"):
+            what = "dp" if kind == "kill-dp" else "ctl"
+            rec["t"], rec["wall"] = mono(), time.time()
+            rig.kill(act, signal.SIGKILL, what)
+            rec["new_epoch"] = self.taken_over(act, old)
+            time.sleep(self.rng.uniform(0.2, 1.0))
+            if what == "dp":
+                rig.start_appliance(act)
+            else:
+                rig.start_control(act)
         elif kind == "stop-active":
             rec["t"], rec["wall"] = mono(), time.time()
             rig.kill(act, signal.SIGSTOP)
