@@ -42,6 +42,7 @@ struct cut_grp {
 	uint64_t *cum;
 	bool shadow;
 	struct il_cm_shadow sh;
+	uint64_t final_ns; /* the final watermark last sent again (a late report) */
 };
 
 struct takeover {
@@ -116,7 +117,8 @@ struct ha {
 	uint64_t settle_until; /* after a stall of our own: inputs may still be queued */
 	struct {
 		uint64_t takeovers, handovers, fenced, superseded, resigns, t2_lost, commits,
-			commit_retries, reports, stalls, hb_rx, hb_bad, watch_events, role_msgs;
+			commit_retries, reports, stalls, hb_rx, hb_bad, watch_events, role_msgs,
+			finals_again;
 	} st;
 	struct takeover last[MAX_LAST];
 	unsigned n_last;
@@ -1225,9 +1227,30 @@ bool ha_dispatch(struct ha *h, const struct il_cmsg *m, uint64_t now)
 		struct cut_grp *c;
 
 		h->st.reports++;
-		if (h->role != R_CUT || h->cut_done || r->epoch != h->prev ||
-		    (c = cut_group(h, m->group)) == NULL)
+		if (r->epoch != h->prev || h->prev == 0 || (c = cut_group(h, m->group)) == NULL)
 			return true; /* a report on another epoch counts as none */
+		if ((h->role == R_SERVING || h->role == R_QUIESCING) && !h->cut_commit &&
+		    now - c->final_ns > 10000000ull) {
+			/* A receiver still waits for the cut, which is committed: it
+			 * missed every copy of the final watermark (lost, or sent while
+			 * this data plane's authority lapsed). Again, at most every
+			 * 10 ms per group. */
+			uint64_t cut;
+			struct il_cmsg w = { .type = IL_CM_WATERMARK, .len = sizeof(w.u.wm),
+					     .group = m->group };
+
+			if (ha_cut_get(&h->cut, m->group, &cut)) {
+				w.u.wm.epoch = h->prev;
+				w.u.wm.stable_seq = cut;
+				if (down(h, &w)) {
+					c->final_ns = now;
+					h->st.finals_again++;
+				}
+			}
+			return true;
+		}
+		if (h->role != R_CUT || h->cut_done)
+			return true;
 		for (unsigned k = 0; k < c->v.n; k++)
 			if (c->v.m[k].id == r->receiver && !c->reported[k]) {
 				c->reported[k] = true;
@@ -1304,9 +1327,10 @@ static size_t reply_ha(struct ha *h, char *r, size_t len)
 	OUT("takeovers %" PRIu64 "\nhandovers %" PRIu64 "\nfenced %" PRIu64 "\nsuperseded %" PRIu64
 	    "\nresigns %" PRIu64 "\ntakeovers_lost %" PRIu64 "\nview_commits %" PRIu64
 	    "\ncommit_retries %" PRIu64 "\nreports %" PRIu64 "\nstalls %" PRIu64
-	    "\nheartbeats_rx %" PRIu64 "\n", h->st.takeovers, h->st.handovers, h->st.fenced,
-	    h->st.superseded, h->st.resigns, h->st.t2_lost, h->st.commits, h->st.commit_retries,
-	    h->st.reports, h->st.stalls, h->st.hb_rx);
+	    "\nheartbeats_rx %" PRIu64 "\nfinals_again %" PRIu64 "\n", h->st.takeovers,
+	    h->st.handovers, h->st.fenced, h->st.superseded, h->st.resigns, h->st.t2_lost,
+	    h->st.commits, h->st.commit_retries, h->st.reports, h->st.stalls, h->st.hb_rx,
+	    h->st.finals_again);
 	OUT("last_change %s\n", h->why[0] ? h->why : "-");
 	for (unsigned i = 0; i < h->n_last; i++)
 		OUT("takeover epoch %u why %s owned_ms %.1f serving_ms %.1f\n", h->last[i].epoch,

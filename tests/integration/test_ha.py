@@ -8,6 +8,7 @@ order and every PUT a writer was told was stable is applied exactly once (kvchec
 replicas' logs); no (group, epoch, global_seq) was stamped on two different messages, by
 either appliance (hacheck.py, from captures of both appliances' "out" links on the switch
 side)."""
+import json
 import os
 import re
 import signal
@@ -17,7 +18,7 @@ import time
 import pytest
 
 from etcdrig import have_etcd
-from hacheck import frames_after, read_stamps
+from hacheck import frames_after, pcap_frames, read_stamps
 from harig import KV, NODES, PairRig, status
 from kvcheck import WriterRun, verify
 
@@ -112,6 +113,54 @@ class Store:
         return out
 
 
+ARP_PROBE = """
+import json, socket, struct, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806))
+s.bind(("rx0", 0))
+me = s.getsockname()[4]
+who = socket.inet_aton("192.0.2.1")
+req = (b"\\xff" * 6 + me + struct.pack("!HHHBBH", 0x0806, 1, 0x0800, 6, 4, 1) + me +
+       socket.inet_aton(sys.argv[1]) + b"\\0" * 6 + who).ljust(60, b"\\0")
+s.send(req)
+s.settimeout(0.1)
+seen, end = set(), time.time() + 1.0
+while time.time() < end:
+    try:
+        f = s.recv(100)
+    except socket.timeout:
+        continue
+    if len(f) >= 42 and f[12:14] == b"\\x08\\x06" and f[20:22] == b"\\0\\x02" and f[28:32] == who:
+        seen.add(":".join("%02x" % b for b in f[22:28]))
+print(json.dumps(sorted(seen)))
+"""
+
+
+def arp_answers(rig, host):
+    """The MACs that answer ARP for the appliance's address (192.0.2.1, configs/ha.yaml) on
+    switch B, asked from a host's RX interface."""
+    p = subprocess.run(["ip", "netns", "exec", rig.ns(host), "/usr/bin/python3", "-c",
+                        ARP_PROBE, f"10.{rig.subnet}.2.{host}"], capture_output=True, text=True,
+                       timeout=30)
+    return json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else p.stderr
+
+
+def arp_owner(rig, host, want, timeout=10.0):
+    """arp_answers until it is [want]: an active answers only while its authority lasts, and
+    on this shared machine a stalled control process holds it back for a few milliseconds
+    (docs/ha.md, section 8). Returns the last answer."""
+    end = time.time() + timeout
+    while True:
+        got = arp_answers(rig, host)
+        if got == [want] or time.time() > end:
+            return got
+        time.sleep(0.2)
+
+
+def mac(ifc):
+    return json.loads(subprocess.run(["ip", "-j", "link", "show", ifc], capture_output=True,
+                                     text=True, check=True).stdout)[0]["address"]
+
+
 def check_stamps(rig, captures):
     st = read_stamps(captures)
     assert not st.conflicts, f"positions stamped with two messages: {st.conflicts}"
@@ -126,18 +175,37 @@ def test_sigkill_of_the_active(tmp_path):
     time from the kill to the first message U-delivered in the new epoch is printed."""
     with PairRig(tmp_path, 5, CTL) as rig:
         caps = [(x, rig.capture(x)) for x in NODES]
+        garp = {x: tmp_path / f"arp-{x}.pcap" for x in NODES}
+        gcap = {x: subprocess.Popen(["tcpdump", "-i", rig.ifc(x, "o", 1), "-Q", "in", "-U", "-n",
+                                     "-w", str(garp[x]), "arp"], stderr=subprocess.DEVNULL)
+                for x in NODES}
         store = Store(rig, tmp_path)
         store.start_replicas()
         store.start_writers(15_000, 2000)
         rig.wait_for(lambda: min(store.applied()) >= 8000, 60, "PUTs before the fault")
         act = rig.active()
         other = "b" if act == "a" else "a"
+        # Only the active answers ARP for the appliance's address.
+        assert arp_owner(rig, 1, mac(rig.ifc(act, "o", 0))) == [mac(rig.ifc(act, "o", 0))]
         old = rig.ha(act)["epoch"]
+        wall_kill = time.time()
         t_kill = time.clock_gettime(time.CLOCK_MONOTONIC)
         rig.kill(act, signal.SIGKILL)
         rig.wait_for(lambda: rig.role(other) == "active", 10, f"{other} to take over")
         new = rig.ha(other)
         assert new["epoch"] != old and new["prev_epoch"] == old, new
+        # The link is the new active's: it claimed the address with gratuitous ARP (three,
+        # the last 200 ms after the takeover) and answers for it.
+        assert arp_owner(rig, 1, mac(rig.ifc(other, "o", 0))) == [mac(rig.ifc(other, "o", 0))]
+        time.sleep(0.3)
+        for p in gcap.values():
+            p.send_signal(signal.SIGINT)
+            p.wait(timeout=10)
+        garps = [t for t, fr in pcap_frames(garp[other]) if fr[12:14] == b"\x08\x06" and
+                 fr[28:32] == fr[38:42] == bytes([192, 0, 2, 1]) and t > wall_kill]
+        # Three per takeover (at once, +20 ms, +200 ms; one the machine's stalls delayed
+        # goes once the authority is back), more if it took over twice.
+        assert len(garps) >= 3, len(garps)
         rig.start_node(act)
         rig.wait_for(lambda: rig.role(act) == "standby" and rig.ha(act)["owner"] == other, 30,
                      f"{act} back as standby")
