@@ -83,6 +83,8 @@ class Faults:
 
     def run(self, kind):
         rig = self.rig
+        # (A takeover the machine's stalls caused may be under way: wait it out.)
+        self.wait_healthy()
         act = rig.active()
         sby = self.other(act)
         old = rig.ha(act)["epoch"]
