@@ -401,11 +401,19 @@ static uint16_t ha_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t
 			il_drop(st, e == ha->epoch ? HA_C_OUT_FOREIGN : HA_C_OUT_STALE, m);
 			continue;
 		}
+		uint8_t k = il_meta(m)->kind;
 		if (!live) {
-			il_drop(st, ha->superseded ? HA_C_DROP_SUPERSEDED : HA_C_DROP_NO_AUTHORITY, m);
+			/* Nothing is stamped, and nothing leaves (the pipeline is
+			 * muted); members' control frames still go up, so that
+			 * reports and ACKs are not lost to a lapse of a few ms. */
+			if (k == IL_K_DATA || k == IL_K_RAW || k == IL_K_NONE) {
+				il_drop(st, ha->superseded ? HA_C_DROP_SUPERSEDED
+							   : HA_C_DROP_NO_AUTHORITY, m);
+				continue;
+			}
+			pkts[out++] = m;
 			continue;
 		}
-		uint8_t k = il_meta(m)->kind;
 		if (!from_out && ha->quiescing && (k == IL_K_DATA || k == IL_K_RAW)) {
 			il_drop(st, HA_C_DROP_QUIESCE, m);
 			continue;
