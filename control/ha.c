@@ -85,6 +85,7 @@ struct ha {
 	bool views_precommitted;  /* ... so they go down without a commit of their own */
 	uint64_t stall_id;
 	bool stalled;
+	uint64_t stall_ns; /* when the stall was noticed */
 
 	/* Down messages that wait for their commit (views, final watermarks). */
 	struct il_cmsg *staged;
@@ -1020,6 +1021,16 @@ void ha_on_heartbeat(struct ha *h, const void *buf, size_t len)
 	h->peer_ns = now;
 	if (m.echo_ns && m.echo_ns <= now)
 		h->rtt_ns = now - m.echo_ns;
+	if (active(h) && h->stalled && now > h->stall_ns && m.role == HB_STANDBY &&
+	    !h->alive.superseded) {
+		/* After a stall, the authority comes back with a linearizable
+		 * read that says we own the epoch, or with the peer, heard after
+		 * the stall, saying it is a standby: it has not taken over (and
+		 * cannot without us seeing it). The second needs no etcd: a
+		 * minority of etcd members stalls view changes, not the active. */
+		h->stalled = false;
+		send_authority(h, now);
+	}
 }
 
 /* A standby decides whether to take over (docs/ha.md, 6.1). */
@@ -1149,6 +1160,7 @@ void ha_tick(struct ha *h)
 	 * before a linearizable read says we still own the epoch (8). */
 	if (active(h) && h->last_tick_ns && now - h->last_tick_ns > h->auth_ns && !h->stalled) {
 		h->stalled = true;
+		h->stall_ns = now;
 		h->st.stalls++;
 		logm(h, "loop stalled %" PRIu64 " ms: authority held back until etcd confirms",
 		     (now - h->last_tick_ns) / 1000000);

@@ -172,6 +172,8 @@ static void member_remove(struct il_mship *m, struct il_mgroup *g, unsigned i, u
 {
 	uint32_t id = g->m[i].id;
 
+	if (g->m[i].roles & IL_ROLE_RECEIVER)
+		g->removal_due = true;
 	g->m[i] = g->m[--g->n];
 	il_stab_remove(&g->stab, id);
 	/* The minimum may now be held by someone further ahead. */
@@ -376,9 +378,9 @@ unsigned il_mship_collect(struct il_mship *m, struct il_cmsg *out, unsigned max)
 	for (unsigned i = 0; i < m->n_pending; i++) {
 		struct il_mgroup *g = m->by_id[m->pending[i]];
 
-		if (m->cfg.commit_views && (g->view_due || g->commit_wait)) {
-			/* A change of its members is not committed yet: a
-			 * watermark computed without a leaver must wait. */
+		if (m->cfg.commit_views && (g->removal_due || g->commit_wait)) {
+			/* A receiver's removal is not committed yet: a watermark
+			 * computed without it must wait. */
 			m->pending[keep++] = g->id;
 			continue;
 		}
@@ -680,7 +682,8 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 			}
 			n += view_msgs(m, g, &out[n]);
 			g->view_due = false;
-			g->commit_wait = m->cfg.commit_views;
+			g->commit_wait = m->cfg.commit_views && g->removal_due;
+			g->removal_due = false;
 			g->view_start = 0;
 			g->window_sent = g->window; /* the VIEW carries it */
 			m->st.views++;

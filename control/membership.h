@@ -69,9 +69,11 @@ struct il_mgroup {
 	uint32_t final_epoch;    /* final watermark of a dead data plane ... */
 	uint64_t final_wm;
 	bool final_due;          /* ... still to hand out */
-	/* A pair (cfg.commit_views): a view handed out but not yet committed
-	 * to etcd; its watermark is held back until it is. */
-	bool commit_wait;
+	/* A pair (cfg.commit_views): a receiver left the minimum in a view
+	 * change not yet handed out (removal_due) or handed out but not yet
+	 * committed to etcd (commit_wait); the watermark is held back until it
+	 * is. Joiners hold nothing back: counting them only lowers it. */
+	bool removal_due, commit_wait;
 };
 
 struct il_mship_cfg {
@@ -80,8 +82,8 @@ struct il_mship_cfg {
 	uint32_t window;     /* credit window per sender (0: no flow control) */
 	/* A pair (docs/ha.md): every view change is committed to etcd before
 	 * its VIEW goes down, and a group's watermark is not published while
-	 * a change of its members waits for that (so no watermark ever
-	 * counts without a receiver that the committed view still has). */
+	 * a receiver's removal waits for that (so no watermark ever counts
+	 * without a receiver that the committed view still has). */
 	bool commit_views;
 };
 

@@ -220,3 +220,64 @@ def test_sigkill_of_the_active(tmp_path):
           f"{st.frames} frames captured, {st.restamped()} messages stamped twice, "
           f"{st.po_disagreements()} PO disagreements; takeover {new.get('takeovers_list')}")
     assert ms < 3000, ms
+
+
+def test_a_minority_stalls_views_not_deliveries(tmp_path):
+    """I4 (docs/ha.md, 9.3-9.4): with two of the three etcd members down, the active goes on
+    stamping and the replicas on U-delivering (nothing on the data path waits on etcd), but a
+    replica that joins meanwhile gets no view: its view change cannot be committed, so it is
+    not installed (and uniform delivery waits at its start point). Once the majority is back,
+    it joins and fetches its state, and everything acknowledged is applied once. No
+    takeover."""
+    with PairRig(tmp_path, 5, CTL) as rig:
+        store = Store(rig, tmp_path, n_rep=3, n_wri=1)
+        store.start_replicas()
+        store.start_writers(10 ** 8, 1000)
+        rig.wait_for(lambda: min(store.applied()) >= 1000, 60, "PUTs before the fault")
+        act = rig.active()
+        epoch = rig.ha(act)["epoch"]
+        down = [i for i in range(3) if i != rig.etcd.leader()][:1] + [rig.etcd.leader()]
+        for i in down:
+            rig.etcd.kill(i)
+        a0 = min(store.applied())
+        time.sleep(3)
+        assert min(store.applied()) >= a0 + 1000, (a0, store.applied())
+        # A fourth replica joins: JOINs reach the active, the VIEW never comes.
+        r4 = tmp_path / "replica4.json"
+        peers = sum((["--peer", f"{rig.tx_ip(q)}:7500"] for q in (1, 2, 3)), [])
+        rig.kv("replica4", 5, "replica", "--id", str(rig.id_base + 104), "--keys", str(KEYS),
+               "--listen", f"{rig.tx_ip(5)}:7500", *peers, "--recover", "--status", str(r4),
+               "--log", str(tmp_path / "replica4.puts"))
+        time.sleep(3)
+        assert not status(r4).get("member"), status(r4)
+        h = rig.ha(act)
+        assert h["role"] == "active" and h["epoch"] == epoch and h["etcd_reachable"] == 0, h
+        # The joiner is counted in the watermark from its JOIN and can acknowledge nothing
+        # before its VIEW: uniform delivery waits at its start point until the majority is
+        # back (a minority stalls, I4); stamping goes on.
+        for i in down:
+            rig.etcd.restart(i)
+        rig.wait_for(lambda: status(r4).get("ready"), 60, "the fourth replica to join")
+        p, run, st = store.writers[1]
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+        s = status(st)
+        run.acked, run.count, run.finished = s["sent"] - s["pending"], s["sent"], False
+        store.rst[4], store.rlog[4] = r4, tmp_path / "replica4.puts"
+        last = {}
+
+        def settled():
+            s = [status(store.rst[r]) for r in store.rst]
+            now = tuple((x.get("applied"), x.get("pos")) for x in s)
+            done = len(set(now)) == 1 and last.get("v") == now and time.time() - last["t"] > 2
+            if last.get("v") != now:
+                last.update(v=now, t=time.time())
+            return done
+        rig.wait_for(settled, 60, "the replicas to settle")
+        final = {r: status(store.rst[r]) for r in store.rst}
+    from kvcheck import verify
+    total, _ = verify(list(store.rlog.values()), store.runs, KEYS)
+    assert len({final[r]["hash"] for r in final}) == 1, final
+    print(f"\nminority: deliveries went on with 2 of 3 etcd members down; the joiner waited "
+          f"for the majority; {total} PUTs applied once each")
+    assert final[4]["transfers"] >= 1, final[4]
