@@ -32,7 +32,7 @@ import pytest
 from etcdrig import have_etcd
 from hacheck import frames_after, read_stamps, watermark_moves
 from harig import KV, NODES, PairRig, sh, status
-from test_ha import CTL, Store
+from test_ha import CTL, Store, active_epoch
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, veths)"),
               pytest.mark.skipif(not KV.exists(), reason=f"{KV} not built"),
@@ -85,9 +85,8 @@ class Faults:
         rig = self.rig
         # (A takeover the machine's stalls caused may be under way: wait it out.)
         self.wait_healthy()
-        act = rig.active()
+        act, old = active_epoch(rig)
         sby = self.other(act)
-        old = rig.ha(act)["epoch"]
         rec = {"kind": kind, "active": act, "old_epoch": old, "t": mono(), "new_epoch": None}
         # The wall clock beside it: the captures' timestamps are on that clock.
         rec["wall"] = time.time() - (mono() - rec["t"])
