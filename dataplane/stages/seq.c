@@ -613,6 +613,33 @@ static uint32_t seq_mbufs_held(const struct il_stage *st)
 	return s->depth * s->app->n_groups;
 }
 
+/* A new epoch at run time (the ha stage, docs/ha.md): the sequence space
+ * starts again at 1, the history of the old one is let go (a standby's
+ * shadow serves it, not this), and every sender's FIFO is learnt again
+ * from its next frame, as after a restart. */
+void il_seq_restart(struct il_seq *s, uint32_t epoch)
+{
+	for (unsigned gi = 0; gi < s->app->n_groups; gi++) {
+		struct il_seq_group *g = &s->groups[gi];
+
+		for (uint32_t i = 0; i < g->n; i++) {
+			struct rte_mbuf *m = g->ring[(g->head - g->n + i) & s->mask].m;
+			if (m != NULL)
+				rte_pktmbuf_free(m);
+		}
+		g->n = g->head = g->pf = 0;
+		g->next = 1;
+		g->stable = g->carried = 0;
+		g->stamped_frames = 0;
+		memset(g->fifo, 0, sizeof(*g->fifo) * IL_SEQ_FIFO_SLOTS);
+		g->n_fifo = 0;
+	}
+	memset(s->raw_senders, 0, sizeof(s->raw_senders[0]) * (s->raw_mask + 1));
+	s->raw_sender_n = 0;
+	s->resume_due = s->inc_due = false;
+	s->epoch = epoch;
+}
+
 const struct il_stage_type il_stage_sequencer = {
 	.name = "sequencer",
 	.help = "stamp epoch + per-group global sequence on DATA (native and raw), keep history",

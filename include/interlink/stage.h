@@ -112,6 +112,7 @@ struct il_lcore_io {
 	 * before classify, which narrows it to those it tagged; a stage that
 	 * does not keep kinds (il_stage_type.kinds_kept) widens it again. */
 	uint8_t kinds;
+	uint64_t tx_muted;                 /* not sent: the appliance is muted (app.h) */
 	/* Packets stages emit go out after the survivors of the burst that
 	 * produced them, so a retransmission never overtakes its original. */
 	uint16_t n_defer;
@@ -260,6 +261,18 @@ static inline void il_emit_flush(struct il_lcore_io *io)
 {
 	for (uint16_t i = 0; i < io->n_defer; i++)
 		il_tx(io, io->defer_port[i], io->defer[i]);
+	io->n_defer = 0;
+}
+
+/* A muted appliance (a pair's standby, an active without authority):
+ * the chain's survivors and everything emitted are freed, not sent. */
+static inline void il_tx_mute(struct il_lcore_io *io, struct rte_mbuf **pkts, uint16_t n)
+{
+	if (n)
+		rte_pktmbuf_free_bulk(pkts, n);
+	if (io->n_defer)
+		rte_pktmbuf_free_bulk(io->defer, io->n_defer);
+	io->tx_muted += n + io->n_defer;
 	io->n_defer = 0;
 }
 
