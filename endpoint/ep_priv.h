@@ -5,6 +5,8 @@
 #ifndef IL_EP_PRIV_H
 #define IL_EP_PRIV_H
 
+#include <stdlib.h>
+
 #include <liburing.h>
 #include <netinet/in.h>
 
@@ -91,6 +93,9 @@ struct ep_txbuf {
 	uint8_t data[EP_FRAME_MAX];
 };
 
+/* Where an endpoint without sockets sends its frames (ep_open_detached). */
+typedef void (*ep_tx_tap)(void *arg, const uint8_t *frame, size_t len);
+
 struct il_ep {
 	struct il_ep_config cfg;
 	int txfd, rxfd, tx_ifindex, rx_ifindex;
@@ -111,10 +116,20 @@ struct il_ep {
 	uint32_t new_epoch;
 	uint64_t await_until;
 	struct ep_held **held;
-	unsigned n_held;
+	unsigned n_held, cap_held;
+	/* Detached (no sockets, no ring): what would be sent goes here. */
+	ep_tx_tap tx_tap;
+	void *tx_tap_arg;
 };
 
 uint64_t ep_now_ns(void);
+/* An endpoint with the protocol and none of the I/O: no sockets, no ring.
+ * Its frames go to tap; the caller hands it datagrams (ep_rx_datagram)
+ * and runs its timers and deliveries with a clock of its own. The fuzzer
+ * and unit tests drive libinterlink's protocol in process this way.
+ * cfg->member_id must be set (there is no interface address to take). */
+struct il_ep *ep_open_detached(const struct il_ep_config *cfg, ep_tx_tap tap, void *arg,
+			       char *err, size_t errlen);
 struct io_uring_sqe *ep_sqe(struct il_ep *ep);
 struct ep_group *ep_group(struct il_ep *ep, uint16_t id);
 void ep_release_held(struct ep_group *g);

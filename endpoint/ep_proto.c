@@ -27,7 +27,8 @@ static uint8_t *tx_begin(struct il_ep *ep, int *slot)
 		/* Every buffer is in flight. The sends queued before this one
 		 * must leave first: submitting issues them (a UDP send
 		 * completes inline), then tx_commit sends this one itself. */
-		io_uring_submit(&ep->ring);
+		if (ep->ring_ok)
+			io_uring_submit(&ep->ring);
 		*slot = -1;
 		return ep_stack_frame;
 	}
@@ -37,6 +38,13 @@ static uint8_t *tx_begin(struct il_ep *ep, int *slot)
 
 static void tx_commit(struct il_ep *ep, struct ep_group *g, int slot, size_t len)
 {
+	if (ep->tx_tap != NULL) {
+		/* Detached: the frame is handed over, its buffer free again. */
+		ep->tx_tap(ep->tx_tap_arg, slot >= 0 ? ep->tx[slot].data : ep_stack_frame, len);
+		if (slot >= 0)
+			ep->tx_free[ep->n_tx_free++] = (unsigned)slot;
+		return;
+	}
 	struct io_uring_sqe *sqe = slot >= 0 ? ep_sqe(ep) : NULL;
 
 	if (sqe == NULL) {
@@ -606,7 +614,7 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 	struct ep_held **held = ep->held;
 
 	ep->held = NULL;
-	ep->n_held = 0;
+	ep->n_held = ep->cap_held = 0;
 	for (unsigned i = 0; i < n; i++) {
 		ep_rx_datagram(ep, held[i]->data, held[i]->len, now);
 		free(held[i]);
@@ -624,10 +632,19 @@ void ep_epoch_timer(struct il_ep *ep, uint64_t now)
 
 static void hold(struct il_ep *ep, const uint8_t *d, size_t len)
 {
-	if (ep->held == NULL)
-		ep->held = calloc(EP_MAX_HELD, sizeof(*ep->held));
-	if (ep->held == NULL || ep->n_held == EP_MAX_HELD)
-		return; /* DATA comes again on NAK; the rest is repeated */
+	if (ep->n_held == ep->cap_held) {
+		/* Grown as frames come: most epoch changes hold a few. */
+		unsigned cap = ep->cap_held ? 2 * ep->cap_held : 64;
+		struct ep_held **nh;
+
+		if (ep->cap_held >= EP_MAX_HELD)
+			return; /* DATA comes again on NAK; the rest is repeated */
+		nh = realloc(ep->held, (cap < EP_MAX_HELD ? cap : EP_MAX_HELD) * sizeof(*nh));
+		if (nh == NULL)
+			return;
+		ep->held = nh;
+		ep->cap_held = cap < EP_MAX_HELD ? cap : EP_MAX_HELD;
+	}
 	struct ep_held *h = malloc(sizeof(*h) + len);
 	if (h == NULL)
 		return;
