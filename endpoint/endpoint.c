@@ -363,9 +363,16 @@ int il_ep_tfrc_stats(const struct il_ep *ep, uint16_t group, struct il_ep_tfrc *
 
 void ep_release_held(struct ep_group *g)
 {
+	uint64_t end = g->w.hi;
+
 	if (!(g->roles & IL_EP_RECEIVER))
 		return;
-	for (uint64_t s = g->w.uto; s < g->w.hi; s++) {
+	/* Frames are held in the window only. A tail the group announced
+	 * beyond it (a STABLE's next sequence, which may be anything) has no
+	 * slots to walk: 2^62 of them would take practically forever. */
+	if (end - g->w.uto > (uint64_t)g->w.mask + 1)
+		end = g->w.uto + g->w.mask + 1;
+	for (uint64_t s = g->w.uto; s < end; s++) {
 		struct ep_slot *sl = ep_rxw_slot(&g->w, s);
 
 		if (sl->state == EP_S_MSG)

@@ -242,7 +242,9 @@ bool ep_rxw_nak_due(struct ep_rxw *w, uint64_t now, uint64_t delay_ns, uint64_t 
 		return false;
 	uint64_t l = w->po;
 
-	while (l + 1 < w->hi && l + 1 - w->po < max_span &&
+	/* Only what the window can take: a sequence past its end would come
+	 * back as an overflow (and its slot is another sequence's). */
+	while (l + 1 < w->hi && l + 1 - w->po < max_span && l + 1 - w->uto <= w->mask &&
 	       ep_rxw_slot(w, l + 1)->state == EP_S_EMPTY)
 		l++;
 	*first = w->po;

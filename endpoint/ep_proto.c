@@ -348,7 +348,10 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 
 	if (g->st != EP_G_MEMBER || !(g->roles & IL_EP_RECEIVER))
 		return;
-	while (w->po < w->hi) {
+	/* Never past the window: the slot after its last is the slot of the
+	 * oldest message not yet U-delivered, which would be P-delivered
+	 * again under a sequence that is not its own. */
+	while (w->po < w->hi && w->po - w->uto <= w->mask) {
 		struct ep_slot *s = ep_rxw_slot(w, w->po);
 
 		if (s->state == EP_S_EMPTY)
@@ -416,7 +419,11 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 	struct ep_frame *fr = NULL;
 	bool dup, over;
 
-	if (!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || g0 == 0 || cnt == 0) {
+	/* Global sequences start at 1 and never reach 2^64: a frame whose
+	 * messages would wrap past it was not stamped by an appliance (its
+	 * last slot would lie beyond the window's end, where no release
+	 * reaches it). */
+	if (!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || g0 == 0 || cnt == 0 || g0 > UINT64_MAX - cnt) {
 		ep->st.rx_bad++;
 		return;
 	}

@@ -303,6 +303,42 @@ static void test_gap_nak(void **state)
 	ep_rxw_free(&w);
 }
 
+/* A NAK asks only for what the window can hold: a tail announced far
+ * ahead (a STABLE's next sequence) is asked for up to the window's end,
+ * not 65536 sequences that would come back as overflows (whose slots are
+ * other sequences'). */
+static void test_nak_within_the_window(void **state)
+{
+	struct ep_rxw w;
+	uint64_t f, l, t = 1000 * MS;
+
+	(void)state;
+	assert_int_equal(ep_rxw_init(&w, 16), 0);
+	for (uint64_t g = 1; g <= 4; g++)
+		put(&w, g);
+	put(&w, 8);
+	po_advance(&w);
+	assert_int_equal(w.po, 5);
+	ep_rxw_seen(&w, 1000);
+	assert_false(ep_rxw_nak_due(&w, t, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_true(ep_rxw_nak_due(&w, t + MS, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_int_equal(f, 5);
+	assert_int_equal(l, 7);
+	for (uint64_t g = 5; g <= 7; g++)
+		put(&w, g);
+	po_advance(&w);
+	assert_int_equal(w.po, 9);
+	/* All of it U-delivered (as ep_deliver does: slots emptied). */
+	for (uint64_t g = 1; g <= 8; g++)
+		ep_rxw_slot(&w, g)->state = EP_S_EMPTY;
+	w.uto = 9;
+	assert_false(ep_rxw_nak_due(&w, t + 2 * MS, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_true(ep_rxw_nak_due(&w, t + 3 * MS, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_int_equal(f, 9);
+	assert_int_equal(l, 24); /* uto 9 + 16 slots - 1 */
+	ep_rxw_free(&w);
+}
+
 /* The window is counted from the oldest message not yet U-delivered. */
 static void test_window_overflow_and_free(void **state)
 {
@@ -422,6 +458,7 @@ int main(void)
 		cmocka_unit_test(test_go_back),
 		cmocka_unit_test(test_credit),
 		cmocka_unit_test(test_gap_nak),
+		cmocka_unit_test(test_nak_within_the_window),
 		cmocka_unit_test(test_window_overflow_and_free),
 		cmocka_unit_test(test_unavail_holes),
 		cmocka_unit_test(test_ack_batching),
