@@ -68,6 +68,8 @@ int ep_q_push(struct ep_q *q, const void *msg, uint16_t len)
 
 int ep_q_append(struct ep_q *q, const uint8_t *recs, size_t bytes, uint64_t n)
 {
+	if (bytes == 0)
+		return 0; /* an empty queue's head may be NULL: nothing to copy */
 	if (q_reserve(q, bytes))
 		return -ENOMEM;
 	memcpy(q->buf + q->tail, recs, bytes);

@@ -139,6 +139,32 @@ static void test_sent_append_and_rewind(void **state)
 /* Go-back-N: sender_seq 1..8 sent (messages 0..7), 1..3 known stable
  * (sent_base 4); the appliance says it expects 6: 6..8 go again before
  * the two never sent, 4 and 5 stay remembered, next is 6. */
+/* Going back with nothing deferred: the deferred queue never held a record
+ * (its buffer is NULL); its head was computed as NULL + 0 and copied from
+ * (undefined behaviour the sanitizer builds report). */
+static void test_go_back_with_nothing_deferred(void **state)
+{
+	struct ep_q sent, q;
+	uint8_t msg[8] = {0};
+	uint64_t next = 4;
+	uint16_t n;
+
+	(void)state;
+	ep_q_init(&sent, SIZE_MAX);
+	ep_q_init(&q, 1 << 20);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(ep_q_push(&sent, msg, sizeof(msg)), 0);
+	assert_null(ep_q_head(&q));
+	assert_int_equal(ep_go_back(&q, &sent, 1, &next, 2), 2);
+	assert_int_equal(next, 2);
+	assert_int_equal(q.n, 2);
+	assert_int_equal(ep_q_span(&q, SIZE_MAX, 10, &n), 2 * (IL_MSG_HDR_LEN + sizeof(msg)));
+	assert_int_equal(n, 2);
+	assert_int_equal(ep_q_append(&q, ep_q_head(&sent), 0, 0), 0);
+	ep_q_free(&q);
+	ep_q_free(&sent);
+}
+
 static void test_go_back(void **state)
 {
 	struct ep_q sent, q;
@@ -456,6 +482,7 @@ int main(void)
 		cmocka_unit_test(test_pack_bound_and_growth),
 		cmocka_unit_test(test_sent_append_and_rewind),
 		cmocka_unit_test(test_go_back),
+		cmocka_unit_test(test_go_back_with_nothing_deferred),
 		cmocka_unit_test(test_credit),
 		cmocka_unit_test(test_gap_nak),
 		cmocka_unit_test(test_nak_within_the_window),
