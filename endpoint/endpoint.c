@@ -273,6 +273,7 @@ void il_ep_close(struct il_ep *ep)
 	for (unsigned i = 0; i < ep->n_held; i++)
 		free(ep->held[i]);
 	free(ep->held);
+	ep_auth_free(ep);
 	free(ep->rx);
 	free(ep->tx);
 	free(ep->tx_free);

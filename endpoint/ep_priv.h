@@ -10,6 +10,7 @@
 #include <liburing.h>
 #include <netinet/in.h>
 
+#include <interlink/auth.h>
 #include <interlink/endpoint.h>
 #include <interlink/tfrc.h>
 
@@ -117,6 +118,14 @@ struct il_ep {
 	uint64_t await_until;
 	struct ep_held **held;
 	unsigned n_held, cap_held;
+	/* il_ep_set_auth: our control messages signed, the appliance's checked.
+	 * Two replay tables: the appliance's control stage (STABLE, VIEW,
+	 * CREDIT) and its nak stage (UNAVAIL) count separately. */
+	struct il_auth_keyring *auth;
+	const struct il_auth_key *auth_sign;
+	uint64_t auth_ctr;
+	struct il_auth_replay *auth_ctl, *auth_nak;
+	struct il_ep_auth_stats auth_st;
 	/* Detached (no sockets, no ring): what would be sent goes here. */
 	ep_tx_tap tx_tap;
 	void *tx_tap_arg;
@@ -133,6 +142,15 @@ struct il_ep *ep_open_detached(const struct il_ep_config *cfg, ep_tx_tap tap, vo
 struct io_uring_sqe *ep_sqe(struct il_ep *ep);
 struct ep_group *ep_group(struct il_ep *ep, uint16_t id);
 void ep_release_held(struct ep_group *g);
+
+/* ep_auth.c */
+/* A control message of len bytes at msg, built unsigned, signed in place
+ * when auth is on (the buffer has IL_AUTH_OPT_LEN bytes of room): its length. */
+size_t ep_auth_seal(struct il_ep *ep, uint8_t *msg, size_t len);
+/* Whether a STABLE, VIEW, CREDIT or UNAVAIL of the appliance may be taken
+ * (always when auth is off); what is not is counted. */
+bool ep_auth_ok(struct il_ep *ep, const uint8_t *msg, size_t len);
+void ep_auth_free(struct il_ep *ep);
 
 /* ep_proto.c */
 void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now);

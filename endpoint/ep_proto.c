@@ -86,7 +86,7 @@ void ep_send_member(struct il_ep *ep, struct ep_group *g, uint8_t type)
 	struct il_hdr_fields f = hdr(ep, g, type);
 
 	il_member_put(il_hdr_put(h, &f), g->roles, ep->incarnation);
-	tx_commit(ep, g, slot, IL_HDR_LEN + IL_MEMBER_MSG_LEN);
+	tx_commit(ep, g, slot, ep_auth_seal(ep, h, IL_HDR_LEN + IL_MEMBER_MSG_LEN));
 	if (type == IL_T_JOIN)
 		ep->st.join_tx++;
 	else if (type == IL_T_HEARTBEAT)
@@ -113,7 +113,7 @@ static void send_ack(struct il_ep *ep, struct ep_group *g, uint64_t now)
 			fr >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)fr,
 			held_us <= UINT32_MAX ? g->echo_seq : 0,
 			held_us <= UINT32_MAX ? (uint32_t)held_us : 0, ppm);
-	tx_commit(ep, g, slot, IL_HDR_LEN + IL_ACK_TFRC_LEN);
+	tx_commit(ep, g, slot, ep_auth_seal(ep, h, IL_HDR_LEN + IL_ACK_TFRC_LEN));
 	ep_ack_sent(&g->ack, g->w.po, now);
 	ep->st.ack_tx++;
 }
@@ -125,7 +125,7 @@ static void send_nak(struct il_ep *ep, struct ep_group *g, uint64_t first, uint6
 	struct il_hdr_fields f = hdr(ep, g, IL_T_NAK);
 
 	il_range_put(il_hdr_put(h, &f), first, last);
-	tx_commit(ep, g, slot, IL_HDR_LEN + IL_RANGE_LEN);
+	tx_commit(ep, g, slot, ep_auth_seal(ep, h, IL_HDR_LEN + IL_RANGE_LEN));
 	ep->st.nak_tx++;
 }
 
@@ -579,6 +579,8 @@ static void rewind_sender(struct il_ep *ep, struct ep_group *g)
 		g->cr.limit = g->cr.next + g->cr.window;
 }
 
+static void rx_frame(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now, bool checked);
+
 /* The old epoch ends at watermark w: U-deliver what is below it (every
  * live receiver holds it), forget the rest (its senders send it again),
  * restart the sequence space at 1, then handle what the new epoch sent
@@ -623,7 +625,7 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 	ep->held = NULL;
 	ep->n_held = ep->cap_held = 0;
 	for (unsigned i = 0; i < n; i++) {
-		ep_rx_datagram(ep, held[i]->data, held[i]->len, now);
+		rx_frame(ep, held[i]->data, held[i]->len, now, true);
 		free(held[i]);
 	}
 	free(held);
@@ -709,6 +711,13 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 
 void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now)
 {
+	rx_frame(ep, d, len, now, false);
+}
+
+/* A datagram; checked: its MAC was checked when it first came (a frame
+ * held across an epoch change: checked again, it would be a replay). */
+static void rx_frame(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now, bool checked)
+{
 	struct il_parsed p;
 
 	/* The data plane's own checks (wire library): what the appliance
@@ -727,6 +736,10 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 	if (type != IL_T_DATA && type != IL_T_STABLE && type != IL_T_VIEW &&
 	    type != IL_T_CREDIT && type != IL_T_UNAVAIL)
 		return; /* other members' control traffic, if it ever reaches us */
+	/* With auth on, what only the appliance may say must carry its MAC
+	 * (DATA is stamped in flight: not signed). */
+	if (type != IL_T_DATA && !checked && !ep_auth_ok(ep, d, len))
+		return;
 	if (!epoch_check(ep, d, len, now))
 		return;
 	switch (type) {

@@ -402,6 +402,7 @@ static void write_status(struct il_ep *ep, uint64_t pos)
 	il_json_u64(&j, "epochs", R.epochs);
 	il_json_u64(&j, "lost_stable", st.lost_stable);
 	il_json_u64(&j, "fifo_dup", st.fifo_dup);
+	kv_auth_status(&j, ep);
 	il_json_end(&j);
 	bool ok = il_json_finish(&j) == 0;
 	/* A partial file never replaces a whole one. */

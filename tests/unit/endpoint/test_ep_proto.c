@@ -4,15 +4,20 @@
  * and reads what it sends from the tap. Regressions of what the fuzzer
  * found (tests/fuzz/fuzz_ep_rx.c, corpus/ep_rx/regress-*).
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <interlink/auth.h>
 #include <interlink/parse.h>
 #include <interlink/wire.h>
 #include <interlink/wire_msg.h>
@@ -209,6 +214,168 @@ static void test_join_goes_to_the_tap(void **state)
 	assert_int_equal(last_tx[IL_OFF_TYPE], IL_T_LEAVE);
 }
 
+/* ---- authenticated control traffic -------------------------------------- */
+
+static const struct il_auth_key KEY = { .id = 7, .key = "0123456789abcdef0123456789abcde" };
+static uint64_t appliance_ctr = 1000;
+
+static void key_file(char *path, size_t len, const struct il_auth_key *k, mode_t mode)
+{
+	snprintf(path, len, "/tmp/il-ep-proto-keys-%d", (int)getpid());
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fprintf(f, "# test\n%u ", k->id);
+	for (unsigned i = 0; i < IL_AUTH_KEY_LEN; i++)
+		fprintf(f, "%02x", k->key[i]);
+	fprintf(f, "\n");
+	fclose(f);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+/* What the appliance's stages send, signed (or not) by the test. */
+static size_t signed_view(uint8_t *f, uint32_t epoch, const struct il_auth_key *k)
+{
+	uint8_t *b = f + IL_HDR_LEN;
+	struct il_hdr_fields h = { .type = IL_T_VIEW, .group_id = 1, .epoch = epoch,
+				   .global_seq = 1 };
+
+	b = il_view_put(b, 1, 1, 0);
+	b = il_view_member_put(b, ME, IL_ROLE_RECEIVER);
+	il_hdr_put(f, &h);
+	size_t len = (size_t)(b - f);
+	return k ? il_auth_seal(k, ++appliance_ctr, f, (uint32_t)len) : len;
+}
+
+static size_t signed_stable(uint8_t *f, uint32_t epoch, uint64_t next, uint64_t wm,
+			    const struct il_auth_key *k)
+{
+	struct il_hdr_fields h = { .type = IL_T_STABLE, .group_id = 1, .epoch = epoch,
+				   .flags = IL_F_STAMPED | IL_F_STABLE_VALID,
+				   .global_seq = next, .stable_seq = wm };
+
+	il_stable_put(il_hdr_put(f, &h), 1);
+	return k ? il_auth_seal(k, ++appliance_ctr, f, IL_HDR_LEN + IL_STABLE_LEN)
+		 : IL_HDR_LEN + IL_STABLE_LEN;
+}
+
+static struct il_ep *open_auth_ep(struct seen *s, char *path)
+{
+	struct il_ep_config cfg;
+	struct il_ep_callbacks cb = { .po = on_po, .uto = on_uto };
+	char err[256];
+
+	il_ep_config_init(&cfg);
+	cfg.member_id = ME;
+	cfg.incarnation = 3;
+	cfg.rx_window = 64;
+	struct il_ep *ep = ep_open_detached(&cfg, tap, NULL, err, sizeof(err));
+	assert_non_null(ep);
+	key_file(path, 128, &KEY, 0600);
+	assert_int_equal(il_ep_set_auth(ep, path, 0, err, sizeof(err)), 0);
+	assert_int_equal(il_ep_join(ep, 1, "239.1.1.1", IL_EP_RECEIVER, &cb, s), 0);
+	return ep;
+}
+
+/* Our JOIN goes signed; the appliance's VIEW is taken only signed with a
+ * known key, once; a forged STABLE (another key) changes nothing. */
+static void test_auth_signs_ours_and_checks_the_appliances(void **state)
+{
+	struct il_auth_keyring ring = { .n = 1, .k = { KEY } };
+	struct il_auth_key other = KEY;
+	struct il_ep_auth_stats as;
+	struct seen s = { 0 };
+	uint8_t f[256];
+	char path[128], err[256];
+	size_t len;
+
+	(void)state;
+	struct il_ep *ep = open_auth_ep(&s, path);
+	assert_int_equal(last_tx[IL_OFF_TYPE], IL_T_JOIN);
+	assert_true(last_tx[IL_OFF_FLAGS] & IL_F_AUTH);
+	assert_int_equal(last_tx[IL_OFF_HDR_LEN], IL_AUTH_HDR_LEN);
+	assert_int_equal(il_auth_verify(&ring, NULL, last_tx, (uint32_t)last_tx_len), IL_AUTH_OK);
+	assert_int_equal(il_ep_set_auth(ep, path, 0, err, sizeof(err)), -EBUSY);
+	/* Unsigned, then under another key: dropped, still joining. */
+	rx(ep, f, signed_view(f, EPOCH, NULL));
+	other.key[0] ^= 1;
+	rx(ep, f, signed_view(f, EPOCH, &other));
+	assert_false(il_ep_is_member(ep, 1));
+	il_ep_get_auth_stats(ep, &as);
+	assert_int_equal(as.bad_mac, 2);
+	/* Signed: taken; the same frame again: a replay. */
+	len = signed_view(f, EPOCH, &KEY);
+	rx(ep, f, len);
+	assert_true(il_ep_is_member(ep, 1));
+	rx(ep, f, len);
+	il_ep_get_auth_stats(ep, &as);
+	assert_int_equal(as.verified_rx, 1);
+	assert_int_equal(as.replay, 1);
+	/* A forged watermark does not make anything stable. */
+	data(ep, 1, 1, 2, IL_F_FIFO_START);
+	rx(ep, f, signed_stable(f, EPOCH, 3, 3, &other));
+	deliver(ep);
+	assert_int_equal(s.po, 2);
+	assert_int_equal(s.uto, 0);
+	rx(ep, f, signed_stable(f, EPOCH, 3, 3, &KEY));
+	deliver(ep);
+	assert_int_equal(s.uto, 2);
+	/* Our ACKs and the LEAVE are signed too. */
+	il_ep_close(ep);
+	assert_int_equal(last_tx[IL_OFF_TYPE], IL_T_LEAVE);
+	assert_int_equal(il_auth_verify(&ring, NULL, last_tx, (uint32_t)last_tx_len), IL_AUTH_OK);
+	unlink(path);
+}
+
+/* Frames of a new epoch are held until the old one's final watermark; when
+ * they are handled then, their MAC was checked already: checked again they
+ * would be replays, and the new epoch's view lost. */
+static void test_auth_frames_held_across_an_epoch_are_checked_once(void **state)
+{
+	struct il_ep_auth_stats as;
+	struct seen s = { 0 };
+	uint8_t f[256];
+	char path[128];
+
+	(void)state;
+	struct il_ep *ep = open_auth_ep(&s, path);
+	rx(ep, f, signed_view(f, EPOCH, &KEY));
+	assert_true(il_ep_is_member(ep, 1));
+	/* The appliance restarted: its new epoch's STABLE comes first, held. */
+	rx(ep, f, signed_stable(f, EPOCH + 1, 1, 0, &KEY));
+	assert_int_equal(ep->n_held, 1);
+	/* The old epoch's final watermark: the held frame is handled now. */
+	rx(ep, f, signed_stable(f, EPOCH, 0, 1, &KEY));
+	assert_int_equal(ep->epoch, EPOCH + 1);
+	il_ep_get_auth_stats(ep, &as);
+	assert_int_equal(as.replay, 0);
+	assert_int_equal(as.bad_mac, 0);
+	assert_int_equal(as.verified_rx, 3);
+	il_ep_close(ep);
+	unlink(path);
+}
+
+/* A key file others may read is refused, naming it. */
+static void test_auth_key_file_checked(void **state)
+{
+	struct il_ep_config cfg;
+	char path[128], err[512];
+
+	(void)state;
+	il_ep_config_init(&cfg);
+	cfg.member_id = ME;
+	struct il_ep *ep = ep_open_detached(&cfg, tap, NULL, err, sizeof(err));
+	assert_non_null(ep);
+	key_file(path, sizeof(path), &KEY, 0644);
+	assert_int_equal(il_ep_set_auth(ep, path, 0, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "mode 0644"));
+	assert_int_equal(chmod(path, 0600), 0);
+	assert_int_equal(il_ep_set_auth(ep, path, 8, err, sizeof(err)), -ENOENT);
+	assert_int_equal(il_ep_set_auth(ep, path, 7, err, sizeof(err)), 0);
+	il_ep_close(ep);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +383,9 @@ int main(void)
 		cmocka_unit_test(test_leave_after_a_stable_far_ahead),
 		cmocka_unit_test(test_po_never_past_the_window),
 		cmocka_unit_test(test_data_at_the_end_of_the_sequence_space),
+		cmocka_unit_test(test_auth_signs_ours_and_checks_the_appliances),
+		cmocka_unit_test(test_auth_frames_held_across_an_epoch_are_checked_once),
+		cmocka_unit_test(test_auth_key_file_checked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
