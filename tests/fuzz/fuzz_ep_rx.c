@@ -10,18 +10,25 @@
  * senders and sequence numbers from small sets so that they meet), time
  * passing, deliveries, sends, a leave and rejoin. The endpoint lives for
  * the whole run; each input joins its groups afresh and leaves them at
- * the end, so inputs do not depend on each other.
+ * the end, so inputs do not depend on each other. A second endpoint has
+ * authenticated control traffic on (il_ep_set_auth): an input picks one,
+ * and its frames come signed with the endpoint's key, another, or none.
  *
  * Checked: P- and U-delivery in strictly increasing global order within a
  * stretch of one view and epoch, every delivered byte readable, the
  * window's order (uto <= po <= uto + window), and every frame the endpoint
- * sends is one the appliance's parser accepts.
+ * sends is one the appliance's parser accepts (and, with auth on, every
+ * control frame carries a MAC that verifies).
  */
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <interlink/auth.h>
 #include <interlink/parse.h>
 #include <interlink/wire.h>
 #include <interlink/wire_msg.h>
@@ -34,8 +41,13 @@
 #define THIRD 0x0a000009u
 #define N_GROUPS 2
 
-static struct il_ep *ep;
+static struct il_ep *ep, *ep_plain, *ep_auth;
 static uint64_t now;
+/* The auth endpoint's key; frames are signed with it, or with OTHER_KEY. */
+static const struct il_auth_key KEY = { .id = 7, .key = "fuzz-key-fuzz-key-fuzz-key-fuzz" };
+static const struct il_auth_key OTHER_KEY = { .id = 7, .key = "another-key-another-key-another" };
+static struct il_auth_keyring ring; /* KEY alone */
+static uint64_t sign_ctr;
 static const uint16_t group_ids[N_GROUPS] = {1, 2};
 
 struct track {
@@ -110,6 +122,9 @@ FZ_HARNESS static void tap(void *arg, const uint8_t *f, size_t len)
 	enum il_verdict v = il_parse_payload(f, (uint32_t)len, &p);
 	FZ_CHECK(v == IL_V_DATA || v == IL_V_NAK || v == IL_V_CONTROL,
 		 "the endpoint sent a frame the appliance drops: %s", il_verdict_names[v]);
+	if (ep == ep_auth && v != IL_V_DATA)
+		FZ_CHECK(il_auth_verify(&ring, NULL, f, (uint32_t)len) == IL_AUTH_OK,
+			 "a control frame went without a valid MAC");
 }
 
 FZ_HARNESS int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -125,11 +140,30 @@ FZ_HARNESS int LLVMFuzzerInitialize(int *argc, char ***argv)
 	cfg.rx_window = 64; /* small: the fuzzer fills it */
 	cfg.tx_depth = 8;
 	cfg.max_deferred = 1 << 16;
-	ep = ep_open_detached(&cfg, tap, NULL, err, sizeof(err));
-	if (ep == NULL) {
+	ring.n = 1;
+	ring.k[0] = KEY;
+	ep_plain = ep_open_detached(&cfg, tap, NULL, err, sizeof(err));
+	ep_auth = ep_open_detached(&cfg, tap, NULL, err, sizeof(err));
+	if (ep_plain == NULL || ep_auth == NULL) {
 		fprintf(stderr, "%s\n", err);
 		abort();
 	}
+	/* The key file the endpoint reads, gone once read. */
+	char path[64];
+	snprintf(path, sizeof(path), "/tmp/fuzz_ep_rx-keys-%d", (int)getpid());
+	FILE *f = fopen(path, "w");
+	if (f == NULL || chmod(path, 0600) != 0)
+		abort();
+	fprintf(f, "%u ", KEY.id);
+	for (unsigned i = 0; i < IL_AUTH_KEY_LEN; i++)
+		fprintf(f, "%02x", KEY.key[i]);
+	fprintf(f, "\n");
+	fclose(f);
+	if (il_ep_set_auth(ep_auth, path, 0, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s\n", err);
+		abort();
+	}
+	unlink(path);
 	return 0;
 }
 
@@ -205,7 +239,11 @@ FZ_HARNESS static size_t build(struct fz *z, uint8_t *f, size_t cap)
 		break;
 	}
 	il_hdr_put(f, &h);
-	return (size_t)(b - f);
+	size_t len = (size_t)(b - f);
+	/* Signed (DATA never is): with the endpoint's key, or another. */
+	if (h.type != IL_T_DATA && (fl & 0x80) && len + IL_AUTH_OPT_LEN <= cap)
+		len = il_auth_seal(sel & 0x80 ? &OTHER_KEY : &KEY, ++sign_ctr, f, (uint32_t)len);
+	return len;
 }
 
 FZ_HARNESS static void rx(const uint8_t *d, size_t len)
@@ -258,6 +296,15 @@ FZ_HARNESS int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct fz z = { data, size };
 	uint8_t f[EP_FRAME_MAX];
 
+	uint8_t mode = fz_u8(&z);
+
+	ep = mode & 1 ? ep_auth : ep_plain;
+	if (ep == ep_auth) {
+		il_auth_replay_init(ep->auth_ctl, ep->auth_ctl->mask + 1);
+		il_auth_replay_init(ep->auth_nak, ep->auth_nak->mask + 1);
+		ep->auth_st = (struct il_ep_auth_stats){ 0 };
+	}
+	sign_ctr = 0;
 	now = 1000000000ull;
 	memset(tr, 0, sizeof(tr));
 	ep->st = (struct il_ep_stats){ 0 };
