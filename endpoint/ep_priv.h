@@ -12,6 +12,7 @@
 
 #include <interlink/auth.h>
 #include <interlink/endpoint.h>
+#include <interlink/parse.h>
 #include <interlink/tfrc.h>
 
 #include "ep_core.h"
@@ -24,6 +25,7 @@
 #define EP_UD_KIND (0xffull << 32)
 #define EP_UD_RX (1ull << 32)
 #define EP_UD_TX (2ull << 32)
+#define EP_LEC_MAX_VIEW 256
 
 /* A received datagram, kept while any message in it is not U-delivered. */
 struct ep_frame {
@@ -79,6 +81,12 @@ struct ep_group {
 	 * PO and UTO, since what was P- but not U-delivered in an old epoch
 	 * comes again */
 	struct ep_fifo po_fifo, uto_fifo;
+	/* receivers: lateral error correction (ep_lec.c) */
+	uint8_t lec_mode;    /* IL_EP_LEC_* */
+	double lec_c;
+	bool lec_view;       /* lec_members holds the view in force */
+	uint16_t lec_n;
+	uint32_t lec_members[EP_LEC_MAX_VIEW]; /* the view's receivers */
 };
 
 /* New-epoch frames held until the old epoch's final watermark is known. */
@@ -118,6 +126,8 @@ struct il_ep {
 	uint64_t await_until;
 	struct ep_held **held;
 	unsigned n_held, cap_held;
+	struct ep_lec *lec;     /* ep_lec.c; NULL until a group uses LEC */
+	uint8_t rx_via;         /* IL_EP_VIA_LEC while a rebuilt frame is handled */
 	/* il_ep_set_auth: our control messages signed, the appliance's checked.
 	 * Two replay tables: the appliance's control stage (STABLE, VIEW,
 	 * CREDIT) and its nak stage (UNAVAIL) count separately. */
@@ -152,7 +162,26 @@ size_t ep_auth_seal(struct il_ep *ep, uint8_t *msg, size_t len);
 bool ep_auth_ok(struct il_ep *ep, const uint8_t *msg, size_t len);
 void ep_auth_free(struct il_ep *ep);
 
+/* ep_lec.c: lateral error correction */
+struct il_ep_view;
+void ep_lec_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size_t len,
+		 uint64_t now);
+void ep_lec_repair_rx(struct il_ep *ep, const uint8_t *d, const struct il_parsed *p,
+		      uint64_t now);
+void ep_lec_rebuilt(struct il_ep *ep, uint64_t now); /* hands rebuilt frames on */
+void ep_lec_view(struct il_ep *ep, struct ep_group *g, const void *vb);
+void ep_lec_gone(struct il_ep *ep, struct ep_group *g);
+void ep_lec_tick(struct il_ep *ep, uint64_t now);
+void ep_lec_free(struct il_ep *ep);
+/* The most DATA (Interlink header and body) a frame of g may carry. */
+size_t ep_frame_room(const struct il_ep *ep, const struct ep_group *g);
+/* The NAK timers of g (LEC groups: Ricochet's). */
+uint64_t ep_nak_delay_ns(const struct il_ep *ep, const struct ep_group *g);
+uint64_t ep_nak_retry_ns(const struct il_ep *ep, const struct ep_group *g);
+
 /* ep_proto.c */
+/* One datagram of len bytes to `to`, from the TX socket. */
+void ep_send_to(struct il_ep *ep, const uint8_t *d, size_t len, const struct sockaddr_in *to);
 void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now);
 void ep_deliver(struct il_ep *ep, struct ep_group *g);
 void ep_timers(struct il_ep *ep, uint64_t now);

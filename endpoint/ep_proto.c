@@ -36,7 +36,7 @@ static uint8_t *tx_begin(struct il_ep *ep, int *slot)
 	return ep->tx[*slot].data;
 }
 
-static void tx_commit(struct il_ep *ep, struct ep_group *g, int slot, size_t len)
+static void tx_commit_to(struct il_ep *ep, const struct sockaddr_in *to, int slot, size_t len)
 {
 	if (ep->tx_tap != NULL) {
 		/* Detached: the frame is handed over, its buffer free again. */
@@ -53,20 +53,34 @@ static void tx_commit(struct il_ep *ep, struct ep_group *g, int slot, size_t len
 		const uint8_t *d = slot >= 0 ? ep->tx[slot].data : ep_stack_frame;
 
 		ep->st.tx_sync++;
-		if (sendto(ep->txfd, d, len, 0, (const struct sockaddr *)&g->dst,
-			   sizeof(g->dst)) != (ssize_t)len)
+		if (sendto(ep->txfd, d, len, 0, (const struct sockaddr *)to, sizeof(*to)) !=
+		    (ssize_t)len)
 			ep->st.tx_fail++;
 		if (slot >= 0)
 			ep->tx_free[ep->n_tx_free++] = (unsigned)slot;
 		return;
 	}
 	struct ep_txbuf *b = &ep->tx[slot];
-	b->to = g->dst;
+	b->to = *to;
 	b->iov = (struct iovec){ b->data, len };
 	b->mh = (struct msghdr){ .msg_name = &b->to, .msg_namelen = sizeof(b->to),
 				 .msg_iov = &b->iov, .msg_iovlen = 1 };
 	io_uring_prep_sendmsg(sqe, ep->txfd, &b->mh, 0);
 	io_uring_sqe_set_data64(sqe, EP_UD_TX | (unsigned)slot);
+}
+
+static void tx_commit(struct il_ep *ep, struct ep_group *g, int slot, size_t len)
+{
+	tx_commit_to(ep, &g->dst, slot, len);
+}
+
+void ep_send_to(struct il_ep *ep, const uint8_t *d, size_t len, const struct sockaddr_in *to)
+{
+	int slot;
+	uint8_t *f = tx_begin(ep, &slot);
+
+	memcpy(f, d, len);
+	tx_commit_to(ep, to, slot, len);
 }
 
 /* The header of what we send to group g: from us (member_id), in our
@@ -226,7 +240,7 @@ static void resend_timer(struct il_ep *ep, struct ep_group *g, uint64_t now)
  * a grant of k messages sends them in as few frames as fit. */
 static void drain(struct il_ep *ep, struct ep_group *g, uint64_t now)
 {
-	size_t room = ep->max_frame - IL_HDR_LEN;
+	size_t room = ep_frame_room(ep, g) - IL_HDR_LEN;
 
 	if (g->st != EP_G_MEMBER)
 		return;
@@ -237,6 +251,10 @@ static void drain(struct il_ep *ep, struct ep_group *g, uint64_t now)
 		if (credit == 0)
 			return;
 		size_t bytes = ep_q_span(&g->q, room, credit, &n);
+		if (n == 0 && room < ep->max_frame - IL_HDR_LEN)
+			/* a message longer than a LEC group's frames: alone,
+			 * in a frame LEC cannot protect (NAK still does) */
+			bytes = ep_q_span(&g->q, ep->max_frame - IL_HDR_LEN, 1, &n);
 		if (n == 0)
 			return;
 		/* WAN groups: the rate too (the frame waits whole). */
@@ -313,10 +331,16 @@ void ep_timers(struct il_ep *ep, uint64_t now)
 		if (ep_ack_due(&g->ack, g->w.po, now, c->ack_every, (uint64_t)c->ack_us * 1000u,
 			       50000000u))
 			send_ack(ep, g, now);
-		if (ep_rxw_nak_due(&g->w, now, (uint64_t)c->nak_delay_us * 1000u,
-				   (uint64_t)c->nak_retry_us * 1000u, IL_NAK_MAX_SPAN, &first, &last))
+		/* every gap whose timer is due, each with its own (at most
+		 * a table's worth per step) */
+		for (unsigned k = 0; k < EP_GAPS &&
+				     ep_rxw_nak_due(&g->w, now, ep_nak_delay_ns(ep, g),
+						    ep_nak_retry_ns(ep, g), IL_NAK_MAX_SPAN, &first,
+						    &last);
+		     k++)
 			send_nak(ep, g, first, last);
 	}
+	ep_lec_tick(ep, now);
 }
 
 /* A message its sender re-sent into a new epoch may be stamped twice:
@@ -363,6 +387,8 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 			m.global_seq = w->po;
 			m.data = s->data;
 			m.len = s->len;
+			m.via = s->via;
+			m.rx_ns = s->rx_ns;
 			g->cb.po(g->user, &m);
 		}
 		ep->st.msgs_po++;
@@ -383,6 +409,8 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 				m.global_seq = w->uto;
 				m.data = s->data;
 				m.len = s->len;
+				m.via = s->via;
+				m.rx_ns = s->rx_ns;
 				g->cb.uto(g->user, &m);
 			}
 			ep->st.msgs_uto++;
@@ -428,6 +456,14 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 		return;
 	}
 	ep->st.data_rx++;
+	/* What LEC protects is the frame as stamped; a frame it rebuilt is
+	 * in its store already. One below the highest sequence we knew of
+	 * fills a gap: a retransmission. */
+	uint8_t via = ep->rx_via ? ep->rx_via : g0 < g->w.hi ? IL_EP_VIA_NAK : IL_EP_VIA_DATA;
+	uint16_t placed = 0;
+
+	if (g->lec_mode != IL_EP_LEC_OFF && !ep->rx_via)
+		ep_lec_data(ep, g, d, len, now);
 	tfrc_rx(g, g0, cnt, now);
 	if (h[IL_OFF_FLAGS] & IL_F_STABLE_VALID && il_get64(h + IL_OFF_STABLE_SEQ) > g->w.stable)
 		g->w.stable = il_get64(h + IL_OFF_STABLE_SEQ);
@@ -460,8 +496,17 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 		*s = (struct ep_slot){ .fr = fr, .data = fr->data + off + IL_MSG_HDR_LEN,
 				       .sender_seq = sseq + i, .sender = sender, .len = ml,
 				       .state = EP_S_MSG,
-				       .fifo_start = i == 0 && (h[IL_OFF_FLAGS] & IL_F_FIFO_START) };
+				       .fifo_start = i == 0 && (h[IL_OFF_FLAGS] & IL_F_FIFO_START),
+				       .via = via, .rx_ns = now };
 		off += IL_MSG_HDR_LEN + ml;
+		placed++;
+	}
+	if (placed && via == IL_EP_VIA_NAK) {
+		ep->st.nak_filled++;
+		ep->st.nak_filled_msgs += placed;
+	} else if (placed && via == IL_EP_VIA_LEC) {
+		ep->st.lec_recovered++;
+		ep->st.lec_recovered_msgs += placed;
 	}
 }
 
@@ -528,11 +573,13 @@ static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h,
 			g->po_fifo = g->uto_fifo;
 		}
 		v.event = IL_EP_VIEW_JOINED;
+		ep_lec_view(ep, g, &vb);
 	} else if (g->st == EP_G_MEMBER && in) {
 		if (v.view_id == g->view_id)
 			return; /* a repeat */
 		g->view_id = v.view_id;
 		v.event = IL_EP_VIEW_CHANGED;
+		ep_lec_view(ep, g, &vb);
 	} else if (g->st == EP_G_MEMBER && !in) {
 		/* Excluded (we were silent too long): rejoin. The control
 		 * process starts us afresh at our new join point; we keep our
@@ -543,6 +590,7 @@ static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h,
 		g->join_ns = 0;
 		if (g->roles & IL_EP_RECEIVER)
 			ep_release_held(g);
+		ep_lec_gone(ep, g);
 		v.event = IL_EP_VIEW_EXCLUDED;
 	} else {
 		return;
@@ -726,6 +774,12 @@ static void rx_frame(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t no
 		ep->st.rx_bad++;
 		return;
 	}
+	if (p.type == IL_T_LEC_REPAIR) {
+		/* from another member or the appliance, naming frames of any
+		 * of our groups */
+		ep_lec_repair_rx(ep, d, &p, now);
+		return;
+	}
 	struct ep_group *g = ep_group(ep, p.group_id);
 	uint8_t type = p.type;
 	const uint8_t *b = d + p.hdr_len;
@@ -744,8 +798,13 @@ static void rx_frame(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t no
 		return;
 	switch (type) {
 	case IL_T_DATA:
-		if (g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER))
+		if (g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER)) {
 			on_data(ep, g, d, len, now);
+			/* frames LEC rebuilt meanwhile (the stored repairs this
+			 * one completed) */
+			if (!ep->rx_via)
+				ep_lec_rebuilt(ep, now);
+		}
 		break;
 	case IL_T_STABLE:
 		ep->st.stable_rx++;

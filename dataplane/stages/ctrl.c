@@ -691,6 +691,21 @@ static void ctrl_state(const struct il_stage *st, struct il_state_sink *out)
 	}
 }
 
+uint16_t ctrl_view_get(const struct il_stage *st, unsigned gi, uint32_t *view_id, uint32_t *ids,
+		       uint32_t *roles, uint16_t max)
+{
+	const struct ctrl *c = st->ctx;
+	const struct cgroup *g = &c->g[gi];
+	uint16_t n = g->n_members < max ? g->n_members : max;
+
+	*view_id = g->view_id;
+	for (uint16_t i = 0; i < n; i++) {
+		ids[i] = g->m[i].id;
+		roles[i] = g->m[i].roles;
+	}
+	return n;
+}
+
 const struct il_stage_type il_stage_control = {
 	.name = "control",
 	.help = "channel to interlink-control: ACK/JOIN/LEAVE/HEARTBEAT up; watermark, VIEW, "

@@ -130,6 +130,12 @@ struct ctrl {
 	atomic_uint_fast64_t control_absent_warnings;
 };
 
+/* ctrl.c: the view in force of configured group gi, for a stage on the
+ * same lcore (lec): its id (0: none yet) and up to max members with their
+ * roles; returns how many members were copied. */
+uint16_t ctrl_view_get(const struct il_stage *st, unsigned gi, uint32_t *view_id, uint32_t *ids,
+		       uint32_t *roles, uint16_t max);
+
 /* ctrl_out.c */
 void ctrl_send_stable(struct il_stage *st, struct ctrl *c, unsigned gi, uint32_t epoch,
 		      uint64_t wm);

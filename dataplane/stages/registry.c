@@ -14,6 +14,7 @@ extern const struct il_stage_type il_stage_fec_enc;
 extern const struct il_stage_type il_stage_fec_dec;
 extern const struct il_stage_type il_stage_ftcp;
 extern const struct il_stage_type il_stage_control;
+extern const struct il_stage_type il_stage_lec;
 
 static const struct il_stage_type *const types[] = {
 	&il_stage_classify,
@@ -24,6 +25,7 @@ static const struct il_stage_type *const types[] = {
 	&il_stage_fec_dec,
 	&il_stage_ftcp,
 	&il_stage_control,
+	&il_stage_lec,
 };
 
 const struct il_stage_type *il_stage_type_find(const char *name)

@@ -43,7 +43,7 @@ enum il_type {
 	IL_T_VIEW = 9,       /* reserved: new view (membership) */
 	IL_T_CREDIT = 10,    /* reserved: flow-control credit grant */
 	IL_T_FEC_REPAIR = 11, /* reserved: Maelstrom layered-XOR repair */
-	IL_T_LEC_REPAIR = 12, /* reserved: Ricochet lateral repair */
+	IL_T_LEC_REPAIR = 12, /* Ricochet lateral repair (lec_wire.h) */
 	IL_T_FTCP_LOG = 13,  /* reserved: FT-TCP log record / logger ack */
 	IL_T_COUNT           /* first unassigned number */
 };

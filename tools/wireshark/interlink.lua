@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: BSD-3-Clause
 --
 -- Wireshark / tshark dissector for the Interlink wire format, version 1
--- (include/interlink/wire.h, include/interlink/fec_wire.h, docs/wire-format.md).
+-- (include/interlink/wire.h, fec_wire.h, lec_wire.h, docs/wire-format.md).
 --
 --   tshark -X lua_script:tools/wireshark/interlink.lua -r capture.pcap -Y ilink
 --   wireshark -X lua_script:tools/wireshark/interlink.lua capture.pcap
@@ -10,8 +10,8 @@
 -- It decodes every field of every message type: the common header and its
 -- flags, DATA's packed messages, NAK and UNAVAIL ranges, both ACK forms,
 -- STABLE, JOIN/LEAVE/HEARTBEAT, VIEW with its member and sender lists, CREDIT,
--- and FEC repairs with their recipes; LEC_REPAIR and FTCP_LOG (no body format
--- yet) show their body as bytes. Malformed frames get expert info naming what
+-- FEC repairs with their recipes and LEC repairs with their ids; FTCP_LOG (no
+-- body format yet) shows its body as bytes. Malformed frames get expert info naming what
 -- is wrong, as the appliance's drop counters would.
 --
 -- Filter fields are ilink.<header field> and ilink.<body>.<field>, e.g.
@@ -31,6 +31,7 @@ local types = {
 	[11] = "FEC_REPAIR", [12] = "LEC_REPAIR", [13] = "FTCP_LOG",
 }
 local fec_codes = { [1] = "XOR", [2] = "RS" }
+local lec_origins = { [0] = "MEMBER", [1] = "APPLIANCE" }
 
 local F = {
 	-- common header
@@ -124,6 +125,19 @@ local F = {
 	fid_csum = ProtoField.uint32("ilink.fec.id.csum", "Payload check", base.HEX),
 	fid_pkt = ProtoField.uint64("ilink.fec.id.packet", "Packet number", base.DEC),
 	fec_data = ProtoField.bytes("ilink.fec.data", "Repair data"),
+	-- LEC_REPAIR
+	lec_count = ProtoField.uint8("ilink.lec.count", "Ids", base.DEC),
+	lec_id_len = ProtoField.uint8("ilink.lec.id_len", "Id length", base.DEC),
+	lec_r = ProtoField.uint8("ilink.lec.rate_r", "r", base.DEC),
+	lec_origin = ProtoField.uint8("ilink.lec.origin", "Origin", base.DEC, lec_origins),
+	lec_len = ProtoField.uint16("ilink.lec.len", "Repair data length", base.DEC),
+	lec_len_xor = ProtoField.uint16("ilink.lec.len_xor", "Length XOR", base.HEX),
+	lid = ProtoField.none("ilink.lec.id", "Id"),
+	lid_group = ProtoField.uint16("ilink.lec.id.group", "Group", base.DEC),
+	lid_res = ProtoField.uint16("ilink.lec.id.reserved", "Reserved", base.HEX),
+	lid_epoch = ProtoField.uint32("ilink.lec.id.epoch", "Epoch", base.DEC),
+	lid_seq = ProtoField.uint64("ilink.lec.id.seq", "Global sequence", base.DEC),
+	lec_data = ProtoField.bytes("ilink.lec.data", "Repair data"),
 	-- reserved types, and anything after a body
 	body = ProtoField.bytes("ilink.body", "Body"),
 	trailing = ProtoField.bytes("ilink.trailing", "Trailing bytes"),
@@ -254,6 +268,48 @@ local function dissect_fec(tvb, tree, off)
 	return off + xor_len
 end
 
+local function dissect_lec(tvb, tree, off)
+	if not need(tvb, tree, off, 8) then
+		return tvb:len(), ""
+	end
+	tree:add(F.lec_count, tvb(off, 1))
+	tree:add(F.lec_id_len, tvb(off + 1, 1))
+	tree:add(F.lec_r, tvb(off + 2, 1))
+	tree:add(F.lec_origin, tvb(off + 3, 1))
+	tree:add(F.lec_len, tvb(off + 4, 2))
+	tree:add(F.lec_len_xor, tvb(off + 6, 2))
+	local count, id_len, len = tvb(off, 1):uint(), tvb(off + 1, 1):uint(), tvb(off + 4, 2):uint()
+	local info = " " .. count .. " ids from " .. (lec_origins[tvb(off + 3, 1):uint()] or "?")
+	off = off + 8
+	if id_len ~= 16 or count == 0 or count > 32 or len == 0 then
+		tree:add_proto_expert_info(E.body, "count " .. count .. ", id_len " .. id_len ..
+			", len " .. len .. " (1..32 ids of 16 bytes, len >= 1 expected)")
+		if id_len ~= 16 then
+			return tvb:len(), info
+		end
+	end
+	for k = 0, count - 1 do
+		if not need(tvb, tree, off, 16) then
+			return tvb:len(), info
+		end
+		local t = tree:add(F.lid, tvb(off, 16))
+		t:append_text(" " .. k .. ": group " .. tvb(off, 2):uint() .. " seq " ..
+			tostring(tvb(off + 8, 8):uint64()))
+		t:add(F.lid_group, tvb(off, 2))
+		t:add(F.lid_res, tvb(off + 2, 2))
+		t:add(F.lid_epoch, tvb(off + 4, 4))
+		t:add(F.lid_seq, tvb(off + 8, 8))
+		off = off + 16
+	end
+	if len > 0 then
+		if not need(tvb, tree, off, len) then
+			return tvb:len(), info
+		end
+		tree:add(F.lec_data, tvb(off, len))
+	end
+	return off + len, info
+end
+
 -- The body after the header; returns where it ends and a summary for the Info column.
 local function dissect_body(tvb, tree, t, off, gseq)
 	local left = tvb:len() - off
@@ -342,8 +398,10 @@ local function dissect_body(tvb, tree, t, off, gseq)
 		return off + 16, " limit " .. tostring(tvb(off, 8):uint64())
 	elseif t == 11 then
 		return dissect_fec(tvb, tree, off), ""
+	elseif t == 12 then
+		return dissect_lec(tvb, tree, off)
 	end
-	-- LEC_REPAIR, FTCP_LOG: no body format yet.
+	-- FTCP_LOG: no body format yet.
 	if left > 0 then
 		tree:add(F.body, tvb(off, left))
 	end
