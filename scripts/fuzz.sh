@@ -51,7 +51,7 @@ for t in "${targets[@]}"; do
   rate=$(awk '/^stat::average_exec_per_sec/ { print $2 }' "$work/$t.log")
   outcome="no finding"
   if [ $rc -ne 0 ]; then
-    outcome="FINDING (exit $rc): $(ls "$work/$t"-* 2>/dev/null | tr '\n' ' ')"
+    outcome="FINDING (exit $rc): $(ls "$work/$t"-* 2>/dev/null | tr '\n' ' ' || true)"
     status=1
   fi
   printf '%-12s %s start %s  %s executions  %s s  %s exec/s  corpus %s  %s\n' "$t" "$rev" \

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * libFuzzer target: every Interlink message body as the data plane and
  * libinterlink read it (the wire library's readers, which the control,
- * nak and fec stages and ep_proto.c call after the parser), and the AUTH
+ * nak, fec and lec stages and ep_proto.c / ep_lec.c call after the
+ * parser), and the AUTH
  * option (lib/auth) on the same bytes.
  *
  * The input is one UDP payload. Whatever the parser accepts is read with
@@ -175,6 +176,41 @@ static void body_round_trip(uint8_t type, const uint8_t *b, uint32_t bl)
 				 !memcmp(o + IL_FEC_OFF_INTERLEAVE, b + IL_FEC_OFF_INTERLEAVE, 6) &&
 				 !memcmp(o + IL_FEC_OFF_X_FIRST, b + IL_FEC_OFF_X_FIRST, 8),
 			 "fec body round trip");
+		break;
+	}
+	case IL_T_LEC_REPAIR: {
+		struct il_lec_body_view v;
+		int rc = il_lec_body_get(b, bl, &v);
+
+		if (bl < IL_LEC_BODY_LEN) {
+			FZ_CHECK(rc != 0, "LEC body of %u bytes read", bl);
+			break;
+		}
+		uint8_t n = b[IL_LEC_OFF_COUNT];
+		uint16_t pl = il_get16(b + IL_LEC_OFF_LEN);
+		bool whole = b[IL_LEC_OFF_ID_LEN] == IL_LEC_ID_LEN && n >= 1 &&
+			     n <= IL_LEC_WIRE_MAX_IDS && pl >= 1 &&
+			     bl == IL_LEC_BODY_LEN + (uint32_t)n * IL_LEC_ID_LEN + pl;
+		FZ_CHECK((rc == 0) == whole, "LEC body judged %d", rc);
+		if (rc)
+			break;
+		/* The fields and every id, built again; the payload is where
+		 * the body ends. */
+		il_lec_body_put(o, &v.f);
+		FZ_CHECK(!memcmp(o, b, IL_LEC_BODY_LEN), "LEC body round trip");
+		for (unsigned i = 0; i < v.f.count; i++) {
+			uint16_t group, reserved;
+			uint32_t epoch;
+			uint64_t seq;
+
+			il_lec_id_at(&v, i, &group, &reserved, &epoch, &seq);
+			il_lec_id_put(o, group, epoch, seq);
+			const uint8_t *id = v.ids + (size_t)i * IL_LEC_ID_LEN;
+			FZ_CHECK(!memcmp(o, id, 2) && il_get16(id + 2) == reserved &&
+					 !memcmp(o + 4, id + 4, 12),
+				 "LEC id %u round trip", i);
+		}
+		FZ_CHECK(v.payload + v.f.len == b + bl, "LEC payload does not end the body");
 		break;
 	}
 	default:

@@ -19,6 +19,11 @@
  * window's order (uto <= po <= uto + window), and every frame the endpoint
  * sends is one the appliance's parser accepts (and, with auth on, every
  * control frame carries a MAC that verifies).
+ *
+ * LEC (ep_lec.c, Ricochet's repairs between members and from the
+ * appliance): an input may turn it on for group 1; LEC_REPAIR frames then
+ * come too, some carrying a whole DATA frame (what a repair of one
+ * message rebuilds), others input bytes.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -122,7 +127,7 @@ FZ_HARNESS static void tap(void *arg, const uint8_t *f, size_t len)
 	enum il_verdict v = il_parse_payload(f, (uint32_t)len, &p);
 	FZ_CHECK(v == IL_V_DATA || v == IL_V_NAK || v == IL_V_CONTROL,
 		 "the endpoint sent a frame the appliance drops: %s", il_verdict_names[v]);
-	if (ep == ep_auth && v != IL_V_DATA)
+	if (ep == ep_auth && v != IL_V_DATA && p.type != IL_T_LEC_REPAIR)
 		FZ_CHECK(il_auth_verify(&ring, NULL, f, (uint32_t)len) == IL_AUTH_OK,
 			 "a control frame went without a valid MAC");
 }
@@ -140,6 +145,10 @@ FZ_HARNESS int LLVMFuzzerInitialize(int *argc, char ***argv)
 	cfg.rx_window = 64; /* small: the fuzzer fills it */
 	cfg.tx_depth = 8;
 	cfg.max_deferred = 1 << 16;
+	cfg.lec_r = 4; /* LEC's stores small: made and freed per input */
+	cfg.lec_store_msgs = 128; /* the least it takes */
+	cfg.mtu = 576;          /* short frames: LEC's store slots are as long */
+	cfg.lec_store_repairs = 16;
 	ring.n = 1;
 	ring.k[0] = KEY;
 	ep_plain = ep_open_detached(&cfg, tap, NULL, err, sizeof(err));
@@ -174,7 +183,7 @@ static const uint32_t senders[4] = {ME, OTHER, THIRD, 0};
 FZ_HARNESS static size_t build(struct fz *z, uint8_t *f, size_t cap)
 {
 	static const uint8_t types[8] = {IL_T_DATA, IL_T_DATA, IL_T_STABLE, IL_T_VIEW,
-					 IL_T_CREDIT, IL_T_UNAVAIL, IL_T_NAK, IL_T_ACK};
+					 IL_T_CREDIT, IL_T_UNAVAIL, IL_T_LEC_REPAIR, IL_T_ACK};
 	uint8_t sel = fz_u8(z), fl = fz_u8(z);
 	struct il_hdr_fields h = { .type = types[sel & 7],
 				   .group_id = (sel & 0x18) == 0x18 ? 9 : group_ids[(sel >> 3) & 1],
@@ -227,11 +236,54 @@ FZ_HARNESS static size_t build(struct fz *z, uint8_t *f, size_t cap)
 		b = il_credit_put(b, fz_u8(z) & 1 ? fz_u64(z) : fz_u8(z), fz_u8(z),
 				  fz_u8(z) & 1 ? fz_u32(z) : 0);
 		break;
-	case IL_T_UNAVAIL:
-	case IL_T_NAK: {
+	case IL_T_UNAVAIL: {
 		uint64_t first = fz_u8(z) & 1 ? fz_u64(z) : fz_u8(z);
 
 		b = il_range_put(b, first, first + fz_u8(z));
+		break;
+	}
+	case IL_T_LEC_REPAIR: {
+		/* ids of frames near the stream; the payload a whole DATA frame
+		 * of the first (a one-frame repair rebuilds it) or input bytes */
+		uint8_t sel2 = fz_u8(z);
+		unsigned n = 1 + sel2 % 4;
+		uint8_t pay[512];
+		size_t pl;
+		uint64_t seq0 = fz_u8(z);
+
+		h.sender_id = senders[(sel2 >> 2) & 3];
+		h.flags = 0;
+		struct il_lec_fields lf = { .count = (uint8_t)n, .rate_r = 4,
+					    .origin = (sel2 >> 4) & 1 };
+		if (sel2 & 0x20) {
+			struct il_hdr_fields d = { .type = IL_T_DATA, .flags = IL_F_STAMPED,
+						   .group_id = h.group_id, .epoch = h.epoch,
+						   .msg_count = 1, .sender_id = OTHER,
+						   .sender_seq = fz_u8(z), .global_seq = seq0 };
+			size_t ml = fz_u8(z) % 32;
+			uint8_t *r = il_rec_put(il_hdr_put(pay, &d), (uint16_t)ml);
+
+			memset(r, 0x5a, ml);
+			pl = (size_t)(r + ml - pay);
+		} else {
+			size_t got;
+			const uint8_t *src = fz_bytes(z, 1 + fz_u8(z) % 64, &got);
+
+			memcpy(pay, src, got);
+			pl = got ? got : 1;
+			if (!got)
+				pay[0] = 0;
+		}
+		lf.len = (uint16_t)pl;
+		lf.len_xor = (uint16_t)(sel2 & 0x40 ? fz_u16(z) : pl);
+		if (b + IL_LEC_BODY_LEN + n * IL_LEC_ID_LEN + pl > e)
+			break;
+		b = il_lec_body_put(b, &lf);
+		b = il_lec_id_put(b, h.group_id, h.epoch, seq0);
+		for (unsigned i = 1; i < n; i++)
+			b = il_lec_id_put(b, h.group_id, h.epoch, fz_u8(z));
+		memcpy(b, pay, pl);
+		b += pl;
 		break;
 	}
 	default:
@@ -313,6 +365,16 @@ FZ_HARNESS int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ep->awaiting = false;
 	ep->cfg.wait_credit = fz_u8(&z) & 1;
 	join_all(fz_u8(&z));
+	if (mode & 2) { /* LEC on group 1: repairs to and from the other members */
+		int rc = il_ep_lec(ep, group_ids[0], mode & 4 ? IL_EP_LEC_APPLIANCE : IL_EP_LEC_BOTH,
+				   1 + (mode >> 3) % 4);
+		if (rc != 0) {
+			fprintf(stderr, "il_ep_lec: %d\n", rc);
+			abort();
+		}
+		il_ep_lec_peer(ep, OTHER, "10.0.0.8");
+		il_ep_lec_peer(ep, THIRD, "10.0.0.9");
+	}
 	for (unsigned ops = 0; z.n > 0 && ops < 256; ops++) {
 		uint8_t op = fz_u8(&z);
 
@@ -374,6 +436,7 @@ FZ_HARNESS int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (unsigned i = 0; i < N_GROUPS; i++)
 		if (ep_group(ep, group_ids[i]) != NULL)
 			il_ep_leave(ep, group_ids[i]);
+	ep_lec_free(ep); /* the next input makes its own */
 	for (unsigned i = 0; i < ep->n_held; i++)
 		free(ep->held[i]);
 	free(ep->held);
