@@ -188,7 +188,8 @@ def test_example_builds_with_pkg_config_and_runs(root, work):
     assert f"libinterlink {VERSION}\n" in out
     assert re.search(r"\b[1-9]\d* JOINs sent", out), out
 
-    # Static, through the shipped Makefile: libinterlink.a alone is enough (with liburing).
+    # Static, through the shipped Makefile: libinterlink.a alone is enough (with liburing and
+    # libsodium).
     p = run(["make", "static"], cwd=ex, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     ldd = run(["ldd", str(ex / "il-loopback-static")], env=env).stdout
