@@ -22,6 +22,8 @@
 #define EP_MAX_FIFO 64
 #define EP_MAX_HELD 65536
 #define EP_FINAL_WAIT_NS 3000000000ull
+#define EP_REPORT_NS 10000000ull    /* EPOCH_REPORT again this often while awaiting */
+#define EP_CUT_WAIT_NS 1000000000ull /* T_fin: repairs below a cut take at most this */
 #define EP_UD_KIND (0xffull << 32)
 #define EP_UD_RX (1ull << 32)
 #define EP_UD_TX (2ull << 32)
@@ -87,6 +89,8 @@ struct ep_group {
 	bool lec_view;       /* lec_members holds the view in force */
 	uint16_t lec_n;
 	uint32_t lec_members[EP_LEC_MAX_VIEW]; /* the view's receivers */
+	/* receivers, at a cut (docs/ha.md): what is missing below it will not come */
+	bool cut_fail;
 };
 
 /* New-epoch frames held until the old epoch's final watermark is known. */
@@ -124,6 +128,11 @@ struct il_ep {
 	bool awaiting;          /* a new epoch began; the old one's final watermark not yet */
 	uint32_t new_epoch;
 	uint64_t await_until;
+	/* a pair's takeover (docs/ha.md): reports until the cut arrives, then
+	 * repairs of the old epoch below it */
+	uint64_t report_ns;
+	bool cutting;
+	uint64_t cut, cut_until;
 	struct ep_held **held;
 	unsigned n_held, cap_held;
 	struct ep_lec *lec;     /* ep_lec.c; NULL until a group uses LEC */

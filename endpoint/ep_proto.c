@@ -143,6 +143,31 @@ static void send_nak(struct il_ep *ep, struct ep_group *g, uint64_t first, uint6
 	ep->st.nak_tx++;
 }
 
+/* Where we stand in our epoch, which a newer one replaces (docs/ha.md,
+ * "The cut of the old epoch"): the new active takes the cut from these. */
+static void send_report(struct il_ep *ep, struct ep_group *g)
+{
+	int slot;
+	uint8_t *h = tx_begin(ep, &slot);
+	struct il_hdr_fields f = hdr(ep, g, IL_T_EPOCH_REPORT);
+
+	f.global_seq = g->w.po;
+	il_epoch_report_put(il_hdr_put(h, &f), ep->new_epoch, g->view_id, g->w.stable, g->w.hi);
+	tx_commit(ep, g, slot, IL_HDR_LEN + IL_EPOCH_REPORT_LEN);
+	ep->st.epoch_reports++;
+}
+
+static void send_reports(struct il_ep *ep, uint64_t now)
+{
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		struct ep_group *g = &ep->g[i];
+
+		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER))
+			send_report(ep, g);
+	}
+	ep->report_ns = now;
+}
+
 /* What we sent stays until a grant says it is stable: a new sequencer
  * epoch needs it again (docs/control.md section 4 rule 6), and so does a
  * frame lost before the sequencer. Every DATA frame tells the appliance
@@ -331,14 +356,25 @@ void ep_timers(struct il_ep *ep, uint64_t now)
 		if (ep_ack_due(&g->ack, g->w.po, now, c->ack_every, (uint64_t)c->ack_us * 1000u,
 			       50000000u))
 			send_ack(ep, g, now);
+		/* Awaiting a cut, old frames are not taken: no NAKs for them
+		 * until the cut says which (and then only below it). */
+		if (ep->awaiting && !ep->cutting)
+			continue;
+		if (ep->awaiting && g->w.po >= ep->cut)
+			continue;
 		/* every gap whose timer is due, each with its own (at most
 		 * a table's worth per step) */
 		for (unsigned k = 0; k < EP_GAPS &&
 				     ep_rxw_nak_due(&g->w, now, ep_nak_delay_ns(ep, g),
 						    ep_nak_retry_ns(ep, g), IL_NAK_MAX_SPAN, &first,
 						    &last);
-		     k++)
+		     k++) {
+			if (ep->awaiting && first >= ep->cut)
+				continue;
+			if (ep->awaiting && last >= ep->cut)
+				last = ep->cut - 1;
 			send_nak(ep, g, first, last);
+		}
 	}
 	ep_lec_tick(ep, now);
 }
@@ -641,12 +677,19 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 
 		if (!g->used || g->st != EP_G_MEMBER)
 			continue;
+		bool incomplete = false;
 		if (g->roles & IL_EP_RECEIVER) {
+			/* At a pair's cut (ep->cutting) a receiver that could not get
+			 * everything below it delivers what it holds, a prefix of the
+			 * one order, and rejoins as a new incarnation rather than go
+			 * on with a hole the others do not have. */
+			incomplete = ep->cutting && g->w.po < w;
 			if (w > g->w.stable)
 				g->w.stable = w;
 			ep_deliver(ep, g);
-			if (g->w.uto < g->w.stable)
+			if (g->w.uto < g->w.stable && !incomplete)
 				ep->st.lost_stable += g->w.stable - g->w.uto;
+			g->cut_fail = false;
 			ep_release_held(g);
 			ep_rxw_reset(&g->w, 1);
 			g->ack = (struct ep_ack){ 0 };
@@ -656,6 +699,19 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 		}
 		if (g->roles & IL_EP_SENDER)
 			rewind_sender(ep, g);
+		if (incomplete) {
+			ep->st.cut_incomplete++;
+			ep->incarnation++;
+			g->st = EP_G_JOINING;
+			g->join_ns = 0;
+			if (g->cb.view) {
+				struct il_ep_view v = { .group = g->id, .epoch = ep->new_epoch,
+							.event = IL_EP_VIEW_EXCLUDED,
+							.view_id = g->view_id };
+				g->cb.view(g->user, &v);
+			}
+			continue;
+		}
 		if (g->cb.view) {
 			struct il_ep_view v = { .group = g->id, .epoch = ep->new_epoch,
 						.event = IL_EP_VIEW_NEW_EPOCH,
@@ -665,6 +721,8 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 	}
 	ep->epoch = ep->new_epoch;
 	ep->awaiting = false;
+	ep->cutting = false;
+	ep->cut = 0;
 	ep->final_epoch = 0;
 	ep->final_wm = 0;
 	unsigned n = ep->n_held;
@@ -679,12 +737,53 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 	free(held);
 }
 
+/* The cut C of our epoch is known: done once every receiving group holds
+ * everything below it (or cannot: UNAVAIL, or T_fin elapsed). */
+static void cut_try(struct il_ep *ep, uint64_t now)
+{
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		const struct ep_group *g = &ep->g[i];
+
+		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER) &&
+		    g->w.po < ep->cut && !g->cut_fail && now < ep->cut_until)
+			return;
+	}
+	finalize(ep, ep->cut, now);
+}
+
+static void cut_start(struct il_ep *ep, uint64_t w, uint64_t now)
+{
+	ep->cutting = true;
+	ep->cut = w;
+	ep->cut_until = now + EP_CUT_WAIT_NS;
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		struct ep_group *g = &ep->g[i];
+
+		/* What lies below the cut exists: NAK it (naming our epoch). */
+		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER)) {
+			ep_rxw_seen(&g->w, w);
+			g->cut_fail = false;
+		}
+	}
+	cut_try(ep, now);
+}
+
 void ep_epoch_timer(struct il_ep *ep, uint64_t now)
 {
+	if (!ep->awaiting)
+		return;
+	if (ep->cutting) {
+		cut_try(ep, now);
+		return;
+	}
 	/* The final watermark never came (the new data plane reused the
 	 * epoch's second, or it was lost): only what we know is safe. */
-	if (ep->awaiting && now > ep->await_until)
+	if (now > ep->await_until) {
 		finalize(ep, 0, now);
+		return;
+	}
+	if (now - ep->report_ns >= EP_REPORT_NS)
+		send_reports(ep, now);
 }
 
 static void hold(struct il_ep *ep, const uint8_t *d, size_t len)
@@ -710,19 +809,29 @@ static void hold(struct il_ep *ep, const uint8_t *d, size_t len)
 	ep->held[ep->n_held++] = h;
 }
 
+static void held_drop(struct il_ep *ep)
+{
+	for (unsigned i = 0; i < ep->n_held; i++)
+		free(ep->held[i]);
+	ep->n_held = 0;
+}
+
 /* Epoch bookkeeping of a frame from the appliance: true when the caller
- * should go on handling it. */
+ * should go on handling it. Epochs compare in serial-number arithmetic
+ * (il_epoch_after); frames of an epoch older than the newest seen are
+ * ignored and counted. */
 static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now)
 {
 	uint32_t e = il_get32(d + IL_OFF_EPOCH);
+	uint8_t type = d[IL_OFF_TYPE];
 
-	if (d[IL_OFF_TYPE] == IL_T_STABLE && il_get64(d + IL_OFF_GLOBAL_SEQ) == 0 &&
+	if (type == IL_T_STABLE && il_get64(d + IL_OFF_GLOBAL_SEQ) == 0 &&
 	    (d[IL_OFF_FLAGS] & IL_F_STABLE_VALID)) {
-		/* The final watermark of epoch e, from its successor. */
+		/* The final watermark of epoch e (its cut), from its successor. */
 		uint64_t w = il_get64(d + IL_OFF_STABLE_SEQ);
 
-		if (ep->awaiting && e == ep->epoch)
-			finalize(ep, w, now);
+		if (ep->awaiting && e == ep->epoch && !ep->cutting)
+			cut_start(ep, w, now);
 		else if (!ep->awaiting && e == ep->epoch && ep->epoch != 0 &&
 			 (ep->final_epoch != e || w > ep->final_wm)) {
 			ep->final_epoch = e; /* before the new epoch's first frame */
@@ -731,10 +840,27 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 		return false;
 	}
 	if (ep->awaiting) {
-		if (e >= ep->new_epoch) {
-			ep->new_epoch = e;
-			hold(ep, d, len);
+		/* Repairs of our epoch below its cut (the new active re-sends
+		 * the old one's frames from its shadow), and UNAVAIL for them. */
+		if (ep->cutting && e == ep->epoch &&
+		    ((type == IL_T_DATA && il_get64(d + IL_OFF_GLOBAL_SEQ) < ep->cut) ||
+		     type == IL_T_UNAVAIL)) {
+			if (type == IL_T_DATA)
+				ep->st.cut_repairs++;
+			return true;
 		}
+		if (il_epoch_after(e, ep->new_epoch)) {
+			/* An even newer epoch: the one we waited for delivered
+			 * nothing uniformly; report against the newest. */
+			held_drop(ep);
+			ep->new_epoch = e;
+			if (!ep->cutting)
+				send_reports(ep, now);
+		}
+		if (e == ep->new_epoch)
+			hold(ep, d, len);
+		else
+			ep->st.stale_epoch_frames++; /* older than the newest seen */
 		return false;
 	}
 	if (e == ep->epoch)
@@ -743,16 +869,22 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 		ep->epoch = e;
 		return true;
 	}
-	if (e < ep->epoch)
-		return false; /* a late frame of an older incarnation */
+	if (!il_epoch_after(e, ep->epoch)) {
+		ep->st.stale_epoch_frames++;
+		return false; /* a late frame of an older epoch (a fenced appliance's) */
+	}
 	ep->st.epochs++;
 	ep->new_epoch = e;
-	if (ep->final_epoch == ep->epoch) {
-		finalize(ep, ep->final_wm, now);
-		return true;
-	}
 	ep->awaiting = true;
 	ep->await_until = now + EP_FINAL_WAIT_NS;
+	if (ep->final_epoch == ep->epoch) {
+		/* Its final watermark came first. */
+		cut_start(ep, ep->final_wm, now);
+		if (!ep->awaiting)
+			return true; /* finalized: this frame is the new epoch's */
+	} else {
+		send_reports(ep, now);
+	}
 	hold(ep, d, len);
 	return false;
 }
@@ -857,6 +989,14 @@ static void rx_frame(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t no
 		if (il_range_get(b, body, &r) != 0 || g->st != EP_G_MEMBER ||
 		    !(g->roles & IL_EP_RECEIVER))
 			break;
+		if (ep->awaiting && ep->cutting && il_get32(d + IL_OFF_EPOCH) == ep->epoch &&
+		    r.first_seq < ep->cut && r.last_seq >= g->w.po) {
+			/* What we miss below the cut is gone (the shadow let it go):
+			 * no hole may be delivered over; the cut ends incomplete. */
+			g->cut_fail = true;
+			cut_try(ep, now);
+			break;
+		}
 		uint64_t n = ep_rxw_unavail(&g->w, r.first_seq, r.last_seq);
 		ep->st.unavail_msgs += n;
 		if (n && g->cb.lost)

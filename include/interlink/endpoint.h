@@ -158,6 +158,11 @@ struct il_ep_stats {
 	/* with lec_cpu_stats: thread CPU nanoseconds spent in LEC (encoding,
 	 * decoding, building and queueing repairs; the kernel's sends not) */
 	uint64_t lec_ns;
+	/* a pair of appliances (docs/ha.md): frames of an epoch older than the
+	 * newest seen, ignored; EPOCH_REPORTs sent; old-epoch repairs taken
+	 * below a cut; cuts this receiver could not complete (it rejoined as a
+	 * new incarnation rather than deliver a different prefix) */
+	uint64_t stale_epoch_frames, epoch_reports, cut_repairs, cut_incomplete;
 };
 
 void il_ep_config_init(struct il_ep_config *cfg);
