@@ -21,7 +21,7 @@
 
 static const char *const top_keys[] = {
 	"name", "udp_port", "epoch", "appliance_ip", "mtu", "status_interval_ms", "eal",
-	"ports", "groups", "stages", "pipeline", "pool_size", NULL,
+	"ports", "groups", "stages", "pipeline", "pool_size", "shards", NULL,
 };
 
 int il_app_port_index(const struct il_app *app, const char *name)
@@ -40,10 +40,22 @@ struct il_stage *il_app_stage(const struct il_app *app, const char *name)
 	return NULL;
 }
 
+struct il_stage *il_app_stage_peer(const struct il_app *app, const struct il_stage *st,
+				   const char *name)
+{
+	char full[IL_NAME_LEN + 8];
+
+	if (st->shard <= 0)
+		return il_app_stage(app, name);
+	snprintf(full, sizeof(full), "%s@%d", name, st->shard);
+	return il_app_stage(app, full);
+}
+
 static int configure_ports(struct il_app *app, const struct il_cfg *ports, char *err,
 			   size_t errlen)
 {
-	static const char *const keys[] = {"device", "rx_desc", "tx_desc", "promisc", NULL};
+	static const char *const keys[] = {"device", "rx_desc", "tx_desc", "promisc", "queues",
+					   NULL};
 
 	if (!ports)
 		return ERR("config: key 'ports' is missing: name at least an 'in' and an 'out' port, "
@@ -92,6 +104,11 @@ static int configure_ports(struct il_app *app, const struct il_cfg *ports, char 
 		if (il_cfg_bool(p, "promisc", true, &b, err, errlen))
 			return -1;
 		port->promisc = b;
+		/* Receive queues: with shards, one per shard (each polls its
+		 * own) or one (shard 0 polls it, strays are handed over). */
+		if (il_cfg_u64(p, "queues", 1, 1, IL_MAX_SHARDS, &v, err, errlen))
+			return -1;
+		port->n_rxq = (uint16_t)v;
 		app->n_ports++;
 	}
 	return 0;
@@ -101,7 +118,7 @@ static int configure_groups(struct il_app *app, const struct il_cfg *groups, cha
 			    size_t errlen)
 {
 	static const char *const keys[] = {"id", "address", "port", "raw", "wan",
-					   "wan_packet_bytes", NULL};
+					   "wan_packet_bytes", "shard", NULL};
 	static const char *const raw_keys[] = {"dst", "port", NULL};
 
 	if (!groups)
@@ -185,6 +202,101 @@ static int configure_groups(struct il_app *app, const struct il_cfg *groups, cha
 	return 0;
 }
 
+/* shards: { lcores: [1, 2], assign: hash | config, handoff_slots: 1024 } and
+ * groups[i].shard (docs/scaling.md 1.2). Absent: no shards, the pipeline
+ * exactly as configured. */
+static int configure_shards(struct il_app *app, char *err, size_t errlen)
+{
+	static const char *const keys[] = {"lcores", "assign", "handoff_slots", NULL};
+	static const char *const assigns[] = {"hash", "config", NULL};
+	const struct il_cfg *sh = il_cfg_get(app->cfg, "shards");
+	const struct il_cfg *groups = il_cfg_get(app->cfg, "groups");
+	const struct il_cfg *lc;
+	int assign;
+	uint64_t v;
+
+	if (!sh) {
+		for (unsigned i = 0; i < app->n_groups; i++)
+			if (il_cfg_get(il_cfg_at(groups, i), "shard"))
+				return ERR("config: key '%s.shard': there are no shards (add "
+					   "'shards: { lcores: [...], assign: config }')",
+					   il_cfg_path(il_cfg_at(groups, i)));
+		for (unsigned p = 0; p < app->n_ports; p++)
+			if (app->ports[p].n_rxq != 1)
+				return ERR("config: key 'ports.%s.queues': %u queues need shards "
+					   "(shards.lcores), one per shard", app->ports[p].name,
+					   app->ports[p].n_rxq);
+		return 0;
+	}
+	if (il_cfg_expect(sh, IL_CFG_MAP, err, errlen) || il_cfg_check_keys(sh, keys, err, errlen))
+		return -1;
+	lc = il_cfg_get(sh, "lcores");
+	if (!lc || il_cfg_kind(lc) != IL_CFG_SEQ || il_cfg_len(lc) == 0 ||
+	    il_cfg_len(lc) > IL_MAX_SHARDS)
+		return ERR("config: key 'shards.lcores' must list 1..%d worker lcores, one shard "
+			   "each (e.g. [1, 2])", IL_MAX_SHARDS);
+	for (unsigned i = 0; i < il_cfg_len(lc); i++) {
+		const char *sv = il_cfg_scalar(il_cfg_at(lc, i));
+		char *end = NULL;
+		unsigned long l = sv ? strtoul(sv, &end, 10) : 0;
+
+		if (!sv || !*sv || *end || l >= RTE_MAX_LCORE)
+			return ERR("config: key 'shards.lcores[%u]': '%s' is not an lcore id "
+				   "(0..%d)", i, sv ? sv : "?", RTE_MAX_LCORE - 1);
+		for (unsigned j = 0; j < i; j++)
+			if (app->shard_lcores[j] == l)
+				return ERR("config: key 'shards.lcores': lcore %lu is listed twice",
+					   l);
+		app->shard_lcores[i] = (unsigned)l;
+	}
+	app->n_shards = (uint16_t)il_cfg_len(lc);
+	if (il_cfg_enum(sh, "assign", assigns, 0, &assign, err, errlen))
+		return -1;
+	app->shard_assign_config = assign == 1;
+	if (il_cfg_u64(sh, "handoff_slots", 1024, 2, 1u << 20, &v, err, errlen))
+		return -1;
+	if (v & (v - 1))
+		return ERR("config: key 'shards.handoff_slots': %lu is not a power of two "
+			   "(entries per hand-over ring, e.g. 1024)", (unsigned long)v);
+	app->handoff_slots = (unsigned)v;
+	for (unsigned i = 0; i < app->n_groups; i++) {
+		const struct il_cfg *g = il_cfg_at(groups, i);
+		struct il_group *grp = &app->groups[i];
+
+		if (!app->shard_assign_config) {
+			if (il_cfg_get(g, "shard"))
+				return ERR("config: key '%s.shard': groups name their shard only "
+					   "with 'shards.assign: config' (it is 'hash': the shard "
+					   "follows from the group's address)", il_cfg_path(g));
+		} else if (il_cfg_get(g, "shard")) {
+			if (il_cfg_u64(g, "shard", 0, 0, UINT16_MAX, &v, err, errlen))
+				return -1;
+			if (v >= app->n_shards)
+				return ERR("config: key '%s.shard': %lu is not a shard "
+					   "(shards.lcores has %u entries: 0..%u)", il_cfg_path(g),
+					   (unsigned long)v, app->n_shards, app->n_shards - 1u);
+			grp->shard = (uint8_t)v;
+			continue;
+		}
+		/* By hash (also a group that names no shard under assign:
+		 * config): where RSS on its destination lands it. */
+		uint32_t dst = grp->raw ? grp->raw_dst_ip : grp->address;
+		if (dst == 0)
+			return ERR("config: key '%s.address' is missing: with shards the owner "
+				   "of a group follows from its address (or name it: "
+				   "'%s.shard' with 'shards.assign: config')", il_cfg_path(g),
+				   il_cfg_path(g));
+		grp->shard = (uint8_t)il_shard_of_addr(dst, app->n_shards);
+	}
+	for (unsigned p = 0; p < app->n_ports; p++)
+		if (app->ports[p].n_rxq != 1 && app->ports[p].n_rxq != app->n_shards)
+			return ERR("config: key 'ports.%s.queues': %u; with %u shards a port has "
+				   "1 queue (polled by shard 0, strays handed over) or %u (one "
+				   "per shard)", app->ports[p].name, app->ports[p].n_rxq,
+				   app->n_shards, app->n_shards);
+	return 0;
+}
+
 int il_app_configure(struct il_app *app, struct il_cfg *cfg, char *err, size_t errlen)
 {
 	const char *name;
@@ -214,6 +326,8 @@ int il_app_configure(struct il_app *app, struct il_cfg *cfg, char *err, size_t e
 	if (configure_ports(app, il_cfg_get(cfg, "ports"), err, errlen))
 		return -1;
 	if (configure_groups(app, il_cfg_get(cfg, "groups"), err, errlen))
+		return -1;
+	if (configure_shards(app, err, errlen))
 		return -1;
 	return 0;
 }
@@ -315,6 +429,7 @@ static int create_stages(struct il_app *app, char *err, size_t errlen)
 		st->type = t;
 		st->app = app;
 		st->lcore = -1;
+		st->shard = app->n_shards ? 0 : -1;
 		st->kinds = t->kinds;
 		app->stages[app->n_stages++] = st;
 		if (t->create(st, p, app, err, errlen))
@@ -361,6 +476,132 @@ static int check_chain_meta(const struct il_chain *ch, const struct il_cfg *wher
 	return 0;
 }
 
+/* Stage types a shard can run: their state is per group and per instance.
+ * The others (control channel, FT-TCP rings, pair, FEC, LEC) keep state or
+ * files of their own that one instance per shard would duplicate
+ * (docs/scaling.md, "Where the implementation stands"). */
+static bool shardable_type(const char *type)
+{
+	return type && (!strcmp(type, "classify") || !strcmp(type, "sequencer") ||
+			!strcmp(type, "nak"));
+}
+
+static int check_lcore(const struct il_app *app, unsigned lc, const char *key, char *err,
+		       size_t errlen)
+{
+	char avail[256] = "";
+	size_t off = 0;
+	unsigned id;
+
+	if (rte_lcore_is_enabled(lc) && lc != rte_get_main_lcore())
+		return 0;
+	(void)app;
+	RTE_LCORE_FOREACH_WORKER(id)
+		off += (size_t)snprintf(avail + off, sizeof(avail) - off, "%s%u", off ? ", " : "",
+					id);
+	return ERR("config: key '%s': %u is not a worker lcore (main lcore %u runs the status "
+		   "line; enabled workers: %s; add lcores with eal: [--lcores, ...])", key, lc,
+		   rte_get_main_lcore(), off ? avail : "none");
+}
+
+/* Shard k's copy of stage `orig`, on lcore lc: "name@k", made from the same
+ * config node, keeping state only for the groups shard k owns. */
+static struct il_stage *clone_stage(struct il_app *app, const struct il_stage *orig, unsigned k,
+				    struct il_worker *wk, char *err, size_t errlen)
+{
+	const struct il_cfg *p = il_cfg_get(il_cfg_get(app->cfg, "stages"), orig->name);
+	struct il_stage *st;
+
+	if (app->n_stages >= IL_MAX_STAGES) {
+		il_err(err, errlen, "config: 'shards': %u shards of the pipeline's stages make "
+		       "more than %d stage instances", app->n_shards, IL_MAX_STAGES);
+		return NULL;
+	}
+	st = rte_zmalloc("il_stage", sizeof(*st), RTE_CACHE_LINE_SIZE);
+	if (!st) {
+		il_err(err, errlen, "out of memory creating stage '%s@%u'", orig->name, k);
+		return NULL;
+	}
+	if ((size_t)snprintf(st->name, sizeof(st->name), "%s@%u", orig->name, k) >=
+	    sizeof(st->name)) {
+		il_err(err, errlen, "config: stage name '%s' is too long for its shard copies "
+		       "('%s@%u'): at most %d characters", orig->name, orig->name, k,
+		       IL_NAME_LEN - 4);
+		rte_free(st);
+		return NULL;
+	}
+	st->type = orig->type;
+	st->app = app;
+	st->lcore = (int)wk->lcore_id;
+	st->shard = (int)k;
+	st->kinds = st->type->kinds;
+	st->io = &wk->io;
+	app->stages[app->n_stages++] = st;
+	if (st->type->create(st, p, app, err, errlen))
+		return NULL;
+	return st;
+}
+
+/* Shards 1..n-1 run worker 0's chains over their own queues with their own
+ * stage instances; every shard splits strays off after classify. */
+static int place_shards(struct il_app *app, char *err, size_t errlen)
+{
+	const struct il_worker *w0 = &app->workers[0];
+	char key[64];
+
+	for (unsigned k = 1; k < app->n_shards; k++) {
+		struct il_worker *wk = &app->workers[k];
+		const struct il_stage *orig[IL_MAX_STAGES];
+		struct il_stage *copy[IL_MAX_STAGES];
+		unsigned n_map = 0;
+
+		snprintf(key, sizeof(key), "shards.lcores[%u]", k);
+		if (check_lcore(app, app->shard_lcores[k], key, err, errlen))
+			return -1;
+		wk->lcore_id = app->shard_lcores[k];
+		wk->io.lcore_id = wk->lcore_id;
+		wk->n_chains = w0->n_chains;
+		for (unsigned c = 0; c < w0->n_chains; c++) {
+			const struct il_chain *src = &w0->chains[c];
+			struct il_chain *ch = &wk->chains[c];
+
+			*ch = *src;
+			for (unsigned s = 0; s < src->n_stages; s++) {
+				struct il_stage *st = NULL;
+				for (unsigned i = 0; i < n_map; i++)
+					if (orig[i] == src->stages[s])
+						st = copy[i];
+				if (!st) {
+					st = clone_stage(app, src->stages[s], k, wk, err, errlen);
+					if (!st)
+						return -1;
+					orig[n_map] = src->stages[s];
+					copy[n_map++] = st;
+				}
+				ch->stages[s] = st;
+			}
+		}
+		app->n_workers++;
+	}
+	for (unsigned k = 0; k < app->n_shards; k++) {
+		struct il_worker *wk = &app->workers[k];
+		for (unsigned c = 0; c < wk->n_chains; c++) {
+			struct il_chain *ch = &wk->chains[c];
+			const struct il_port *rp = &app->ports[ch->rx_port];
+
+			ch->rx_queue = rp->n_rxq > 1 ? (uint16_t)k : 0;
+			ch->rx_poll = rp->n_rxq > 1 || k == 0;
+			ch->handoff_at = -1;
+			for (unsigned s = 0; s < ch->n_stages; s++)
+				if (ch->stages[s]->type->meta_sets & IL_META_TAGS) {
+					ch->handoff_at = (int16_t)s;
+					break;
+				}
+		}
+	}
+	return 0;
+}
+
 /* dry: before EAL, with no stage created yet: check the names and the
  * structure, leave the lcores' existence and the workers for later. */
 static int place_stages(struct il_app *app, bool dry, char *err, size_t errlen)
@@ -376,6 +617,10 @@ static int place_stages(struct il_app *app, bool dry, char *err, size_t errlen)
 		return -1;
 	if (il_cfg_len(pl) == 0 || il_cfg_len(pl) > IL_MAX_WORKERS)
 		return ERR("config: 'pipeline' must place 1..%d lcores", IL_MAX_WORKERS);
+	if (app->n_shards && il_cfg_len(pl) != 1)
+		return ERR("config: key 'pipeline': with shards it places one lcore, shard 0's "
+			   "(shards.lcores[0]), whose chains every shard runs; it places %u",
+			   il_cfg_len(pl));
 	for (unsigned w = 0; w < il_cfg_len(pl); w++) {
 		const struct il_cfg *wc = il_cfg_at(pl, w);
 		struct il_worker *wk = &app->workers[w];
@@ -386,17 +631,15 @@ static int place_stages(struct il_app *app, bool dry, char *err, size_t errlen)
 			return -1;
 		if (il_cfg_u64(wc, "lcore", 1, 0, RTE_MAX_LCORE - 1, &lc, err, errlen))
 			return -1;
-		if (!dry && (!rte_lcore_is_enabled((unsigned)lc) || lc == rte_get_main_lcore())) {
-			char avail[256] = "";
-			size_t off = 0;
-			unsigned id;
-			RTE_LCORE_FOREACH_WORKER(id)
-				off += (size_t)snprintf(avail + off, sizeof(avail) - off, "%s%u",
-							off ? ", " : "", id);
-			return ERR("config: key '%s.lcore': %u is not a worker lcore (main lcore %u "
-				   "runs the status line; enabled workers: %s; add lcores with "
-				   "eal: [--lcores, ...])", il_cfg_path(wc), (unsigned)lc,
-				   rte_get_main_lcore(), off ? avail : "none");
+		if (app->n_shards && lc != app->shard_lcores[0])
+			return ERR("config: key '%s.lcore': %u; with shards the pipeline's lcore is "
+				   "shard 0's, shards.lcores[0] = %u", il_cfg_path(wc), (unsigned)lc,
+				   app->shard_lcores[0]);
+		if (!dry) {
+			char key[IL_NAME_LEN + 64];
+			snprintf(key, sizeof(key), "%s.lcore", il_cfg_path(wc));
+			if (check_lcore(app, (unsigned)lc, key, err, errlen))
+				return -1;
 		}
 		for (unsigned j = 0; j < w; j++)
 			if (app->workers[j].lcore_id == lc)
@@ -445,6 +688,13 @@ static int place_stages(struct il_app *app, bool dry, char *err, size_t errlen)
 					   il_cfg_path(cc), IL_MAX_CHAIN_STAGES);
 			for (unsigned s = 0; s < il_cfg_len(sl); s++) {
 				const char *sn = il_cfg_scalar(il_cfg_at(sl, s));
+				const char *ty = sn ? il_cfg_scalar(il_cfg_get(il_cfg_get(il_cfg_get(
+					app->cfg, "stages"), sn), "type")) : NULL;
+				if (app->n_shards && ty && !shardable_type(ty))
+					return ERR("config: key '%s': stage '%s' is of type '%s', which "
+						   "does not run in shards yet (shards.lcores): only "
+						   "classify, sequencer and nak do (docs/scaling.md)",
+						   il_cfg_path(il_cfg_at(sl, s)), sn, ty);
 				if (dry) {
 					if (!sn || !il_cfg_get(il_cfg_get(app->cfg, "stages"), sn))
 						return ERR("config: key '%s': '%s' is not a stage "
@@ -478,6 +728,13 @@ static int place_stages(struct il_app *app, bool dry, char *err, size_t errlen)
 		app->n_workers = 0;
 		return 0;
 	}
+	for (unsigned w = 0; w < app->n_workers; w++)
+		for (unsigned c = 0; c < app->workers[w].n_chains; c++) {
+			app->workers[w].chains[c].rx_poll = true;
+			app->workers[w].chains[c].handoff_at = -1;
+		}
+	if (app->n_shards && place_shards(app, err, errlen))
+		return -1;
 	/* Every placed lcore gets a tx queue on every port. */
 	for (unsigned p = 0; p < app->n_ports; p++)
 		app->ports[p].n_txq = app->n_workers;
@@ -499,6 +756,48 @@ int il_app_precheck(struct il_app *app, char *err, size_t errlen)
 		if (!stage_type_at(stages, i, err, errlen))
 			return -1;
 	return place_stages(app, true, err, errlen);
+}
+
+/* One il_shard per shard on its lcore's socket, and a ring per ordered pair
+ * of shards (single producer, single consumer). */
+static int setup_shards(struct il_app *app, char *err, size_t errlen)
+{
+	static unsigned instance; /* ring names are per process: tests run several apps */
+	unsigned inst = instance++;
+
+	for (unsigned k = 0; k < app->n_shards; k++) {
+		int sock = (int)rte_lcore_to_socket_id(app->shard_lcores[k]);
+		struct il_shard *sh = rte_zmalloc_socket("il_shard", sizeof(*sh),
+							 RTE_CACHE_LINE_SIZE, sock);
+		if (!sh)
+			return ERR("out of memory for shard %u", k);
+		sh->index = (uint16_t)k;
+		sh->n = app->n_shards;
+		sh->lcore = app->shard_lcores[k];
+		for (unsigned g = 0; g < app->n_groups; g++)
+			sh->owner[g] = app->groups[g].shard;
+		app->shards[k] = sh;
+		app->workers[k].shard = sh;
+		app->workers[k].io.shard = sh;
+	}
+	for (unsigned j = 0; j < app->n_shards; j++)
+		for (unsigned k = 0; k < app->n_shards; k++) {
+			char name[RTE_RING_NAMESIZE];
+			if (j == k)
+				continue;
+			snprintf(name, sizeof(name), "ilho%u_%u_%u", inst, j, k);
+			/* The owner's socket: it is the one that reads the frames. */
+			struct rte_ring *r = rte_ring_create(name, app->handoff_slots,
+				(int)rte_lcore_to_socket_id(app->shard_lcores[k]),
+				RING_F_SP_ENQ | RING_F_SC_DEQ);
+			if (!r)
+				return ERR("cannot create the hand-over ring from shard %u to %u (%u "
+					   "slots): %s", j, k, app->handoff_slots,
+					   rte_strerror(rte_errno));
+			app->shards[j]->out[k] = r;
+			app->shards[k]->in[j] = r;
+		}
+	return 0;
 }
 
 static void tx_drop_cb(struct rte_mbuf **pkts, uint16_t unsent, void *userdata)
@@ -524,6 +823,8 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 		if (app->stages[s]->lcore < 0)
 			fprintf(stderr, "interlink: warning: stage '%s' is not placed on any chain\n",
 				app->stages[s]->name);
+	if (app->n_shards && setup_shards(app, err, errlen))
+		return -1;
 
 	/* Pool: every descriptor, every mbuf a stage may hold (every history
 	 * slot, every packet a FEC decoder keeps by reference), every burst
@@ -545,7 +846,11 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 	}
 	unsigned need = 4096 + hist;
 	for (unsigned p = 0; p < app->n_ports; p++)
-		need += app->ports[p].rx_desc + app->ports[p].tx_desc * app->n_workers;
+		need += app->ports[p].rx_desc * (app->ports[p].n_rxq ? app->ports[p].n_rxq : 1u) +
+			app->ports[p].tx_desc * app->n_workers;
+	/* Strays in flight: every hand-over ring full. */
+	need += (unsigned)app->n_shards * (app->n_shards ? app->n_shards - 1u : 0u) *
+		app->handoff_slots;
 	need += app->n_workers * app->n_ports * IL_BURST_CAP * 2;
 	if (il_cfg_u64(app->cfg, "pool_size", need, 1024, 1u << 26, &v, err, errlen))
 		return -1;
@@ -612,6 +917,21 @@ void il_app_stop(struct il_app *app)
 		rte_free(st);
 	}
 	app->n_stages = 0;
+	for (unsigned k = 0; k < app->n_shards; k++) {
+		struct il_shard *sh = app->shards[k];
+		if (!sh)
+			continue;
+		for (unsigned j = 0; j < app->n_shards; j++) {
+			struct rte_mbuf *m;
+			if (!sh->in[j])
+				continue;
+			while (rte_ring_dequeue(sh->in[j], (void **)&m) == 0)
+				rte_pktmbuf_free(m);
+			rte_ring_free(sh->in[j]);
+		}
+		rte_free(sh);
+		app->shards[k] = NULL;
+	}
 	for (unsigned w = 0; w < app->n_workers; w++)
 		for (unsigned p = 0; p < app->n_ports; p++)
 			rte_free(app->workers[w].io.txb[p]);

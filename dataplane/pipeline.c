@@ -11,11 +11,14 @@
 #include <interlink/app.h>
 #include <interlink/memif_guard.h>
 
-uint16_t il_chain_stages(struct il_lcore_io *io, struct il_chain *ch, struct rte_mbuf **pkts,
-			 uint16_t n)
+/* The chain's stages from `first` on. With shards, the frames of another
+ * shard's groups leave the burst after the stage that tags them. */
+static inline uint16_t chain_stages_from(struct il_lcore_io *io, struct il_chain *ch,
+					 uint16_t chain_idx, uint16_t first,
+					 struct rte_mbuf **pkts, uint16_t n)
 {
 	io->kinds = IL_KINDS_ALL;
-	for (uint16_t s = 0; s < ch->n_stages; s++) {
+	for (uint16_t s = first; s < ch->n_stages; s++) {
 		struct il_stage *st = ch->stages[s];
 		if (!st->type->poll && (n == 0 || (st->kinds && !(st->kinds & io->kinds))))
 			continue; /* nothing for it in this burst */
@@ -32,32 +35,78 @@ uint16_t il_chain_stages(struct il_lcore_io *io, struct il_chain *ch, struct rte
 			else
 				st->tsc_poll += rte_rdtsc() - t0;
 		}
+		if (unlikely(io->shard != NULL) && ch->handoff_at == (int16_t)s && n)
+			n = il_shard_handoff(io->shard, chain_idx, pkts, n);
 	}
 	return n;
 }
 
-static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struct il_app *app)
+uint16_t il_chain_stages(struct il_lcore_io *io, struct il_chain *ch, struct rte_mbuf **pkts,
+			 uint16_t n)
 {
+	return chain_stages_from(io, ch, 0, 0, pkts, n);
+}
+
+/* Survivors out on the chain's tx port in one call, then what the stages
+ * emitted (a retransmission never overtakes its original). */
+static inline void chain_tx(struct il_lcore_io *io, struct il_chain *ch, struct il_app *app,
+			    struct rte_mbuf **pkts, uint16_t n)
+{
+	if (unlikely(app->tx_mute)) {
+		il_tx_mute(io, pkts, n);
+		return;
+	}
+	if (n)
+		il_tx_burst(io, ch->tx_port, pkts, n);
+	if (io->n_defer)
+		il_emit_flush(io);
+}
+
+uint16_t il_shard_drain(struct il_app *app, struct il_worker *w)
+{
+	struct il_shard *sh = w->shard;
+	struct rte_mbuf *got[IL_BURST], *pkts[IL_BURST_CAP];
+	uint16_t total = 0;
+
+	for (uint16_t j = 0; j < sh->n; j++) {
+		if (sh->in[j] == NULL)
+			continue;
+		unsigned n = rte_ring_dequeue_burst(sh->in[j], (void **)got, IL_BURST, NULL);
+		if (n == 0)
+			continue;
+		sh->handoff_in += n;
+		total = (uint16_t)(total + n);
+		/* Per chain, in the order they were handed over. */
+		for (uint16_t c = 0; c < w->n_chains; c++) {
+			struct il_chain *ch = &w->chains[c];
+			uint16_t k = 0;
+			for (unsigned i = 0; i < n; i++)
+				if (il_meta(got[i])->spare == c)
+					pkts[k++] = got[i];
+			if (k == 0)
+				continue;
+			k = chain_stages_from(&w->io, ch, c, (uint16_t)(ch->handoff_at + 1), pkts, k);
+			chain_tx(&w->io, ch, app, pkts, k);
+		}
+	}
+	return total;
+}
+
+static inline uint16_t run_chain(struct il_worker *w, uint16_t c, struct il_app *app)
+{
+	struct il_chain *ch = &w->chains[c];
 	struct rte_mbuf *pkts[IL_BURST_CAP];
-	uint16_t n = rte_eth_rx_burst(app->ports[ch->rx_port].port_id, 0, pkts, IL_BURST);
+	uint16_t n = likely(ch->rx_poll) ? rte_eth_rx_burst(app->ports[ch->rx_port].port_id,
+							      ch->rx_queue, pkts, IL_BURST) : 0;
 	uint16_t got = n;
 	struct il_lcore_io *io = &w->io;
 
 	io->rx[ch->rx_port] += n;
 	if (n == 0 && !ch->any_poll)
 		return 0;
-	n = il_chain_stages(io, ch, pkts, n);
-	if (unlikely(app->tx_mute)) {
-		il_tx_mute(io, pkts, n);
-		return got | n;
-	}
-	/* The burst is already an array: one tx call for all of it. What the
-	 * stages emitted goes after it (a retransmission never overtakes its
-	 * original). */
-	if (n)
-		il_tx_burst(io, ch->tx_port, pkts, n);
-	if (io->n_defer)
-		il_emit_flush(io);
+	/* The burst is already an array: one tx call for all of it. */
+	n = chain_stages_from(io, ch, c, 0, pkts, n);
+	chain_tx(io, ch, app, pkts, n);
 	return got | n;
 }
 
@@ -76,8 +125,12 @@ int il_worker_main(void *arg)
 	il_guard_online(slot);
 	while (!app->quit) {
 		uint16_t work = 0;
+		/* What other shards handed over first: it arrived before what
+		 * this loop is about to receive. */
+		if (w->shard)
+			work |= il_shard_drain(app, w);
 		for (uint16_t c = 0; c < w->n_chains; c++)
-			work |= run_chain(w, &w->chains[c], app);
+			work |= run_chain(w, c, app);
 		for (uint16_t p = 0; p < app->n_ports; p++)
 			rte_eth_tx_buffer_flush(w->io.port_id[p], w->io.txq[p], w->io.txb[p]);
 		w->loops++;

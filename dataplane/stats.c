@@ -89,6 +89,9 @@ static uint64_t drops_total(const struct il_app *app)
 		port_totals(app, p, &t);
 		v += t.missed + t.rx_err + t.tx_err + t.tx_dropped;
 	}
+	for (unsigned k = 0; k < app->n_shards; k++)
+		if (app->shards[k])
+			v += app->shards[k]->drop_handoff_full;
 	return v;
 }
 
@@ -438,6 +441,26 @@ static void write_json(struct il_app *app, double elapsed, double traffic_s,
 	il_json_u64(&js, "messages_ordered", counter_sum(app, "stamped_msgs"));
 	il_json_u64(&js, "frames_ordered", counter_sum(app, "stamped_frames"));
 	il_json_u64(&js, "drops_total", drops_total(app));
+	if (app->n_shards) {
+		/* docs/scaling.md 1.4: strays handed over, per shard. */
+		il_json_arr(&js, "shards");
+		for (unsigned k = 0; k < app->n_shards; k++) {
+			const struct il_shard *sh = app->shards[k];
+			il_json_obj(&js, NULL);
+			il_json_u64(&js, "shard", k);
+			il_json_u64(&js, "lcore", app->shard_lcores[k]);
+			il_json_u64(&js, "handoff_out", sh ? sh->handoff_out : 0);
+			il_json_u64(&js, "handoff_in", sh ? sh->handoff_in : 0);
+			il_json_u64(&js, "drop_handoff_full", sh ? sh->drop_handoff_full : 0);
+			il_json_arr(&js, "groups");
+			for (unsigned g = 0; g < app->n_groups; g++)
+				if (app->groups[g].shard == k)
+					il_json_u64(&js, NULL, app->groups[g].id);
+			il_json_end(&js);
+			il_json_end(&js);
+		}
+		il_json_end(&js);
+	}
 	il_json_end(&js);
 	if (il_json_finish(&js) | fclose(j))
 		fprintf(stderr, "interlink: cannot write %s\n", json_path);
@@ -467,6 +490,13 @@ void il_summary(struct il_app *app, double elapsed, double traffic_s, const char
 	       fmt_rate(r1, sizeof(r1), traffic_s > 0 ? (double)frames / traffic_s : 0.0, "pps"),
 	       fmt_rate(r2, sizeof(r2), traffic_s > 0 ? (double)stamped / traffic_s : 0.0,
 			"msg/s"), traffic_s);
+	for (unsigned k = 0; k < app->n_shards; k++) {
+		const struct il_shard *sh = app->shards[k];
+		if (sh)
+			printf("shard %u (lcore %u) handed over %" PRIu64 ", took over %" PRIu64
+			       ", dropped on a full hand-over ring %" PRIu64 "\n", k, sh->lcore,
+			       sh->handoff_out, sh->handoff_in, sh->drop_handoff_full);
+	}
 	printf("NAKs served        %" PRIu64 " (%" PRIu64 " frames retransmitted, %" PRIu64
 	       " UNAVAIL)\n",
 	       counter_sum(app, "naks"), counter_sum(app, "retransmitted_frames"),

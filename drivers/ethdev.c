@@ -90,7 +90,11 @@ int il_port_setup(struct il_port *p, struct rte_mempool *pool, uint16_t frame_ma
 	if (p->n_txq > info.max_tx_queues)
 		return ERR("port '%s' has %u tx queues; the pipeline places %u lcores on it",
 			   p->name, info.max_tx_queues, p->n_txq);
-	rc = rte_eth_dev_configure(p->port_id, 1, p->n_txq, &conf);
+	uint16_t n_rxq = p->n_rxq ? p->n_rxq : 1;
+	if (n_rxq > info.max_rx_queues)
+		return ERR("config: key 'ports.%s.queues': %u receive queues; the device has at "
+			   "most %u", p->name, n_rxq, info.max_rx_queues);
+	rc = rte_eth_dev_configure(p->port_id, n_rxq, p->n_txq, &conf);
 	if (rc)
 		return ERR("port '%s': configure failed: %s", p->name, rte_strerror(-rc));
 	uint16_t rxd = p->rx_desc, txd = p->tx_desc;
@@ -100,9 +104,12 @@ int il_port_setup(struct il_port *p, struct rte_mempool *pool, uint16_t frame_ma
 	int sock = rte_eth_dev_socket_id(p->port_id);
 	if (sock < 0)
 		sock = 0;
-	rc = rte_eth_rx_queue_setup(p->port_id, 0, rxd, (unsigned)sock, NULL, pool);
-	if (rc)
-		return ERR("port '%s': rx queue setup failed: %s", p->name, rte_strerror(-rc));
+	for (uint16_t q = 0; q < n_rxq; q++) {
+		rc = rte_eth_rx_queue_setup(p->port_id, q, rxd, (unsigned)sock, NULL, pool);
+		if (rc)
+			return ERR("port '%s': rx queue %u setup failed: %s", p->name, q,
+				   rte_strerror(-rc));
+	}
 	for (uint16_t q = 0; q < p->n_txq; q++) {
 		rc = rte_eth_tx_queue_setup(p->port_id, q, txd, (unsigned)sock, NULL);
 		if (rc)

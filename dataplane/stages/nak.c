@@ -441,7 +441,7 @@ static int nak_bind(struct il_stage *st, char *err, size_t errlen)
 {
 	struct nak *k = st->ctx;
 	extern const struct il_stage_type il_stage_sequencer;
-	struct il_stage *seq = il_app_stage(k->app, k->seq_name);
+	struct il_stage *seq = il_app_stage_peer(k->app, st, k->seq_name);
 
 	if (!seq || seq->type != &il_stage_sequencer)
 		return ERR("config: key 'stages.%s.sequencer': '%s' is not a sequencer stage",

@@ -439,6 +439,8 @@ static void fifo_member(struct il_seq *s, struct il_stage *st, struct rte_mbuf *
 	if (!(il_get32(b) & IL_ROLE_SENDER))
 		return;
 	uint32_t inc = il_get32(b + 4);
+	if (unlikely(s->groups[mt->group_idx].fifo == NULL))
+		return; /* another shard's group */
 	struct il_seq_fifo *e = il_seq_fifo_get(s, mt->group_idx, il_get32(h + IL_OFF_SENDER_ID),
 						type == IL_T_JOIN);
 	if (e == NULL || e->incarnation == inc)
@@ -541,6 +543,11 @@ static int seq_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		return ERR("out of memory for stage '%s'", st->name);
 	for (unsigned g = 0; g < app->n_groups; g++) {
 		s->groups[g].next = 1;
+		/* A shard keeps the state of its own groups only: classify's
+		 * stray split never lets another group's frame reach it. */
+		if (!il_stage_owns_group(app, st, g))
+			continue;
+		s->n_owned++;
 		s->groups[g].ring = rte_zmalloc("il_hist", sizeof(struct il_hist_ent) * depth,
 						RTE_CACHE_LINE_SIZE);
 		s->groups[g].fifo = rte_zmalloc("il_fifo", sizeof(struct il_seq_fifo) *
@@ -599,6 +606,8 @@ static void seq_state(const struct il_stage *st, struct il_state_sink *out)
 	const struct il_seq *s = st->ctx;
 
 	for (unsigned g = 0; g < s->app->n_groups; g++) {
+		if (s->groups[g].ring == NULL)
+			continue; /* another shard's group */
 		il_state_put(out, (int)g, "next", s->groups[g].next);
 		il_state_put(out, (int)g, "history_low", il_seq_hist_low(s, g));
 		il_state_put(out, (int)g, "history_frames", s->groups[g].n);
@@ -610,7 +619,7 @@ static uint32_t seq_mbufs_held(const struct il_stage *st)
 {
 	const struct il_seq *s = st->ctx;
 
-	return s->depth * s->app->n_groups;
+	return s->depth * s->n_owned;
 }
 
 /* A new epoch at run time (the ha stage, docs/ha.md): the sequence space
@@ -622,6 +631,8 @@ void il_seq_restart(struct il_seq *s, uint32_t epoch)
 	for (unsigned gi = 0; gi < s->app->n_groups; gi++) {
 		struct il_seq_group *g = &s->groups[gi];
 
+		if (g->ring == NULL)
+			continue; /* another shard's group */
 		for (uint32_t i = 0; i < g->n; i++) {
 			struct rte_mbuf *m = g->ring[(g->head - g->n + i) & s->mask].m;
 			if (m != NULL)

@@ -80,6 +80,7 @@ struct il_raw_sender {
 struct il_seq {
 	struct il_app *app;
 	uint32_t depth, mask;
+	uint32_t n_owned;          /* groups whose state it keeps (all without shards) */
 	uint32_t copy_max;  /* frames up to this many bytes go into the arena (0: none) */
 	uint32_t slot;      /* arena bytes per entry: copy_max rounded up to 64 */
 	uint32_t epoch;

@@ -23,6 +23,7 @@
 #define IL_MAX_CHAIN_STAGES 8
 #define IL_MAX_WORKERS 16
 #include <interlink/port.h>
+#include <interlink/shard.h>
 
 struct il_port {
 	char name[IL_NAME_LEN];        /* config name: "in", "out", ... */
@@ -31,6 +32,7 @@ struct il_port {
 	uint16_t port_id;              /* DPDK port id */
 	uint16_t rx_desc, tx_desc;
 	uint16_t n_txq;                /* one per lcore that transmits on it */
+	uint16_t n_rxq;                /* 'queues': 1, or one per shard */
 	bool promisc;
 	uint8_t mac[6];
 };
@@ -43,12 +45,17 @@ struct il_group {
 	uint32_t raw_dst_ip;  /* raw filter: destination address (host order) */
 	uint16_t raw_dst_port;/* raw filter: UDP destination port */
 	bool wan;             /* TCP-friendly rate (thesis eq. 4.1) in its credits */
+	uint8_t shard;        /* owner shard (0 without shards) */
 	uint16_t wan_packet_bytes; /* s of eq. 4.1 for a WAN group */
 };
 
 struct il_chain {
 	uint16_t rx_port; /* app port index */
 	uint16_t tx_port;
+	uint16_t rx_queue; /* the shard's queue of rx_port (0 without shards) */
+	bool rx_poll;      /* false: a shard whose port has one queue, polled by
+			    * shard 0 (it still runs what is handed over) */
+	int16_t handoff_at; /* strays leave after this stage (classify); -1: none */
 	uint16_t n_stages;
 	bool any_poll;
 	struct il_stage *stages[IL_MAX_CHAIN_STAGES];
@@ -59,6 +66,7 @@ struct il_worker {
 	uint16_t n_chains;
 	struct il_chain chains[IL_MAX_CHAINS];
 	struct il_lcore_io io;
+	struct il_shard *shard;        /* NULL without shards */
 	uint64_t loops, busy_loops;
 	uint32_t cmd_seen;             /* last runtime command this loop applied */
 	uint32_t cmd_done;             /* its acknowledgement (__atomic, runtime.c) */
@@ -96,6 +104,13 @@ struct il_app {
 
 	uint16_t n_workers;
 	struct il_worker workers[IL_MAX_WORKERS];
+
+	/* Shards (docs/scaling.md 1): 0 = today's pipeline as configured. */
+	uint16_t n_shards;
+	unsigned shard_lcores[IL_MAX_SHARDS];
+	bool shard_assign_config;      /* shards.assign: config (else hash) */
+	unsigned handoff_slots;
+	struct il_shard *shards[IL_MAX_SHARDS];
 
 	struct rte_mempool *pool;
 	unsigned pool_size;
@@ -170,6 +185,20 @@ static inline struct rte_mbuf *il_app_frame_alloc(const struct il_app *app, uint
 /* Runtime commands: telemetry /interlink/reset and /interlink/set. */
 void il_runtime_register(struct il_app *app);
 void il_runtime_apply(struct il_app *app, struct il_worker *w, uint32_t seq);
+
+/* A stage's peer of the same shard (a nak's sequencer): `name` itself
+ * without shards or on shard 0, "name@k" on shard k. */
+struct il_stage *il_app_stage_peer(const struct il_app *app, const struct il_stage *st,
+				   const char *name);
+/* Whether stage st keeps state for group index gi (its shard owns it). */
+static inline bool il_stage_owns_group(const struct il_app *app, const struct il_stage *st,
+				       unsigned gi)
+{
+	return st->shard < 0 || app->groups[gi].shard == (unsigned)st->shard;
+}
+/* Run what the other shards handed to worker w through its chains (after
+ * their classify) and transmit it, as if received. Returns frames taken. */
+uint16_t il_shard_drain(struct il_app *app, struct il_worker *w);
 
 /* Pipeline loop of one worker (dataplane/pipeline.c). */
 int il_worker_main(void *arg);

@@ -66,7 +66,7 @@ struct __attribute__((may_alias)) il_meta {
 	uint8_t l4_off;     /* UDP header (<= 78) */
 	uint8_t il_off;     /* UDP payload (<= 86) */
 	uint16_t group_idx; /* configured group index (DATA, RAW, NAK) */
-	uint16_t spare;
+	uint16_t spare;     /* a stray on a hand-over ring: its chain (shard.h) */
 };
 
 /* No private area is needed any more; kept for pools made elsewhere. */
@@ -98,6 +98,7 @@ static inline struct rte_mbuf *il_pktmbuf_alloc(struct rte_mempool *mp)
 
 struct il_app;
 struct il_stage;
+struct il_shard;
 
 /* Per-lcore transmit side: one buffered tx queue per port. */
 struct il_lcore_io {
@@ -108,6 +109,7 @@ struct il_lcore_io {
 	uint64_t tx_dropped[IL_MAX_PORTS]; /* tx ring full: counted drops */
 	uint64_t tx_queued[IL_MAX_PORTS];  /* handed to the tx buffer */
 	uint64_t rx[IL_MAX_PORTS];         /* received by this lcore */
+	struct il_shard *shard;            /* its shard (shard.h); NULL without */
 	/* Kinds (IL_KIND_BIT) the burst in the chain may hold: every kind
 	 * before classify, which narrows it to those it tagged; a stage that
 	 * does not keep kinds (il_stage_type.kinds_kept) widens it again. */
@@ -194,6 +196,7 @@ struct il_stage {
 	struct il_app *app;
 	struct il_lcore_io *io; /* set when placed on an lcore */
 	int lcore;              /* -1 until placed */
+	int shard;              /* its shard (docs/scaling.md); -1 without shards */
 	uint8_t kinds;          /* type->kinds, or wider (see there) */
 	uint64_t ctr[IL_MAX_STAGE_COUNTERS];
 	uint64_t pkts_in;       /* packets handed to process() */
