@@ -51,10 +51,13 @@ static void setup_port(uint16_t port)
 {
 	struct rte_eth_conf conf;
 	memset(&conf, 0, sizeof(conf));
-	if (rte_eth_dev_configure(port, 1, 1, &conf) ||
-	    rte_eth_rx_queue_setup(port, 0, 4096, 0, NULL, S.pool) ||
-	    rte_eth_tx_queue_setup(port, 0, 4096, 0, NULL) || rte_eth_dev_start(port)) {
-		fprintf(stderr, "interlink-pktgen: cannot set up port %u\n", port);
+	uint16_t nq = (uint16_t)S.c.queues;
+	bool bad = rte_eth_dev_configure(port, nq, nq, &conf) != 0;
+	for (uint16_t q = 0; q < nq && !bad; q++)
+		bad = rte_eth_rx_queue_setup(port, q, 4096, 0, NULL, S.pool) ||
+		      rte_eth_tx_queue_setup(port, q, 4096, 0, NULL);
+	if (bad || rte_eth_dev_start(port)) {
+		fprintf(stderr, "interlink-pktgen: cannot set up port %u (%u queues)\n", port, nq);
 		exit(2);
 	}
 	rte_eth_promiscuous_enable(port);
@@ -370,7 +373,7 @@ static int rx_main(void *arg)
 	(void)arg;
 	il_guard_online(1);
 	while (!S.rx_stop) {
-		uint16_t k = rte_eth_rx_burst(S.rx_port, 0, rx, PG_BURST);
+		uint16_t k = pg_rx_burst(&S, rx, PG_BURST);
 		if (k) {
 			S.rx_last_tsc = rte_rdtsc();
 			pg_count_burst(&S, rx, k);
@@ -423,7 +426,8 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 				uint32_t bytes = 0;
 				for (uint16_t i = pend_off; i < npend; i++)
 					bytes += pend[i]->data_len;
-				uint16_t k = rte_eth_tx_burst(S.tx_port, 0, pend + pend_off,
+				uint16_t k = rte_eth_tx_burst(S.tx_port, (uint16_t)S.c.tx_queue,
+							      pend + pend_off,
 							      npend - pend_off);
 				for (uint16_t i = pend_off + k; i < npend; i++)
 					bytes -= pend[i]->data_len;
@@ -452,7 +456,7 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 		}
 		if (!sending && S.c.uto && S.c.count && S.tx_msgs < S.c.count)
 			sending = true; /* a resume notice took messages back */
-		uint16_t k = S.rx_lcore_on ? 0 : rte_eth_rx_burst(S.rx_port, 0, rx, PG_BURST);
+		uint16_t k = S.rx_lcore_on ? 0 : pg_rx_burst(&S, rx, PG_BURST);
 		if (k) {
 			S.rx_last_tsc = now;
 			if (count)

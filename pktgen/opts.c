@@ -20,6 +20,10 @@ static void usage(FILE *f)
 "       interlink-pktgen -h, --help | --version\n"
 "  --tx DEV              port to send on (PCI address or vdev string)\n"
 "  --rx DEV              port to receive on (default: the tx port)\n"
+"  --queues N            queue pairs on each port (default 1; a sharded appliance's\n"
+"                        memif ports need as many as it has shards); receives on all\n"
+"  --tx-queue Q          send frames and NAKs on queue Q (default 0): a shard other\n"
+"                        than Q's hands the frames of its groups over (strays)\n"
 "  --mode M              native (Interlink DATA, default) | raw (plain UDP to\n"
 "                        --raw-dst, for the appliance's raw-mode filter)\n"
 "  --raw-dst A.B.C.D:P   raw mode destination (default 239.1.1.100:9000)\n"
@@ -140,13 +144,14 @@ enum {
 	O_RAW_GROUP, O_PCAP, O_SPEED, O_PCAP_LOOPS, O_RATE_BPS, O_FRAME, O_PACK_BYTES,
 	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT, O_LISTEN, O_CATCH_UP, O_SERVE, O_RX_LCORE,
 	O_UTO, O_ACK_EVERY, O_ACK_US, O_HB_MS, O_VIEW_WAIT, O_CREDIT_WAIT, O_AUTH_KEYS,
-	O_AUTH_KEY_ID,
+	O_AUTH_KEY_ID, O_QUEUES, O_TX_QUEUE,
 };
 
 int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 {
 	static const struct option opts[] = {
 		{"tx", 1, NULL, O_TX}, {"rx", 1, NULL, O_RX},
+		{"queues", 1, NULL, O_QUEUES}, {"tx-queue", 1, NULL, O_TX_QUEUE},
 		{"senders", 1, NULL, O_SENDERS}, {"receivers", 1, NULL, O_RECEIVERS},
 		{"groups", 1, NULL, O_GROUPS}, {"group-base", 1, NULL, O_GROUP_BASE},
 		{"group-addr", 1, NULL, O_GROUP_ADDR}, {"udp-port", 1, NULL, O_UDP_PORT},
@@ -185,6 +190,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 	c->groups = 2;
 	c->group_base = 1;
 	c->group_addr_base = 0xef010101u;
+	c->queues = 1;
 	c->il_port = IL_UDP_PORT_DEFAULT;
 	c->raw_dst = 0xef010164u; /* 239.1.1.100 */
 	c->raw_port = 9000;
@@ -209,6 +215,10 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		switch (o) {
 		case O_TX: c->tx_dev = optarg; break;
 		case O_RX: c->rx_dev = optarg; break;
+		case O_QUEUES: if (num("queues", optarg, 1, 8, &v)) return -1;
+			c->queues = (unsigned)v; break;
+		case O_TX_QUEUE: if (num("tx-queue", optarg, 0, 7, &v)) return -1;
+			c->tx_queue = (unsigned)v; break;
 		case O_SENDERS: if (num("senders", optarg, 1, PG_MAX_SENDERS, &v)) return -1;
 			c->senders = (unsigned)v; break;
 		case O_RECEIVERS: if (num("receivers", optarg, 1, PG_MAX_RECEIVERS, &v)) return -1;
@@ -430,6 +440,11 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 	if (frame_spec && c->msg_sizes.lo < 60 + PG_FCS - 4) {
 		fprintf(stderr, "interlink-pktgen: --frame %s: frames are at least 64 bytes\n",
 			frame_spec);
+		return -1;
+	}
+	if (c->tx_queue >= c->queues) {
+		fprintf(stderr, "interlink-pktgen: --tx-queue %u: the ports have %u queue%s "
+			"(--queues)\n", c->tx_queue, c->queues, c->queues == 1 ? "" : "s");
 		return -1;
 	}
 	unsigned big = pg_sizes_max(&c->msg_sizes);

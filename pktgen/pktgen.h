@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
 #include <interlink/auth.h>
@@ -47,6 +48,8 @@ struct pg_conf {
 	unsigned pack_bytes;        /* pack as many as fit in this IP MTU (0: --pack) */
 	bool udp_csum;
 	bool tx_drop;               /* what the port refuses is lost, as on a wire */
+	unsigned queues;            /* --queues: queue pairs per port (a sharded appliance's) */
+	unsigned tx_queue;          /* --tx-queue: the queue frames and NAKs are sent on */
 	struct il_loss_cfg loss;    /* per-receiver loss injected on receive */
 	uint64_t seed;
 	double nak_timeout_us;
@@ -162,6 +165,7 @@ struct pg_sender {
 struct pg_state {
 	struct pg_conf c;
 	uint16_t tx_port, rx_port;
+	uint16_t rxq_next;          /* pg_rx_burst's first queue next time */
 	uint8_t tx_mac[6];
 	struct rte_mempool *pool;
 	struct pg_sender senders[PG_MAX_SENDERS];
@@ -256,5 +260,19 @@ uint64_t pg_uto_max_unstable(const struct pg_state *s);
 int pg_auth_init(struct pg_state *s);
 void pg_auth_seal(struct pg_state *s, struct rte_mbuf *m);
 bool pg_auth_ok(struct pg_state *s, const uint8_t *msg, uint32_t len);
+
+/* A burst from every receive queue of the rx port (--queues): a group's
+ * frames come through one queue, so its order is kept. */
+static inline uint16_t pg_rx_burst(struct pg_state *s, struct rte_mbuf **rx, uint16_t n)
+{
+	uint16_t got = 0, nq = (uint16_t)s->c.queues;
+
+	/* Start one queue further each call: a busy queue starves none. */
+	s->rxq_next = (uint16_t)((s->rxq_next + 1) % nq);
+	for (uint16_t i = 0; i < nq && got < n; i++)
+		got = (uint16_t)(got + rte_eth_rx_burst(s->rx_port, (uint16_t)((s->rxq_next + i) % nq),
+							rx + got, (uint16_t)(n - got)));
+	return got;
+}
 
 #endif

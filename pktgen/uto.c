@@ -75,7 +75,7 @@ static void flush(struct pg_state *s)
 	for (unsigned i = 0; i < u->nq; i++)
 		pg_auth_seal(s, u->q[i]); /* --auth-keys: the body is in place now */
 	for (int tries = 0; off < u->nq && tries < 64; tries++)
-		off += rte_eth_tx_burst(s->tx_port, 0, u->q + off, (uint16_t)(u->nq - off));
+		off += rte_eth_tx_burst(s->tx_port, (uint16_t)s->c.tx_queue, u->q + off, (uint16_t)(u->nq - off));
 	if (off < u->nq) {
 		u->ctl_tx_fail += u->nq - off;
 		rte_pktmbuf_free_bulk(u->q + off, u->nq - off);
@@ -424,7 +424,7 @@ static bool all_named(const struct pg_state *s, char *why, size_t n)
 static void rx_some(struct pg_state *s)
 {
 	struct rte_mbuf *rx[PG_BURST];
-	uint16_t k = rte_eth_rx_burst(s->rx_port, 0, rx, PG_BURST);
+	uint16_t k = pg_rx_burst(s, rx, PG_BURST);
 	if (k)
 		pg_receive_burst(s, rx, k);
 }
