@@ -70,7 +70,7 @@ struct il_worker {
 	uint64_t loops, busy_loops;
 	uint32_t cmd_seen;             /* last runtime command this loop applied */
 	uint32_t cmd_done;             /* its acknowledgement (__atomic, runtime.c) */
-};
+} __rte_cache_aligned; /* written by its lcore every loop: no line shared with the next */
 
 /* The runtime command being handed to the poll loops (dataplane/runtime.c):
  * written by a telemetry thread, then published by bumping seq. */
