@@ -384,6 +384,20 @@ static int rx_main(void *arg)
 	return 0;
 }
 
+/* --tx-queue hash: the burst ordered by queue, each queue's frames in the
+ * order they were built (a group's frames all go to one queue). */
+static void txq_partition(struct rte_mbuf **p, uint16_t n)
+{
+	struct rte_mbuf *tmp[PG_BURST];
+	uint16_t k = 0;
+
+	for (uint16_t q = 0; q < S.c.queues; q++)
+		for (uint16_t i = 0; i < n; i++)
+			if (pg_txq_of(&S, p[i]) == q)
+				tmp[k++] = p[i];
+	memcpy(p, tmp, sizeof(p[0]) * k);
+}
+
 /* One run: send for the configured count or duration at the configured
  * rate while receiving, then drain. Returns whether every receiver is
  * complete (full check); the counters hold the rest. */
@@ -421,27 +435,32 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 			if (npend == pend_off) {
 				npend = pg_build_burst(&S, pend, PG_BURST, now);
 				pend_off = 0;
+				if (S.c.tx_queue == PG_TXQ_HASH)
+					txq_partition(pend, npend);
 			}
 			if (npend > pend_off) {
+				/* One queue's run at a time (one run without --tx-queue hash). */
+				uint16_t q = pg_txq_of(&S, pend[pend_off]), end = pend_off + 1;
+				while (end < npend && pg_txq_of(&S, pend[end]) == q)
+					end++;
 				uint32_t bytes = 0;
-				for (uint16_t i = pend_off; i < npend; i++)
+				for (uint16_t i = pend_off; i < end; i++)
 					bytes += pend[i]->data_len;
-				uint16_t k = rte_eth_tx_burst(S.tx_port, (uint16_t)S.c.tx_queue,
-							      pend + pend_off,
-							      npend - pend_off);
-				for (uint16_t i = pend_off + k; i < npend; i++)
+				uint16_t k = rte_eth_tx_burst(S.tx_port, q, pend + pend_off,
+							      end - pend_off);
+				for (uint16_t i = pend_off + k; i < end; i++)
 					bytes -= pend[i]->data_len;
 				S.tx_frames += k;
 				S.tx_bytes += bytes;
 				pend_off += k;
-				if (pend_off < npend) {
+				if (pend_off < end) {
 					S.tx_retry++;
 					if (S.c.tx_drop) {
 						/* A wire does not wait: the peer's ring was full. */
-						S.tx_refused += npend - pend_off;
+						S.tx_refused += end - pend_off;
 						rte_pktmbuf_free_bulk(pend + pend_off,
-								      npend - pend_off);
-						pend_off = npend;
+								      end - pend_off);
+						pend_off = end;
 					}
 				}
 			}

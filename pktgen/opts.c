@@ -22,8 +22,9 @@ static void usage(FILE *f)
 "  --rx DEV              port to receive on (default: the tx port)\n"
 "  --queues N            queue pairs on each port (default 1; a sharded appliance's\n"
 "                        memif ports need as many as it has shards); receives on all\n"
-"  --tx-queue Q          send frames and NAKs on queue Q (default 0): a shard other\n"
-"                        than Q's hands the frames of its groups over (strays)\n"
+"  --tx-queue Q|hash     send frames and NAKs on queue Q (default 0): a shard other\n"
+"                        than Q's hands the frames of its groups over (strays);\n"
+"                        hash: each group's on its shard's queue (shards.assign: hash)\n"
 "  --mode M              native (Interlink DATA, default) | raw (plain UDP to\n"
 "                        --raw-dst, for the appliance's raw-mode filter)\n"
 "  --raw-dst A.B.C.D:P   raw mode destination (default 239.1.1.100:9000)\n"
@@ -217,7 +218,13 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		case O_RX: c->rx_dev = optarg; break;
 		case O_QUEUES: if (num("queues", optarg, 1, 8, &v)) return -1;
 			c->queues = (unsigned)v; break;
-		case O_TX_QUEUE: if (num("tx-queue", optarg, 0, 7, &v)) return -1;
+		case O_TX_QUEUE:
+			if (!strcmp(optarg, "hash")) {
+				c->tx_queue = PG_TXQ_HASH;
+				break;
+			}
+			if (num("tx-queue", optarg, 0, 7, &v))
+				return -1;
 			c->tx_queue = (unsigned)v; break;
 		case O_SENDERS: if (num("senders", optarg, 1, PG_MAX_SENDERS, &v)) return -1;
 			c->senders = (unsigned)v; break;
@@ -442,7 +449,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 			frame_spec);
 		return -1;
 	}
-	if (c->tx_queue >= c->queues) {
+	if (c->tx_queue != PG_TXQ_HASH && c->tx_queue >= c->queues) {
 		fprintf(stderr, "interlink-pktgen: --tx-queue %u: the ports have %u queue%s "
 			"(--queues)\n", c->tx_queue, c->queues, c->queues == 1 ? "" : "s");
 		return -1;

@@ -15,7 +15,11 @@
 #include <interlink/impair.h>
 #include <interlink/wire_msg.h>
 
+#include <interlink/shard.h>
+
 #include "pgutil.h"
+
+#define PG_TXQ_HASH 0xffffu
 
 #define PG_MAX_SENDERS 64
 #define PG_MAX_RECEIVERS 16
@@ -49,7 +53,8 @@ struct pg_conf {
 	bool udp_csum;
 	bool tx_drop;               /* what the port refuses is lost, as on a wire */
 	unsigned queues;            /* --queues: queue pairs per port (a sharded appliance's) */
-	unsigned tx_queue;          /* --tx-queue: the queue frames and NAKs are sent on */
+	unsigned tx_queue;          /* --tx-queue: the queue frames and NAKs are sent on,
+				     * or PG_TXQ_HASH: each group's on its shard's queue */
 	struct il_loss_cfg loss;    /* per-receiver loss injected on receive */
 	uint64_t seed;
 	double nak_timeout_us;
@@ -260,6 +265,20 @@ uint64_t pg_uto_max_unstable(const struct pg_state *s);
 int pg_auth_init(struct pg_state *s);
 void pg_auth_seal(struct pg_state *s, struct rte_mbuf *m);
 bool pg_auth_ok(struct pg_state *s, const uint8_t *msg, uint32_t len);
+
+/* The queue a frame goes out on: --tx-queue, or with --tx-queue hash the
+ * queue of its destination as a sharded appliance assigns it (shard.h). */
+static inline uint16_t pg_txq_of(const struct pg_state *s, const struct rte_mbuf *m)
+{
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+
+	if (s->c.tx_queue != PG_TXQ_HASH)
+		return (uint16_t)s->c.tx_queue;
+	if (m->data_len < 34 || f[12] != 0x08 || f[13] != 0x00)
+		return 0; /* not IPv4: any queue */
+	uint32_t dst = (uint32_t)f[30] << 24 | (uint32_t)f[31] << 16 | (uint32_t)f[32] << 8 | f[33];
+	return il_shard_of_addr(dst, (uint16_t)s->c.queues);
+}
 
 /* A burst from every receive queue of the rx port (--queues): a group's
  * frames come through one queue, so its order is kept. */

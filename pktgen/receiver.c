@@ -93,7 +93,7 @@ static void send_nak(struct pg_state *s, unsigned r, unsigned gi, uint64_t first
 	il_range_put(b, first, last);
 	pg_auth_seal(s, m);
 	for (int tries = 0; tries < 64; tries++)
-		if (rte_eth_tx_burst(s->tx_port, (uint16_t)s->c.tx_queue, &m, 1) == 1) {
+		if (rte_eth_tx_burst(s->tx_port, pg_txq_of(s, m), &m, 1) == 1) {
 			s->naks_tx++;
 			s->rx[r].g[gi].naks_sent++;
 			return;

@@ -75,7 +75,7 @@ static void flush(struct pg_state *s)
 	for (unsigned i = 0; i < u->nq; i++)
 		pg_auth_seal(s, u->q[i]); /* --auth-keys: the body is in place now */
 	for (int tries = 0; off < u->nq && tries < 64; tries++)
-		off += rte_eth_tx_burst(s->tx_port, (uint16_t)s->c.tx_queue, u->q + off, (uint16_t)(u->nq - off));
+		off += rte_eth_tx_burst(s->tx_port, pg_txq_of(s, u->q[off]), u->q + off, (uint16_t)(u->nq - off));
 	if (off < u->nq) {
 		u->ctl_tx_fail += u->nq - off;
 		rte_pktmbuf_free_bulk(u->q + off, u->nq - off);

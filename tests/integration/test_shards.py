@@ -17,18 +17,39 @@ GROUPS = "[" + ", ".join(f"{{id: {g}, address: 239.1.1.{g}, shard: {(g - 1) % 2}
 OWNER = {1: 0, 2: 1, 3: 0, 4: 1}
 
 
+# DPDK's default RSS key: what shards.assign: hash and pktgen --tx-queue hash use.
+RSS_KEY = bytes.fromhex("6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c"
+                        "6a42b3bbbeac01fa")
+
+
+def toeplitz(data: bytes, key: bytes = RSS_KEY) -> int:
+    """The Toeplitz hash, written from its definition (not from the C code under test)."""
+    k, klen, h = int.from_bytes(key, "big"), len(key) * 8, 0
+    for i in range(len(data) * 8):
+        if data[i // 8] & (0x80 >> (i % 8)):
+            h ^= (k >> (klen - 32 - i)) & 0xFFFFFFFF
+    return h
+
+
+def shard_by_hash(group, n=2):
+    """The queue a NIC with a 128-entry round-robin table picks for 239.1.1.<group>."""
+    return (toeplitz(bytes([239, 1, 1, group])) % 128) % n
+
+
 class ShardRig(MemifRig):
     """MemifRig with two shards: main lcore and shard 0 on CPU 1, shard 1 on CPU 0 (the
     machine has two cores; pktgen shares CPU 0)."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, assign="config"):
+        groups = GROUPS if assign == "config" else (
+            "[" + ", ".join(f"{{id: {g}, address: 239.1.1.{g}}}" for g in OWNER) + "]")
         super().__init__(tmp, app_cpu="0,1", gen_cpu="0", app_sets=[
             'eal=[--no-huge, -m, "1024", --lcores, "0@1,1@1,2@0", --log-level, "lib.eal:error"]',
             # Deep hand-over rings: on two CPUs shared with other work an owner can lose
             # its CPU for tens of milliseconds (a full ring is a counted loss before the
             # sequencer, which this test must not see).
-            "shards={lcores: [1, 2], assign: config, handoff_slots: 16384}",
-            f"groups={GROUPS}",
+            f"shards={{lcores: [1, 2], assign: {assign}, handoff_slots: 16384}}",
+            f"groups={groups}",
             "ports.in.queues=2", "ports.out.queues=2",
         ])
 
@@ -107,6 +128,28 @@ def test_two_shards_strays_handed_over_one_order_per_group(tmp_path, queue):
     assert sh[other]["handoff_out"] == 0 and sh[queue]["handoff_in"] == 0
     assert sh[0]["drop_handoff_full"] == sh[1]["drop_handoff_full"] == 0
     assert sorted(sh[0]["groups"]) == [1, 3] and sorted(sh[1]["groups"]) == [2, 4]
+
+
+def test_two_shards_by_hash_each_group_on_its_queue_no_strays(tmp_path):
+    """shards.assign: hash, and pktgen sending each group (and its NAKs) on the queue of its
+    address: the assignment is the Toeplitz hash's, and no frame is a stray."""
+    count = 60000
+    assert {g: shard_by_hash(g) for g in OWNER} == OWNER  # both shards own groups
+    with ShardRig(tmp_path, assign="hash") as rig:
+        rc, log, res = rig.run_pktgen(
+            "--tx-queue", "hash", "--senders", "4", "--groups", "4", "--receivers", "2",
+            "--count", str(count), "--rate", "20000", "--size", "32", "--seed", "5",
+            "--quiet")
+        app = rig.stop_appliance()
+    assert rc == 0, log
+    check_one_order_per_group(app, res, log, count)
+    sh = {s["shard"]: s for s in app["shards"]}
+    assert sorted(sh[0]["groups"]) == [1, 3] and sorted(sh[1]["groups"]) == [2, 4]
+    for k in (0, 1):
+        assert sh[k]["handoff_out"] == sh[k]["handoff_in"] == sh[k]["drop_handoff_full"] == 0
+    # Each shard received its own groups' frames on its own queue.
+    assert app["stages"]["classify"]["data"] == app["stages"]["seq"]["stamped_frames"]
+    assert app["stages"]["classify@1"]["data"] == app["stages"]["seq@1"]["stamped_frames"]
 
 
 def test_two_shards_naks_served_by_the_owner(tmp_path):
