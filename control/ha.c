@@ -87,6 +87,7 @@ struct ha {
 	bool txn_cut;             /* it carries the cut */
 	bool txn_views;           /* a hand-over's T2 carries the first views too */
 	bool views_precommitted;  /* ... so they go down without a commit of their own */
+	bool node_due;            /* P/node to write once the cut is committed */
 	uint64_t stall_id;
 	bool stalled;
 	uint64_t stall_ns; /* when the stall was noticed */
@@ -424,6 +425,7 @@ static void go_standby(struct ha *h, const char *why, bool resign)
 	h->n_staged = 0;
 	h->staged_ok = false;
 	h->cut_done = h->cut_commit = false;
+	h->node_due = false; /* put below if it matters */
 	cut_free(h);
 	/* A commit in flight may still land; its result is not ours to act on. */
 	if (h->txn_tag == TAG_COMMIT || h->txn_tag == TAG_T5) {
@@ -469,7 +471,12 @@ static void become_active(struct ha *h, uint32_t epoch, uint32_t prev, bool cut_
 	h->cur.owned_ns = now;
 	h->st.takeovers++;
 	send_role(h, now);
-	put_node(h);
+	/* P/node is for operators: while the cut is open it would only
+	 * queue an etcd write (and its fsync) ahead of T4. */
+	if (cut_known)
+		put_node(h);
+	else
+		h->node_due = true;
 	cut_free(h);
 	/* The committed views of prev: every receiver of them reports or is
 	 * left out of the new epoch's first view (docs/ha.md, 6.3). */
@@ -929,6 +936,10 @@ static void on_result(struct ha *h, struct hc_res *r)
 			logm(h, "cut of epoch %u committed (%.1f ms): serving epoch %u, %" PRIu64
 			     " ms after the takeover was decided", h->prev, r->ms, h->epoch,
 			     (now - h->cur.decided_ns) / 1000000);
+		}
+		if (h->node_due) {
+			h->node_due = false;
+			put_node(h);
 		}
 		break;
 	case TAG_T5:
