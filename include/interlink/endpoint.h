@@ -252,6 +252,25 @@ struct il_ep_lec {
 };
 int il_ep_lec_stats(const struct il_ep *ep, struct il_ep_lec *out);
 
+/* Authenticated control traffic (docs/libinterlink.md): with the keys of
+ * key_file (the appliance's key file format: "<key id> <64 hex digits>"
+ * lines; mode 0600 or stricter), every JOIN, LEAVE, ACK, HEARTBEAT and NAK
+ * goes out signed with key key_id (0: the file's first key), and STABLE,
+ * VIEW, CREDIT and UNAVAIL frames are taken only with a valid MAC and a
+ * counter not seen before: others are dropped and counted. Call it after
+ * il_ep_open and before the first il_ep_join. 0, or -errno with err. */
+int il_ep_set_auth(struct il_ep *ep, const char *key_file, uint32_t key_id, char *err,
+		   size_t errlen);
+
+struct il_ep_auth_stats {
+	uint64_t signed_tx;   /* control messages we signed */
+	uint64_t verified_rx; /* STABLE, VIEW, CREDIT, UNAVAIL taken */
+	uint64_t bad_mac;     /* dropped: no MAC, an unknown key or a wrong MAC */
+	uint64_t replay;      /* dropped: a counter seen before (or too old) */
+};
+/* All zero while authentication is off. */
+void il_ep_get_auth_stats(const struct il_ep *ep, struct il_ep_auth_stats *st);
+
 /* The library's version, "MAJOR.MINOR.PATCH", the same as its package's and
  * pkg-config's: what a program was actually loaded with. */
 const char *il_ep_version(void);
