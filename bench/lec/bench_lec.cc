@@ -53,7 +53,7 @@ struct Pool {
 };
 
 struct Sink {
-	uint8_t copy[65536];
+	alignas(64) uint8_t copy[65536 + 128];
 	uint64_t repairs = 0, copies = 0, recovered = 0;
 	uint32_t refs[kPool] = {}; // defer_xor: references per pool buffer
 };
@@ -61,7 +61,10 @@ struct Sink {
 void sink_send(void *arg, const struct il_lec_repair *rep, const uint32_t *, uint32_t n)
 {
 	auto *s = static_cast<Sink *>(arg);
-	std::memcpy(s->copy, rep->payload, rep->len);
+	if (rep->payload)
+		std::memcpy(s->copy, rep->payload, rep->len);
+	else // defer_xor: the XOR straight into the caller's buffer (ISA-L when aligned)
+		il_lec_repair_xor(rep, s->copy + 64 + ((uintptr_t)rep->src[0] & 31), 31);
 	s->repairs++;
 	s->copies += n;
 }
