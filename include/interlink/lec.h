@@ -65,13 +65,14 @@ static inline bool il_lec_id_eq(const struct il_lec_id *a, const struct il_lec_i
  * length of the one a receiver recovers. The wire form is the caller's. */
 struct il_lec_repair {
 	const struct il_lec_id *ids;
-	const uint8_t *payload; /* len bytes; NULL from a defer_xor instance's
-	                         * ops.send: il_lec_repair_xor() writes them
+	const uint8_t *payload; /* len bytes; NULL in ops.send of an instance
+	                         * that keeps references (defer_xor, or
+	                         * decode): il_lec_repair_xor() writes them
 	                         * where the caller wants them */
 	uint16_t count;         /* 1..IL_LEC_MAX_R */
 	uint16_t len;
 	uint16_t len_xor;
-	/* defer_xor: the messages themselves (count of them), and the
+	/* by reference: the messages themselves (count of them), and the
 	 * instance that keeps them, for il_lec_repair_xor() */
 	const uint8_t *const *src;
 	const uint16_t *src_len;
@@ -80,12 +81,15 @@ struct il_lec_repair {
 
 /* ---- configuration ------------------------------------------------------ */
 
-/* XOR kernels. ISAL: ISA-L xor_gen over 32-byte aligned internal copies
- * (every message is copied once into an aligned slot); REF: plain C
- * straight from the caller's bytes (the tests' reference). */
+/* XOR kernels. AVX2 (the default): multi-source XOR in one pass, any
+ * alignment, cached stores, when the CPU has AVX2 (else as ISAL); ISAL:
+ * ISA-L xor_gen over 32-byte aligned internal copies (every message is
+ * copied once into an aligned slot; its stores are non-temporal); REF:
+ * plain C straight from the caller's bytes (the tests' reference). */
 enum il_lec_xor_impl {
 	IL_LEC_XOR_ISAL = 0,
 	IL_LEC_XOR_REF = 1,
+	IL_LEC_XOR_AVX2 = 2,
 };
 
 /* Which bins a node keeps. REGIONS: Algorithm 1, composite bins per
@@ -104,7 +108,7 @@ enum il_lec_plan {
 struct il_lec_cfg {
 	uint8_t r;        /* messages per repair, 2..IL_LEC_MAX_R (8) */
 	uint8_t stagger;  /* instances per logical bin, 1..IL_LEC_MAX_STAGGER (1) */
-	uint8_t xor_impl; /* enum il_lec_xor_impl (ISAL) */
+	uint8_t xor_impl; /* enum il_lec_xor_impl (AVX2) */
 	uint8_t plan;     /* enum il_lec_plan (REGIONS) */
 	uint8_t max_layers; /* 1..IL_LEC_MAX_LAYERS (1): a bin whose targets per
 	                     * repair exceed a region's size (c_G above |G|, each
@@ -119,7 +123,8 @@ struct il_lec_cfg {
 	bool defer_xor;   /* encode-only: bins keep references to the caller's
 	                   * payloads (ops.hold/ops.release) and XOR them all
 	                   * at once when they fire, instead of copying each
-	                   * message into every bin as it arrives (false) */
+	                   * message into every bin as it arrives (false). A
+	                   * decoding node always does so, from its store */
 	double c;         /* default repair targets per message per group (5) */
 	uint32_t self_id; /* this node's member id, left out of every view;
 	                   * IL_LEC_OBSERVER for a node in none (0) */
@@ -265,7 +270,8 @@ uint32_t il_lec_flush(struct il_lec *l, unsigned min_fill);
  * more. Returns the repairs sent. */
 uint32_t il_lec_flush_aged(struct il_lec *l, uint64_t now_ns, uint64_t age_ns);
 
-/* defer_xor: the XOR of rep's messages (rep->src, rep->src_len), zero-
+/* In ops.send, when rep->payload is NULL (an instance with defer_xor or
+ * decode): the XOR of rep's messages (rep->src, rep->src_len), zero-
  * padded to rep->len, into dst[0, rep->len). When dst and every message
  * sit at one offset a from a 32-byte boundary, with a <= cfg.src_slack and
  * a <= dst_slack, ISA-L runs from the boundary and dst[-a, 0) gets junk;
@@ -296,6 +302,8 @@ struct il_lec_stats {
 	uint64_t repairs_skipped;    /* drawn with no target: never built */
 	uint64_t drop_repair_view;   /* built, but a view change left no target */
 	uint64_t drop_bin_view;      /* messages in bins a view change removed */
+	uint64_t drop_bin_evicted;   /* decoding: messages left out of a repair because
+	                              * the store evicted them before it fired */
 	uint64_t flushed;            /* short repairs sent by il_lec_flush(_aged) */
 	/* decoding */
 	uint64_t repairs_in;

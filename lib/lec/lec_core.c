@@ -27,6 +27,13 @@ static inline int xor_gen(int vects, int len, void **array)
 
 #include "lec_internal.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define IL_LEC_HAVE_AVX2 1
+#else
+#define IL_LEC_HAVE_AVX2 0
+#endif
+
 /* ---- configuration ------------------------------------------------------ */
 
 void il_lec_cfg_defaults(struct il_lec_cfg *cfg)
@@ -34,7 +41,7 @@ void il_lec_cfg_defaults(struct il_lec_cfg *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->r = 8;
 	cfg->stagger = 1;
-	cfg->xor_impl = IL_LEC_XOR_ISAL;
+	cfg->xor_impl = IL_LEC_XOR_AVX2;
 	cfg->plan = IL_LEC_PLAN_REGIONS;
 	cfg->max_layers = 1;
 	cfg->decode = true;
@@ -66,9 +73,9 @@ int il_lec_cfg_check(const struct il_lec_cfg *cfg, char *err, size_t errlen)
 		err[0] = '\0';
 	RANGE("r", cfg->r, 2, IL_LEC_MAX_R, " (with r = 1 a repair would only copy a message)");
 	RANGE("stagger", cfg->stagger, 1, IL_LEC_MAX_STAGGER, "");
-	if (cfg->xor_impl > IL_LEC_XOR_REF)
-		return ERR("lec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u)",
-			   cfg->xor_impl, IL_LEC_XOR_ISAL, IL_LEC_XOR_REF);
+	if (cfg->xor_impl > IL_LEC_XOR_AVX2)
+		return ERR("lec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u), avx2 (%u)",
+			   cfg->xor_impl, IL_LEC_XOR_ISAL, IL_LEC_XOR_REF, IL_LEC_XOR_AVX2);
 	if (cfg->plan > IL_LEC_PLAN_GROUPS)
 		return ERR("lec.plan = %u is unknown; allowed: regions (%u), groups (%u)", cfg->plan,
 			   IL_LEC_PLAN_REGIONS, IL_LEC_PLAN_GROUPS);
@@ -99,14 +106,15 @@ int il_lec_cfg_check(const struct il_lec_cfg *cfg, char *err, size_t errlen)
 	if (cfg->defer_xor && cfg->decode)
 		return ERR("lec.defer_xor = true needs lec.decode = false: a decoding node "
 			   "keeps its own copies of the messages");
-	/* a deferring instance keeps no accumulators, only frame indexes */
-	uint64_t per_inst = cfg->defer_xor ? 4ull * cfg->r : lec_round(cfg->max_len, LEC_ALIGN);
+	/* an instance by reference keeps no accumulator, only frame indexes */
+	uint64_t per_inst = cfg->defer_xor || cfg->decode ? 4ull * cfg->r
+							  : lec_round(cfg->max_len, LEC_ALIGN);
 	uint64_t ninst = (uint64_t)cfg->max_bins * cfg->stagger * cfg->max_layers;
 
 	if (ninst * per_inst > (1ull << 32))
 		return ERR("lec.max_bins x lec.stagger x lec.max_layers x %s = %llu bytes of bins "
 			   "is too much; allowed: at most 4 GiB",
-			   cfg->defer_xor ? "4 r" : "lec.max_len",
+			   cfg->defer_xor || cfg->decode ? "4 r" : "lec.max_len",
 			   (unsigned long long)(ninst * per_inst));
 	return 0;
 }
@@ -168,7 +176,7 @@ static void layout(struct il_lec *l, struct carve *cv)
 	l->bin_keys = carve(cv, 8 * W * c->max_bins);
 	l->bin_order = carve(cv, 4 * (size_t)c->max_bins);
 	l->inst = carve(cv, sizeof(*l->inst) * ninst);
-	if (c->defer_xor) {
+	if (c->defer_xor || c->decode) {
 		/* every (instance, position) may keep a frame, and the add
 		 * loop holds the one it is adding */
 		size_t nframes = ninst * c->r + 1;
@@ -241,7 +249,13 @@ struct il_lec *il_lec_create(const struct il_lec_cfg *cfg, const struct il_lec_o
 	l->ops = *ops;
 	l->W = (cfg->max_groups + 63) / 64;
 	l->slot_size = lec_round(cfg->max_len, LEC_ALIGN);
-	l->isal = IL_LEC_HAVE_ISAL && cfg->xor_impl == IL_LEC_XOR_ISAL;
+	/* AVX2 where the CPU has it, else ISA-L (where linked), else plain C */
+	l->avx2 = false;
+#if IL_LEC_HAVE_AVX2
+	__builtin_cpu_init();
+	l->avx2 = cfg->xor_impl == IL_LEC_XOR_AVX2 && __builtin_cpu_supports("avx2");
+#endif
+	l->isal = IL_LEC_HAVE_ISAL && !l->avx2 && cfg->xor_impl != IL_LEC_XOR_REF;
 	l->rng = cfg->seed ? cfg->seed : 0x5eed1ec0ffeeull;
 
 	layout(l, &cv);
@@ -255,7 +269,8 @@ struct il_lec *il_lec_create(const struct il_lec_cfg *cfg, const struct il_lec_o
 	cv.off = 0;
 	layout(l, &cv);
 	l->footprint = cv.off + sizeof(*l);
-	if (cfg->defer_xor) {
+	l->by_ref = cfg->defer_xor || cfg->decode;
+	if (l->by_ref) {
 		l->nframe_free = (uint32_t)((size_t)cfg->max_bins * cfg->stagger * cfg->max_layers *
 						    cfg->r + 1);
 		for (uint32_t f = 0; f < l->nframe_free; f++)
@@ -321,11 +336,71 @@ void lec_fill(uint8_t *dst, uint32_t *ext, const void *src, uint32_t len)
 	*ext = len;
 }
 
+#if IL_LEC_HAVE_AVX2
+/* dst[0, len & ~31) := (acc ? dst : 0) ^ src[0] ^ ... ^ src[n-1], 64 then
+ * 32 bytes at a time, any alignment, ordinary (cached) stores: the repair
+ * is read again at once (the next XOR into an accumulator, the tx path).
+ * ISA-L's xor_gen stores non-temporally, which costs a trip to memory for
+ * whoever reads it next (measured in docs/lec.md). Returns the bytes done. */
+__attribute__((target("avx2"))) static uint32_t xor_avx2(uint8_t *dst, const uint8_t *const *src,
+							 unsigned n, uint32_t len, bool acc)
+{
+	uint32_t i = 0;
+
+	for (; i + 64 <= len; i += 64) {
+		__m256i a, b;
+		unsigned j = 0;
+
+		if (acc) {
+			a = _mm256_loadu_si256((const __m256i *)(dst + i));
+			b = _mm256_loadu_si256((const __m256i *)(dst + i + 32));
+		} else {
+			a = _mm256_loadu_si256((const __m256i *)(src[0] + i));
+			b = _mm256_loadu_si256((const __m256i *)(src[0] + i + 32));
+			j = 1;
+		}
+		for (; j < n; j++) {
+			a = _mm256_xor_si256(a, _mm256_loadu_si256((const __m256i *)(src[j] + i)));
+			b = _mm256_xor_si256(b, _mm256_loadu_si256((const __m256i *)(src[j] + i + 32)));
+		}
+		_mm256_storeu_si256((__m256i *)(dst + i), a);
+		_mm256_storeu_si256((__m256i *)(dst + i + 32), b);
+	}
+	for (; i + 32 <= len; i += 32) {
+		__m256i a;
+		unsigned j = 0;
+
+		if (acc) {
+			a = _mm256_loadu_si256((const __m256i *)(dst + i));
+		} else {
+			a = _mm256_loadu_si256((const __m256i *)(src[0] + i));
+			j = 1;
+		}
+		for (; j < n; j++)
+			a = _mm256_xor_si256(a, _mm256_loadu_si256((const __m256i *)(src[j] + i)));
+		_mm256_storeu_si256((__m256i *)(dst + i), a);
+	}
+	return i;
+}
+#endif
+
 void lec_xor(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
 	     unsigned n, uint32_t len)
 {
 	if (n == 0)
 		return;
+#if IL_LEC_HAVE_AVX2
+	if (l->avx2) {
+		/* any alignment; the caller's bytes past len are not read */
+		uint32_t done = xor_avx2(dst, src, n, len, true);
+
+		for (unsigned k = 0; done < len && k < n; k++)
+			il_xor(dst + done, src[k] + done, len - done);
+		if (*ext < len)
+			*ext = len;
+		return;
+	}
+#endif
 	if (l->isal) {
 		/* xor_gen writes the XOR of vectors 0..v-2 into vector v-1;
 		 * listing dst first and last accumulates. Every slot is
@@ -396,6 +471,10 @@ void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t dst_slack,
 	 * common prefix in one pass over every source; xor_gen only over
 	 * whole 32-byte blocks of it, since the caller's bytes beyond a
 	 * message are not ours to read. */
+#if IL_LEC_HAVE_AVX2
+	if (l->avx2)
+		done = xor_avx2(dst, src, n, lo, false);
+#endif
 	if (aligned && lo + a >= 32) {
 		void *v[IL_LEC_MAX_R + 1];
 		uint32_t span = (lo + a) & ~31u;

@@ -17,12 +17,14 @@
  * of bins. The draw is kept as a seed and replayed when the instance
  * fires, so the counts that decided to build the XOR are the ones used.
  *
- * By default a message is XORed into each accumulator as it arrives (the
- * caller's buffer is free again at once). With defer_xor an instance only
- * keeps the index of the message in a frame table, and the caller XORs
- * the r messages in one pass when the instance fires, straight into the
- * buffer it sends (il_lec_repair_xor): each byte of the repair is written
- * once, and a message kept by several instances costs one reference.
+ * An encode-only node by default XORs a message into each accumulator as
+ * it arrives (the caller's buffer is free again at once). With defer_xor,
+ * and always on a decoding node (whose store holds every message anyway),
+ * an instance only keeps the index of the message in a frame table, and
+ * the caller XORs the r messages in one pass when the instance fires,
+ * straight into the buffer it sends (il_lec_repair_xor): each byte of the
+ * repair is written once, and a message kept by several instances costs
+ * one reference.
  */
 #include <string.h>
 
@@ -88,13 +90,13 @@ void lec_inst_reset(struct il_lec *l, struct lec_bin *b, struct lec_inst *in)
 	in->xor_on = draw(l, b, in->seed, false) > 0;
 }
 
-/* defer_xor: the instance lets go of its frames; those no other instance
- * holds go back to the caller, in one call. */
+/* The instance lets go of its frames; those no other instance holds are
+ * free again (defer_xor: given back to the caller, in one call). */
 static void release(struct il_lec *l, struct lec_inst *in)
 {
 	uint32_t k = 0;
 
-	if (!l->cfg.defer_xor)
+	if (!l->by_ref)
 		return;
 	for (uint32_t j = 0; j < in->nx; j++) {
 		uint32_t f = in->fr[j];
@@ -105,8 +107,39 @@ static void release(struct il_lec *l, struct lec_inst *in)
 			l->frame_free[l->nframe_free++] = f;
 		}
 	}
-	if (k)
+	if (k && l->cfg.defer_xor)
 		l->ops.release(l->ops.arg, l->rel, k);
+}
+
+/* The round's messages as a repair's ids and sources; a decoding node
+ * leaves out those its store has evicted since (their bytes are gone). */
+static uint32_t gather_refs(struct il_lec *l, const struct lec_inst *in, uint16_t *len_max,
+			    uint16_t *len_xor)
+{
+	uint32_t k = 0;
+
+	*len_max = 0;
+	*len_xor = 0;
+	for (uint32_t j = 0; j < in->nx; j++) {
+		const struct lec_frame *fr = &l->frames[in->fr[j]];
+
+		if (l->cfg.decode) {
+			const struct lec_rec *r = &l->rec[(uintptr_t)fr->cookie];
+
+			if (r->gen != fr->gen || r->state != LEC_R_HELD) {
+				l->st.drop_bin_evicted++;
+				continue;
+			}
+		}
+		l->rep_ids[k] = fr->id;
+		l->rep_src[k] = fr->src;
+		l->rep_len[k] = fr->len;
+		if (fr->len > *len_max)
+			*len_max = fr->len;
+		*len_xor ^= fr->len;
+		k++;
+	}
+	return k;
 }
 
 uint32_t lec_bin_drop(struct il_lec *l, struct lec_bin *b)
@@ -143,36 +176,34 @@ static void fire(struct il_lec *l, struct lec_bin *b, struct lec_inst *in, bool 
 				.from = l,
 			};
 
-			if (l->cfg.defer_xor) {
-				for (uint32_t j = 0; j < in->nx; j++) {
-					const struct lec_frame *fr = &l->frames[in->fr[j]];
-
-					l->rep_ids[j] = fr->id;
-					l->rep_src[j] = fr->src;
-					l->rep_len[j] = fr->len;
-				}
+			if (l->by_ref) {
+				rep.count = (uint16_t)gather_refs(l, in, &rep.len, &rep.len_xor);
 				rep.ids = l->rep_ids;
 				rep.src = l->rep_src;
 				rep.src_len = l->rep_len;
-				l->st.copy_ops++;
-				l->st.xor_ops += in->nx - 1;
+				if (rep.count) {
+					l->st.copy_ops++;
+					l->st.xor_ops += rep.count - 1u;
+				}
 			} else {
 				rep.ids = in->ids;
 				rep.payload = in->acc;
 			}
-			l->ops.send(l->ops.arg, &rep, l->targets, n);
-			l->st.repairs_sent++;
-			l->st.repair_targets += n;
-			l->st.flushed += flush;
+			if (rep.count) {
+				l->ops.send(l->ops.arg, &rep, l->targets, n);
+				l->st.repairs_sent++;
+				l->st.repair_targets += n;
+				l->st.flushed += flush;
+			}
 		}
 	}
 	release(l, in);
 	lec_inst_reset(l, b, in);
 }
 
-/* defer_xor: a message's frame, taken when the first instance keeps it.
- * The add loop holds one count of its own until it is done, so an
- * instance that fires meanwhile cannot give the frame back early. */
+/* A message's frame, taken when the first instance keeps it. The add
+ * loop holds one count of its own until it is done, so an instance that
+ * fires meanwhile cannot give the frame back early. */
 static uint32_t frame_take(struct il_lec *l, const struct il_lec_id *id, const uint8_t *src,
 			   uint32_t len, void *cookie)
 {
@@ -184,8 +215,12 @@ static uint32_t frame_take(struct il_lec *l, const struct il_lec_id *id, const u
 	fr->id = *id;
 	fr->len = (uint16_t)len;
 	fr->refs = 1;
-	l->ops.hold(l->ops.arg, cookie, 1);
-	l->st.holds++;
+	if (l->cfg.defer_xor) {
+		l->ops.hold(l->ops.arg, cookie, 1);
+		l->st.holds++;
+	} else {
+		fr->gen = l->rec[(uintptr_t)cookie].gen;
+	}
 	return f;
 }
 
@@ -223,7 +258,8 @@ static void bins_add_deferred(struct il_lec *l, const struct lec_group *g,
 	if (f != LEC_NONE && --l->frames[f].refs == 0) {
 		/* every instance that kept it has fired already */
 		l->frame_free[l->nframe_free++] = f;
-		l->ops.release(l->ops.arg, &cookie, 1);
+		if (l->cfg.defer_xor)
+			l->ops.release(l->ops.arg, &cookie, 1);
 	}
 }
 
@@ -232,7 +268,7 @@ void lec_bins_add(struct il_lec *l, const struct lec_group *g, const struct il_l
 {
 	const uint32_t *lk = l->links + g->link_first;
 
-	if (l->cfg.defer_xor) {
+	if (l->by_ref) {
 		bins_add_deferred(l, g, id, src, len, cookie, now);
 		return;
 	}

@@ -104,22 +104,26 @@ struct lec_inst {
 	bool xor_on; /* the drawn target count for this round is > 0 */
 	uint64_t seed; /* replays this round's target counts */
 	uint64_t t_first; /* now_ns of the round's first message (flush by age) */
-	/* copying: the ids and the XOR so far; defer_xor: the frames kept
-	 * (indexes into l->frames), r entries */
+	/* copying: the ids and the XOR so far; by reference (defer_xor or
+	 * decoding): the frames kept (indexes into l->frames), r entries */
 	struct il_lec_id *ids;
 	uint8_t *acc;
 	uint32_t *fr;
 };
 
-/* defer_xor: one message the bins reference, however many of them do;
- * the caller's reference (ops.hold) is taken once, and given back when
- * the last instance holding it is done with it. */
+/* One message the bins reference, however many of them do. defer_xor:
+ * the caller's payload, whose reference (ops.hold) is taken once and
+ * given back when the last instance holding it is done with it; a
+ * decoding node: the message's record in the store (cookie is its index)
+ * and the record's generation, so that a message the store evicted
+ * meanwhile is left out of the repair rather than read. */
 struct lec_frame {
 	const uint8_t *src;
 	void *cookie;
 	struct il_lec_id id;
 	uint16_t len;
 	uint16_t refs; /* instances holding it */
+	uint32_t gen;  /* decoding: the record's generation */
 };
 
 struct lec_bin {
@@ -180,7 +184,8 @@ struct il_lec {
 	uint64_t rng;
 	uint32_t W;         /* words per group bitset */
 	uint32_t slot_size; /* bytes per payload buffer */
-	bool isal;
+	bool isal;  /* ISA-L xor_gen over aligned slots */
+	bool avx2;  /* our AVX2 kernels, any alignment */
 	size_t footprint;
 
 	/* groups */
@@ -204,7 +209,8 @@ struct il_lec {
 	struct il_lec_id *inst_ids;
 	uint8_t *acc_buf;
 	uint32_t *inst_fr;
-	/* defer_xor: the frames the bins hold, and the free ones (a stack) */
+	/* by reference: the frames the bins hold, and the free ones (a stack) */
+	bool by_ref; /* defer_xor or decode */
 	struct lec_frame *frames;
 	uint32_t *frame_free;
 	uint32_t nframe_free;

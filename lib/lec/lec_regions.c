@@ -39,7 +39,7 @@ int lec_regions_init(struct il_lec *l)
 		for (uint32_t s = 0; s < per_bin; s++) {
 			size_t k = (size_t)b * per_bin + s;
 
-			if (l->cfg.defer_xor) {
+			if (l->by_ref) {
 				l->inst[k].fr = &l->inst_fr[k * l->cfg.r];
 			} else {
 				l->inst[k].ids = &l->inst_ids[k * l->cfg.r];

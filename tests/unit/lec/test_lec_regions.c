@@ -498,7 +498,7 @@ static void ref_release(void *arg, void *const *cookies, uint32_t n)
 /* off: where each payload starts in its T_MAXLEN buffer (42: as in an
  * mbuf, 10 bytes past a 32-byte boundary); slack: cfg.src_slack of the
  * deferring instance (with 31 it XORs those from the boundary, ISA-L). */
-static void defer_matches_copy(uint32_t off, uint32_t slack)
+static void defer_matches_copy(uint32_t off, uint32_t slack, uint8_t impl)
 {
 	enum { PER_GROUP = 3000, NMSG = 3 * PER_GROUP };
 	struct il_lec_cfg cfg;
@@ -515,9 +515,13 @@ static void defer_matches_copy(uint32_t off, uint32_t slack)
 	assert_non_null(refs.count);
 	g_refs = &refs;
 	fig7_cfg(&cfg);
+	cfg.xor_impl = impl;
 	t_cap_init(&a, 8000, 0);
 	t_cap_init(&b, 8000, 0);
+	/* the reference: plain C, copying */
+	cfg.xor_impl = IL_LEC_XOR_REF;
 	copy = t_lec(&cfg, &a);
+	cfg.xor_impl = impl;
 	fig7_views(copy);
 	cfg.defer_xor = true;
 	cfg.src_slack = slack;
@@ -571,9 +575,11 @@ static void defer_matches_copy(uint32_t off, uint32_t slack)
 static void test_defer_matches_copy(void **state)
 {
 	(void)state;
-	defer_matches_copy(0, 0);
-	defer_matches_copy(42, 0);  /* misaligned: the plain C gather */
-	defer_matches_copy(42, 31); /* ISA-L from the 32-byte boundary before */
+	defer_matches_copy(0, 0, IL_LEC_XOR_ISAL);
+	defer_matches_copy(42, 0, IL_LEC_XOR_ISAL);  /* misaligned: the plain C gather */
+	defer_matches_copy(42, 31, IL_LEC_XOR_ISAL); /* ISA-L from the 32-byte boundary */
+	defer_matches_copy(42, 0, IL_LEC_XOR_AVX2);  /* AVX2: any alignment */
+	defer_matches_copy(0, 0, IL_LEC_XOR_REF);
 }
 
 /* The groups plan (an observer's): one bin per group, drawing c_G^T from
@@ -823,6 +829,8 @@ static void test_cfg_errors(void **state)
 	bad = cfg, bad.c = 0, expect_cfg_error(&bad, "lec.c");
 	bad = cfg, bad.c = 100, expect_cfg_error(&bad, "lec.c");
 	bad = cfg, bad.xor_impl = 7, expect_cfg_error(&bad, "lec.xor_impl");
+	bad = cfg, bad.plan = 2, expect_cfg_error(&bad, "lec.plan");
+	bad = cfg, bad.max_layers = 0, expect_cfg_error(&bad, "lec.max_layers");
 	bad = cfg, bad.max_len = 0, expect_cfg_error(&bad, "lec.max_len");
 	bad = cfg, bad.max_len = 70000, expect_cfg_error(&bad, "lec.max_len");
 	bad = cfg, bad.max_groups = 0, expect_cfg_error(&bad, "lec.max_groups");

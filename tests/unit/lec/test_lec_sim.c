@@ -101,11 +101,12 @@ static void test_stagger_bursts(void **state)
 	assert_true(frac(&r8) > frac(&r1) + 0.05);
 }
 
-/* The ISA-L and plain C kernels give the same network the same result. */
+/* The AVX2, ISA-L and plain C kernels give the same network the same
+ * result (every recovery is checked byte for byte). */
 static void test_isal_matches_ref(void **state)
 {
 	struct lsim_cfg sc;
-	struct lsim_res a, b;
+	struct lsim_res a, b, c;
 
 	(void)state;
 	lsim_cfg_defaults(&sc);
@@ -115,9 +116,13 @@ static void test_isal_matches_ref(void **state)
 	run(&sc, &a);
 	sc.lec.xor_impl = IL_LEC_XOR_REF;
 	run(&sc, &b);
+	sc.lec.xor_impl = IL_LEC_XOR_AVX2;
+	run(&sc, &c);
 	assert_int_equal(a.recovered_all, b.recovered_all);
 	assert_int_equal(a.repairs_sent, b.repairs_sent);
 	assert_int_equal(a.sum.xor_ops, b.sum.xor_ops);
+	assert_int_equal(c.recovered_all, b.recovered_all);
+	assert_int_equal(c.repairs_sent, b.repairs_sent);
 }
 
 /* The sweeps, for a network of n nodes each in d of g groups. */
