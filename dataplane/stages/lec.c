@@ -39,6 +39,7 @@
 #include <interlink/wire_msg.h>
 
 #include "ctrl.h"
+#include "stage_auth.h"
 
 enum {
 	LEC_C_DATA,          /* stamped DATA frames seen */
@@ -56,6 +57,8 @@ enum {
 	LEC_C_DROP_EMIT_FULL, /* this iteration's emit queue full */
 	LEC_C_DROP_ADDR_FULL, /* address table full */
 	LEC_C_DROP_VIEW,     /* a view LEC's limits refused (the previous one stays) */
+	LEC_C_DROP_UNAUTH,   /* with auth: a member's frame or a VIEW whose MAC or
+			      * counter did not verify: nothing learnt from it */
 	LEC_C_COUNT
 };
 
@@ -75,6 +78,7 @@ static const char *const lec_counter_names[LEC_C_COUNT] = {
 	[LEC_C_DROP_EMIT_FULL] = "drop_emit_full",
 	[LEC_C_DROP_ADDR_FULL] = "drop_addr_full",
 	[LEC_C_DROP_VIEW] = "drop_view",
+	[LEC_C_DROP_UNAUTH] = "drop_unauth",
 };
 
 #define LEC_REGION_KEYS 64 /* regions reported one by one; the rest summed */
@@ -130,6 +134,13 @@ struct lec_ctx {
 	uint32_t *vin, *roles, *rcv; /* scratch: a view, its receivers */
 	struct lec_acache *acache;    /* id -> address slot, in front of h */
 	uint32_t acache_shift;
+	/* With auth (the stage's own `auth` map, or its control stage's keys):
+	 * addresses and views are learnt only from frames whose MAC and
+	 * counter verify (our own replay windows: the control stage checks the
+	 * same frames against its own). */
+	struct il_stage_auth auth;
+	const struct il_auth_keyring *keys;
+	struct il_auth_replay *replay;
 };
 
 /* ---- the LEC core's callbacks ------------------------------------------ */
@@ -326,15 +337,34 @@ static uint32_t region_of(const struct lec_ctx *x, uint32_t id)
 	return LEC_NO_REGION;
 }
 
-/* A member's frame: where its host is. */
+/* With auth: the frame's Interlink message is signed by a key we hold,
+ * with a counter its sender has not used before. */
+static bool frame_verified(struct lec_ctx *x, const uint8_t *f, const struct il_meta *mt)
+{
+	if (x->keys == NULL)
+		return true;
+	if (il_auth_verify(x->keys, x->replay, f + mt->il_off,
+			   il_get16(f + mt->l4_off + 4) - IL_UDP_HLEN) == IL_AUTH_OK)
+		return true;
+	x->st->ctr[LEC_C_DROP_UNAUTH]++;
+	return false;
+}
+
+/* A member's frame: where its host is. The address is the frame's source,
+ * outside what a MAC covers: with auth, a frame whose MAC and counter
+ * verify (a replayed frame does not) binds its sender to where it came
+ * from; without auth, any frame does (docs/lec.md, "Addresses"). */
 static void learn(struct lec_ctx *x, const struct rte_mbuf *m, const uint8_t *f,
 		  const struct il_meta *mt)
 {
 	uint32_t id = il_get32(f + mt->il_off + IL_OFF_SENDER_ID);
 	uint32_t ip = il_get32(f + mt->l3_off + 12);
-	int32_t k = rte_hash_lookup(x->h, &id);
+	int32_t k;
 
 	(void)m;
+	if (!frame_verified(x, f, mt))
+		return;
+	k = rte_hash_lookup(x->h, &id);
 	if (likely(k >= 0)) {
 		struct lec_addr *a = &x->addr[k];
 
@@ -452,11 +482,11 @@ static void view_from_frame(struct lec_ctx *x, const uint8_t *h, uint32_t len,
 	const struct il_group *g = il_app_group_by_id(x->app, il_get16(h + IL_OFF_GROUP_ID));
 	uint32_t hl = h[IL_OFF_HDR_LEN];
 
-	if (g == NULL || len < hl || il_view_get(h + hl, len - hl, &v) != 0)
+	if (g == NULL || len < hl || il_view_get(h + hl, len - hl, &v) != 0 ||
+	    !frame_verified(x, h - mt->il_off, mt))
 		return;
 	unsigned gi = (unsigned)(g - x->app->groups);
 
-	(void)mt;
 	if (!x->want[gi])
 		return;
 	for (uint16_t i = 0; i < v.n_members; i++) {
@@ -531,7 +561,7 @@ static uint16_t lec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 static const char *const lec_keys[] = {
 	"type", "control", "tx", "r", "c", "stagger", "groups", "xor_impl", "max_members",
 	"max_bins", "max_links", "max_group_size", "view_poll_us", "fanout", "plan",
-	"max_layers", "flush_us", NULL,
+	"max_layers", "flush_us", "auth", NULL,
 };
 
 static void *lec_stage_alloc(size_t size, size_t align, void *arg)
@@ -553,6 +583,9 @@ static void lec_destroy(struct il_stage *st)
 	if (x == NULL)
 		return;
 	il_lec_free(x->l); /* gives back the references the bins hold */
+	il_stage_auth_free(&x->auth);
+	if (x->replay != x->auth.replay)
+		rte_free(x->replay);
 	rte_hash_free(x->h);
 	rte_free(x->addr);
 	rte_free(x->region_copies);
@@ -597,7 +630,7 @@ static int parse_groups(struct lec_ctx *x, const struct il_cfg *p, char *err, si
 static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app, char *err,
 		      size_t errlen)
 {
-	static const char *const impls[] = { "isal", "ref", NULL };
+	static const char *const impls[] = { "isal", "ref", "avx2", NULL };
 	static const char *const fanouts[] = { "auto", "copy", "reference", NULL };
 	static const char *const plans[] = { "regions", "groups", NULL };
 	uint64_t layers, flush_us;
@@ -622,7 +655,7 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	    il_cfg_u64(p, "r", 8, 2, IL_LEC_MAX_R, &r, err, errlen) ||
 	    il_cfg_double(p, "c", 5.0, 0.01, IL_LEC_MAX_C, &c, err, errlen) ||
 	    il_cfg_u64(p, "stagger", 1, 1, IL_LEC_MAX_STAGGER, &stagger, err, errlen) ||
-	    il_cfg_enum(p, "xor_impl", impls, 0, &impl, err, errlen) ||
+	    il_cfg_enum(p, "xor_impl", impls, IL_LEC_XOR_AVX2, &impl, err, errlen) ||
 	    il_cfg_u64(p, "max_members", 1024, 1, 1u << 20, &members, err, errlen) ||
 	    il_cfg_u64(p, "max_bins", 512, 1, 1u << 16, &bins, err, errlen) ||
 	    il_cfg_u64(p, "max_links", 4096, 1, 1u << 22, &links, err, errlen) ||
@@ -633,6 +666,7 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	    il_cfg_u64(p, "max_layers", LEC_DEFAULT_LAYERS, 1, IL_LEC_MAX_LAYERS, &layers, err,
 		       errlen) ||
 	    il_cfg_u64(p, "flush_us", LEC_DEFAULT_FLUSH_US, 0, 1000000, &flush_us, err, errlen) ||
+	    il_stage_auth_create(p, &x->auth, err, errlen) ||
 	    parse_groups(x, p, err, errlen))
 		goto fail;
 	int ti = il_app_port_index(app, tx);
@@ -716,6 +750,8 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		    (unsigned long long)members);
 		goto fail;
 	}
+	x->keys = x->auth.keys;
+	x->replay = x->auth.replay;
 	x->view_tsc = poll_us * rte_get_tsc_hz() / 1000000u;
 	x->flush_tsc = flush_us * rte_get_tsc_hz() / 1000000u;
 	return 0;
@@ -740,6 +776,17 @@ static int lec_bind(struct il_stage *st, char *err, size_t errlen)
 				   "stage '%s' (lcore %d): it reads the views in force", st->name,
 				   st->lcore, c->name, c->lcore);
 		x->ctl = c;
+		/* without keys of its own, the stage checks members' frames with
+		 * its control stage's keys (its own replay windows) */
+		const struct ctrl *cc = c->ctx;
+
+		if (x->keys == NULL && cc->auth.keys != NULL) {
+			x->keys = cc->auth.keys;
+			x->replay = rte_zmalloc("il_lec_replay", il_auth_replay_bytes(1024), 0);
+			if (x->replay == NULL)
+				return ERR("stage '%s': out of memory for replay windows", st->name);
+			il_auth_replay_init(x->replay, 1024);
+		}
 	}
 	/* Copies of a repair reference one message when the port sends
 	 * chained mbufs (memif, af_packet and most NICs do); else each copy
