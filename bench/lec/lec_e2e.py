@@ -116,7 +116,8 @@ def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=()):
         out[f"{via}_pkts_p50"] = pct(pk, 0.5)
         out[f"{via}_pkts_p90"] = pct(pk, 0.9)
     frames = sum(r["ep"]["data_rx"] for r in ok)
-    # LEC's thread CPU, less the clock's own cost: one reading per call (data and repairs)
+    # LEC's time in its calls (the monotonic clock; calls in which the host was descheduled
+    # left out: lec_slow), less the clock's own cost: one reading per call (data and repairs)
     calls = sum(r["ep"]["data_rx"] + r["ep"]["lec_rx"] for r in ok)
     own = sum(r["ep"]["lec_ns"] - r.get("clock_ns", 0) * (r["ep"]["data_rx"] + r["ep"]["lec_rx"])
               for r in ok if r["ep"]["lec_ns"])
@@ -124,6 +125,8 @@ def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=()):
     out["host_lec_ns_per_frame_raw"] = round(sum(r["ep"]["lec_ns"] for r in ok) / frames, 1) \
         if frames else None
     out["host_clock_ns"] = max((r.get("clock_ns", 0) for r in ok), default=0)
+    out["host_lec_slow_per_mille"] = round(1000 * sum(r["ep"].get("lec_slow", 0) for r in ok) /
+                                           calls, 2) if calls else None
     out["lec_calls_per_frame"] = round(calls / frames, 2) if frames else None
     out["host_cpu_us_per_frame"] = round(1e6 * sum(r["cpu_s"] for r in ok) / frames, 2) \
         if frames else None
