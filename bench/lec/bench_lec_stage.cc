@@ -15,13 +15,14 @@
 //       bursts. Repairs are freed after each burst (tx completion, not
 //       timed). chained: copies of a repair whole (0, tx on a net_ring) or
 //       as headers chained to one message (1, tx on memif). plan: bins of
-//       Algorithm 1 (0, regions) or one per group (1, groups).
+//       Algorithm 1 at one node's rate, (8, 5) (0), one bin per group at
+//       that rate (1), one bin per group at the peers' rate (2).
 //   BM_Forward/layout/variant
 //       the worker's whole loop for a chain as the appliance runs it: rx
 //       burst, classify, sequencer, [lec], tx burst, the repairs' tx: the
-//       forwarding rate of one core (Mpps from the median burst). variant
-//       0: no lec stage; 1: lec, plan regions; 2: lec, plan groups (both
-//       chained copies on memif). Run with
+//       forwarding rate of one core (Mpps from the median burst). lec 0:
+//       no lec stage; 1, 2, 3: the lec stage of plan 0, 1, 2 (chained
+//       copies on memif). Run with
 //       --benchmark_enable_random_interleaving=true and repetitions so
 //       that with and without lec alternate in the same run.
 //
@@ -55,7 +56,7 @@ extern "C" {
 }
 
 #ifndef LEC_BENCH_PLANS
-#define LEC_BENCH_PLANS 2 /* 1 before the stage had a `plan` key */
+#define LEC_BENCH_PLANS 3 /* 1 before the stage had `plan` and `rate` keys */
 #endif
 
 namespace {
@@ -88,12 +89,17 @@ void calibrate_clock()
 
 constexpr unsigned kMembers = 64, kGroupSize = 10, kMaxGroups = 128, kBurst = 32;
 const unsigned kLayouts[] = { 1, 16, 128 };
-const char *const kPlanNames[] = { "regions", "groups" };
+// plan and rate of each variant: Algorithm 1 at one node's rate (c per message), one bin
+// per group at one node's rate, one bin per group at the peers' rate (each member gets
+// min(c, |G| - 1) repairs of each message, as from its peers: |G| min(c, |G| - 1) targets)
+const char *const kPlanNames[] = { "regions", "groups", "groupspeers" };
+const char *const kPlanKeys[] = { "plan: regions, rate: node", "plan: groups, rate: node",
+				  "plan: groups, rate: peers" };
 
 il_app g_app;
 il_stage *g_cl, *g_sq;
-il_stage *g_lec[3][2][2]; // [layout][0: whole copies, 1: headers chained][plan]
-il_stage *g_fwd[3][2];    // [layout][plan]: the stages BM_Forward's chains run
+il_stage *g_lec[3][2][3]; // [layout][0: whole copies, 1: headers chained][variant]
+il_stage *g_fwd[3][3];    // [layout][variant]: the stages BM_Forward's chains run
 uint16_t g_port_in, g_port_out, g_port_rep, g_out_idx;
 std::string g_sock;
 std::vector<uint32_t> g_members[kMaxGroups + 1];
@@ -109,7 +115,7 @@ std::string lec_stage(const std::string &name, unsigned layout, const char *tx, 
 		 getenv("LEC_BENCH_C") ? getenv("LEC_BENCH_C") : "5");
 	std::string c = b;
 	if (LEC_BENCH_PLANS > 1)
-		c += std::string("plan: ") + kPlanNames[plan] + ", ";
+		c += std::string(kPlanKeys[plan]) + ", ";
 	c += "groups: [";
 	for (unsigned g = 1; g <= kLayouts[layout]; g++)
 		c += (g > 1 ? ", " : "") + std::to_string(g);
@@ -381,12 +387,12 @@ void BM_LecStage(benchmark::State &state)
 }
 
 BENCHMARK(BM_LecStage)
-	->ArgsProduct({ { 0, 1, 2 }, { 64, 1024 }, { 0, 1 }, { 0, 1 } })
+	->ArgsProduct({ { 0, 1, 2 }, { 64, 1024 }, { 0, 1 }, { 0, 1, 2 } })
 	->ArgNames({ "layout", "size", "chained", "plan" })
 	->UseManualTime()
 	->Unit(benchmark::kNanosecond);
 
-// range(0): layout; range(1): 0 no lec, 1 lec (regions), 2 lec (groups); 1 KB.
+// range(0): layout; range(1): 0 no lec, else lec of variant range(1) - 1; 1 KB.
 void BM_Forward(benchmark::State &state)
 {
 	const unsigned li = unsigned(state.range(0)), variant = unsigned(state.range(1));
@@ -451,7 +457,7 @@ void BM_Forward(benchmark::State &state)
 }
 
 BENCHMARK(BM_Forward)
-	->ArgsProduct({ { 0, 1, 2 }, { 0, 1, 2 } })
+	->ArgsProduct({ { 0, 1, 2 }, { 0, 1, 2, 3 } })
 	->ArgNames({ "layout", "lec" })
 	->UseManualTime()
 	->Unit(benchmark::kNanosecond);

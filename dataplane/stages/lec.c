@@ -85,8 +85,9 @@ static const char *const lec_counter_names[LEC_C_COUNT] = {
 #define LEC_NO_REGION UINT32_MAX
 
 #define IL_LEC_MAX_TARGETS 256 /* copies of one repair */
-#define LEC_DEFAULT_PLAN 0      /* regions */
-#define LEC_DEFAULT_LAYERS 1
+#define LEC_DEFAULT_PLAN 1      /* groups */
+#define LEC_DEFAULT_LAYERS 8
+#define LEC_DEFAULT_RATE 1 /* peers */
 #define LEC_DEFAULT_FLUSH_US 10000
 
 struct lec_acache {
@@ -112,6 +113,9 @@ struct lec_ctx {
 	uint8_t r;
 	uint32_t max_len;
 	bool want[IL_MAX_GROUPS];     /* by group index */
+	double c;                     /* targets per message (config) */
+	double c_group[IL_MAX_GROUPS]; /* c_groups: > 0 for a group's own c */
+	bool rate_peers;              /* rate: peers */
 	uint32_t view_id[IL_MAX_GROUPS];
 	uint16_t receivers[IL_MAX_GROUPS];
 	uint64_t frames[IL_MAX_GROUPS], too_long[IL_MAX_GROUPS];
@@ -421,6 +425,22 @@ static void regions_renumber(struct lec_ctx *x)
 
 /* ---- views --------------------------------------------------------------- */
 
+/* Targets per message for group gi of k receivers. rate: peers gives each
+ * member as many repairs of a message as its peers would have sent it
+ * with receiver-side LEC at (r, c): each of the k - 1 others sends
+ * min(c, k - 1) copies, one of which is this member's with probability
+ * 1 / (k - 1), so min(c, k - 1) per member, k min(c, k - 1) in all
+ * (the core gives a bin layers when that exceeds a member per repair). */
+static double group_c(const struct lec_ctx *x, unsigned gi, uint32_t k)
+{
+	if (x->c_group[gi] > 0)
+		return x->c_group[gi];
+	if (x->rate_peers && k >= 2)
+		return (double)k * (x->c < k - 1 ? x->c : (double)(k - 1));
+	/* one node's rate: at most every member once (Ricochet's cap) */
+	return k > 0 && x->c > k ? (double)k : x->c;
+}
+
 /* Group gi's view: its receivers into LEC (applied by the caller). */
 static bool view_set(struct lec_ctx *x, unsigned gi, uint32_t view_id, const uint32_t *ids,
 		     const uint32_t *roles, uint16_t n)
@@ -435,7 +455,8 @@ static bool view_set(struct lec_ctx *x, unsigned gi, uint32_t view_id, const uin
 		if (roles[i] & IL_ROLE_RECEIVER)
 			x->rcv[k++] = ids[i];
 	x->receivers[gi] = (uint16_t)k;
-	if (il_lec_group_set(x->l, x->app->groups[gi].id, 0, x->rcv, k, err, sizeof(err)) != 0) {
+	if (il_lec_group_set(x->l, x->app->groups[gi].id, group_c(x, gi, k), x->rcv, k, err,
+			     sizeof(err)) != 0) {
 		x->st->ctr[LEC_C_DROP_VIEW]++;
 		return false;
 	}
@@ -561,7 +582,7 @@ static uint16_t lec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 static const char *const lec_keys[] = {
 	"type", "control", "tx", "r", "c", "stagger", "groups", "xor_impl", "max_members",
 	"max_bins", "max_links", "max_group_size", "view_poll_us", "fanout", "plan",
-	"max_layers", "flush_us", "auth", NULL,
+	"max_layers", "flush_us", "auth", "rate", "c_groups", NULL,
 };
 
 static void *lec_stage_alloc(size_t size, size_t align, void *arg)
@@ -599,6 +620,35 @@ static void lec_destroy(struct il_stage *st)
 	st->ctx = NULL;
 }
 
+/* c_groups: { <group id>: <targets per message> } */
+static int parse_c_groups(struct lec_ctx *x, const struct il_cfg *p, char *err, size_t errlen)
+{
+	const struct il_cfg *m = il_cfg_get(p, "c_groups");
+
+	if (m == NULL)
+		return 0;
+	if (il_cfg_kind(m) != IL_CFG_MAP)
+		return ERR("config: key '%s.c_groups' must map group ids to targets per message",
+			   il_cfg_path(p));
+	for (unsigned i = 0; i < il_cfg_len(m); i++) {
+		const char *k = il_cfg_key_at(m, i), *v = il_cfg_scalar(il_cfg_at(m, i));
+		char *end = NULL, *vend = NULL;
+		unsigned long id = k ? strtoul(k, &end, 10) : 0;
+		const struct il_group *g = (k && *k && !*end && id <= 65535) ?
+						   il_app_group_by_id(x->app, (uint16_t)id) : NULL;
+		double c = v ? strtod(v, &vend) : 0;
+
+		if (g == NULL)
+			return ERR("config: key '%s.c_groups.%s': not a configured group id",
+				   il_cfg_path(p), k ? k : "?");
+		if (!v || !*v || *vend || !(c >= 0.01 && c <= IL_LEC_MAX_C))
+			return ERR("config: key '%s.c_groups.%s' = '%s'; allowed: 0.01..%g",
+				   il_cfg_path(p), k, v ? v : "?", IL_LEC_MAX_C);
+		x->c_group[g - x->app->groups] = c;
+	}
+	return 0;
+}
+
 static int parse_groups(struct lec_ctx *x, const struct il_cfg *p, char *err, size_t errlen)
 {
 	const struct il_cfg *seq = il_cfg_get(p, "groups");
@@ -633,8 +683,9 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	static const char *const impls[] = { "isal", "ref", "avx2", NULL };
 	static const char *const fanouts[] = { "auto", "copy", "reference", NULL };
 	static const char *const plans[] = { "regions", "groups", NULL };
+	static const char *const rates[] = { "node", "peers", NULL };
 	uint64_t layers, flush_us;
-	int plan;
+	int plan, rate;
 	struct lec_ctx *x = rte_zmalloc("il_lec_stage", sizeof(*x), RTE_CACHE_LINE_SIZE);
 	struct il_lec_cfg lc;
 	const char *ctl, *tx;
@@ -667,6 +718,8 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		       errlen) ||
 	    il_cfg_u64(p, "flush_us", LEC_DEFAULT_FLUSH_US, 0, 1000000, &flush_us, err, errlen) ||
 	    il_stage_auth_create(p, &x->auth, err, errlen) ||
+	    il_cfg_enum(p, "rate", rates, LEC_DEFAULT_RATE, &rate, err, errlen) ||
+	    parse_c_groups(x, p, err, errlen) ||
 	    parse_groups(x, p, err, errlen))
 		goto fail;
 	int ti = il_app_port_index(app, tx);
@@ -692,6 +745,8 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	lc.c = c;
 	lc.stagger = (uint8_t)stagger;
 	lc.plan = (uint8_t)plan;
+	x->c = c;
+	x->rate_peers = rate == 1;
 	lc.max_layers = (uint8_t)layers;
 	lc.xor_impl = (uint8_t)impl;
 	lc.decode = false;

@@ -38,7 +38,9 @@ def heartbeat(group, member):
             Interlink(type=8, group_id=group, sender_id=member) / ILMember(roles=2, incarnation=3))
 
 
-LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5}",
+# Algorithm 1's composite bins at one node's rate (the defaults are one bin per group at the
+# peers' rate: tests/unit/lec/test_lec_stage.c)
+LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5, plan: regions, rate: node}",
        "pipeline=[{lcore: 1, chains: [{rx: in, stages: [classify, seq, lec, nak], tx: out}, "
        "{rx: out, stages: [classify, nak], tx: in}]}]", "epoch=77"]
 
