@@ -16,10 +16,15 @@
  * stage named by `control` (same lcore), or from VIEW frames that pass.
  *
  * Fast path: every stamped DATA frame of a protected group goes into the
- * bins by reference (one more mbuf reference per bin instance that will
- * build a repair); a full bin XORs its frames in one ISA-L pass and each
- * target gets its own copy from the pool. Fixed memory: the LEC core's one
- * allocation and the address table, both sized from the config.
+ * bins by reference: the core's frame table keeps one mbuf reference
+ * however many bins keep the frame. When a bin fires, its frames' XOR is
+ * written straight into the repair's first frame (AVX2, or ISA-L from the
+ * frames' common 32-byte offset), the other targets get their own headers
+ * chained to a clone of it, or a copy. Bins are one per group by default
+ * (plan groups: one XOR pass per frame and layer), at the peers' rate
+ * (rate peers: each member as many repairs of a frame as its peers would
+ * send it); bins older than flush_us fire short. Fixed memory: the LEC
+ * core's one allocation and the address table, both sized from the config.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +59,7 @@ enum {
 	LEC_C_VIEWS,         /* view changes applied */
 	LEC_C_DROP_NO_ADDR,  /* a target whose address is not known yet */
 	LEC_C_DROP_NOMBUF,   /* pool empty */
-	LEC_C_DROP_EMIT_FULL, /* this iteration's emit queue full */
+	LEC_C_TX_DIRECT,     /* repairs straight to the tx buffer: the emit queue was full */
 	LEC_C_DROP_ADDR_FULL, /* address table full */
 	LEC_C_DROP_VIEW,     /* a view LEC's limits refused (the previous one stays) */
 	LEC_C_DROP_UNAUTH,   /* with auth: a member's frame or a VIEW whose MAC or
@@ -75,7 +80,7 @@ static const char *const lec_counter_names[LEC_C_COUNT] = {
 	[LEC_C_VIEWS] = "views",
 	[LEC_C_DROP_NO_ADDR] = "drop_no_addr",
 	[LEC_C_DROP_NOMBUF] = "drop_nombuf",
-	[LEC_C_DROP_EMIT_FULL] = "drop_emit_full",
+	[LEC_C_TX_DIRECT] = "tx_direct",
 	[LEC_C_DROP_ADDR_FULL] = "drop_addr_full",
 	[LEC_C_DROP_VIEW] = "drop_view",
 	[LEC_C_DROP_UNAUTH] = "drop_unauth",
@@ -199,10 +204,12 @@ static inline int32_t addr_find(struct lec_ctx *x, uint32_t id)
  * while there is room, else straight into the port's tx buffer. */
 static inline void lec_out(struct lec_ctx *x, struct rte_mbuf *m)
 {
-	if (likely(il_emit_room(x->st) > 0))
+	if (likely(il_emit_room(x->st) > 0)) {
 		il_emit(x->st, x->tx, m);
-	else
+	} else {
+		x->st->ctr[LEC_C_TX_DIRECT]++;
 		il_tx(x->st->io, x->tx, m);
+	}
 }
 
 static inline void count_copy(struct lec_ctx *x, struct lec_addr *a, uint16_t mlen)

@@ -87,7 +87,8 @@ void lec_inst_reset(struct il_lec *l, struct lec_bin *b, struct lec_inst *in)
 {
 	inst_clear(in);
 	in->seed = lec_rand(&l->rng);
-	in->xor_on = draw(l, b, in->seed, false) > 0;
+	/* a bin whose whole counts alone give a target needs no draw to know */
+	in->xor_on = b->always || draw(l, b, in->seed, false) > 0;
 }
 
 /* The instance lets go of its frames; those no other instance holds are

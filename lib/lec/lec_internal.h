@@ -129,6 +129,7 @@ struct lec_frame {
 struct lec_bin {
 	bool live;
 	uint8_t layers;            /* instances per stagger position (layers) */
+	bool always;               /* every round draws a target (whole counts >= 1) */
 	uint32_t rr;               /* next stagger position */
 	uint32_t tgt_first, tgt_n; /* in regions.tgt of the set in force */
 	struct lec_inst *inst;     /* stagger x layers entries: [rr * layers + j] */

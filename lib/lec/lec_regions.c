@@ -421,11 +421,14 @@ static void commit(struct il_lec *l, struct lec_regions *nx, uint32_t nent)
 		}
 		b->tgt_first = ntgt;
 		b->tgt_n = j - i;
+		b->always = false;
 		for (uint32_t e = i; e < j; e++) {
 			uint32_t x = l->ent_order[e];
 
 			/* each layer draws its share */
-			make_target(&nx->tgt[ntgt++], l->ent_region[x], l->ent_mean[x] / layers);
+			make_target(&nx->tgt[ntgt], l->ent_region[x], l->ent_mean[x] / layers);
+			b->always |= nx->tgt[ntgt].whole >= 1 && nx->size[l->ent_region[x]] >= 1;
+			ntgt++;
 		}
 		l->bin_order[nd++] = slot;
 	}
