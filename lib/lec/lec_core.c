@@ -10,8 +10,9 @@
 
 #ifdef IL_LEC_NO_ISAL
 /* The copy libinterlink carries (endpoint/meson.build): a host library
- * that needs nothing beyond liburing and libc, so every XOR takes the
- * plain C path, the same one `xor_impl = ref` selects. */
+ * that needs nothing beyond liburing and libc, so no ISA-L: XORs take the
+ * AVX2 kernel where the CPU has it, else the plain C path (the one
+ * `xor_impl = ref` selects). */
 #define IL_LEC_HAVE_ISAL 0
 static inline int xor_gen(int vects, int len, void **array)
 {
