@@ -27,7 +27,8 @@ static uint8_t *tx_begin(struct il_ep *ep, int *slot)
 		/* Every buffer is in flight. The sends queued before this one
 		 * must leave first: submitting issues them (a UDP send
 		 * completes inline), then tx_commit sends this one itself. */
-		io_uring_submit(&ep->ring);
+		if (ep->ring_ok)
+			io_uring_submit(&ep->ring);
 		*slot = -1;
 		return ep_stack_frame;
 	}
@@ -37,6 +38,13 @@ static uint8_t *tx_begin(struct il_ep *ep, int *slot)
 
 static void tx_commit_to(struct il_ep *ep, const struct sockaddr_in *to, int slot, size_t len)
 {
+	if (ep->tx_tap != NULL) {
+		/* Detached: the frame is handed over, its buffer free again. */
+		ep->tx_tap(ep->tx_tap_arg, slot >= 0 ? ep->tx[slot].data : ep_stack_frame, len);
+		if (slot >= 0)
+			ep->tx_free[ep->n_tx_free++] = (unsigned)slot;
+		return;
+	}
 	struct io_uring_sqe *sqe = slot >= 0 ? ep_sqe(ep) : NULL;
 
 	if (sqe == NULL) {
@@ -92,7 +100,7 @@ void ep_send_member(struct il_ep *ep, struct ep_group *g, uint8_t type)
 	struct il_hdr_fields f = hdr(ep, g, type);
 
 	il_member_put(il_hdr_put(h, &f), g->roles, ep->incarnation);
-	tx_commit(ep, g, slot, IL_HDR_LEN + IL_MEMBER_MSG_LEN);
+	tx_commit(ep, g, slot, ep_auth_seal(ep, h, IL_HDR_LEN + IL_MEMBER_MSG_LEN));
 	if (type == IL_T_JOIN)
 		ep->st.join_tx++;
 	else if (type == IL_T_HEARTBEAT)
@@ -119,7 +127,7 @@ static void send_ack(struct il_ep *ep, struct ep_group *g, uint64_t now)
 			fr >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)fr,
 			held_us <= UINT32_MAX ? g->echo_seq : 0,
 			held_us <= UINT32_MAX ? (uint32_t)held_us : 0, ppm);
-	tx_commit(ep, g, slot, IL_HDR_LEN + IL_ACK_TFRC_LEN);
+	tx_commit(ep, g, slot, ep_auth_seal(ep, h, IL_HDR_LEN + IL_ACK_TFRC_LEN));
 	ep_ack_sent(&g->ack, g->w.po, now);
 	ep->st.ack_tx++;
 }
@@ -131,8 +139,33 @@ static void send_nak(struct il_ep *ep, struct ep_group *g, uint64_t first, uint6
 	struct il_hdr_fields f = hdr(ep, g, IL_T_NAK);
 
 	il_range_put(il_hdr_put(h, &f), first, last);
-	tx_commit(ep, g, slot, IL_HDR_LEN + IL_RANGE_LEN);
+	tx_commit(ep, g, slot, ep_auth_seal(ep, h, IL_HDR_LEN + IL_RANGE_LEN));
 	ep->st.nak_tx++;
+}
+
+/* Where we stand in our epoch, which a newer one replaces (docs/ha.md,
+ * "The cut of the old epoch"): the new active takes the cut from these. */
+static void send_report(struct il_ep *ep, struct ep_group *g)
+{
+	int slot;
+	uint8_t *h = tx_begin(ep, &slot);
+	struct il_hdr_fields f = hdr(ep, g, IL_T_EPOCH_REPORT);
+
+	f.global_seq = g->w.po;
+	il_epoch_report_put(il_hdr_put(h, &f), ep->new_epoch, g->view_id, g->w.stable, g->w.hi);
+	tx_commit(ep, g, slot, IL_HDR_LEN + IL_EPOCH_REPORT_LEN);
+	ep->st.epoch_reports++;
+}
+
+static void send_reports(struct il_ep *ep, uint64_t now)
+{
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		struct ep_group *g = &ep->g[i];
+
+		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER))
+			send_report(ep, g);
+	}
+	ep->report_ns = now;
 }
 
 /* What we sent stays until a grant says it is stable: a new sequencer
@@ -323,14 +356,25 @@ void ep_timers(struct il_ep *ep, uint64_t now)
 		if (ep_ack_due(&g->ack, g->w.po, now, c->ack_every, (uint64_t)c->ack_us * 1000u,
 			       50000000u))
 			send_ack(ep, g, now);
+		/* Awaiting a cut, old frames are not taken: no NAKs for them
+		 * until the cut says which (and then only below it). */
+		if (ep->awaiting && !ep->cutting)
+			continue;
+		if (ep->awaiting && g->w.po >= ep->cut)
+			continue;
 		/* every gap whose timer is due, each with its own (at most
 		 * a table's worth per step) */
 		for (unsigned k = 0; k < EP_GAPS &&
 				     ep_rxw_nak_due(&g->w, now, ep_nak_delay_ns(ep, g),
 						    ep_nak_retry_ns(ep, g), IL_NAK_MAX_SPAN, &first,
 						    &last);
-		     k++)
+		     k++) {
+			if (ep->awaiting && first >= ep->cut)
+				continue;
+			if (ep->awaiting && last >= ep->cut)
+				last = ep->cut - 1;
 			send_nak(ep, g, first, last);
+		}
 	}
 	ep_lec_tick(ep, now);
 }
@@ -364,7 +408,10 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 
 	if (g->st != EP_G_MEMBER || !(g->roles & IL_EP_RECEIVER))
 		return;
-	while (w->po < w->hi) {
+	/* Never past the window: the slot after its last is the slot of the
+	 * oldest message not yet U-delivered, which would be P-delivered
+	 * again under a sequence that is not its own. */
+	while (w->po < w->hi && w->po - w->uto <= w->mask) {
 		struct ep_slot *s = ep_rxw_slot(w, w->po);
 
 		if (s->state == EP_S_EMPTY)
@@ -436,7 +483,11 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 	struct ep_frame *fr = NULL;
 	bool dup, over;
 
-	if (!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || g0 == 0 || cnt == 0) {
+	/* Global sequences start at 1 and never reach 2^64: a frame whose
+	 * messages would wrap past it was not stamped by an appliance (its
+	 * last slot would lie beyond the window's end, where no release
+	 * reaches it). */
+	if (!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || g0 == 0 || cnt == 0 || g0 > UINT64_MAX - cnt) {
 		ep->st.rx_bad++;
 		return;
 	}
@@ -612,6 +663,8 @@ static void rewind_sender(struct il_ep *ep, struct ep_group *g)
 		g->cr.limit = g->cr.next + g->cr.window;
 }
 
+static void rx_frame(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now, bool checked);
+
 /* The old epoch ends at watermark w: U-deliver what is below it (every
  * live receiver holds it), forget the rest (its senders send it again),
  * restart the sequence space at 1, then handle what the new epoch sent
@@ -624,12 +677,19 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 
 		if (!g->used || g->st != EP_G_MEMBER)
 			continue;
+		bool incomplete = false;
 		if (g->roles & IL_EP_RECEIVER) {
+			/* At a pair's cut (ep->cutting) a receiver that could not get
+			 * everything below it delivers what it holds, a prefix of the
+			 * one order, and rejoins as a new incarnation rather than go
+			 * on with a hole the others do not have. */
+			incomplete = ep->cutting && g->w.po < w;
 			if (w > g->w.stable)
 				g->w.stable = w;
 			ep_deliver(ep, g);
-			if (g->w.uto < g->w.stable)
+			if (g->w.uto < g->w.stable && !incomplete)
 				ep->st.lost_stable += g->w.stable - g->w.uto;
+			g->cut_fail = false;
 			ep_release_held(g);
 			ep_rxw_reset(&g->w, 1);
 			g->ack = (struct ep_ack){ 0 };
@@ -639,6 +699,19 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 		}
 		if (g->roles & IL_EP_SENDER)
 			rewind_sender(ep, g);
+		if (incomplete) {
+			ep->st.cut_incomplete++;
+			ep->incarnation++;
+			g->st = EP_G_JOINING;
+			g->join_ns = 0;
+			if (g->cb.view) {
+				struct il_ep_view v = { .group = g->id, .epoch = ep->new_epoch,
+							.event = IL_EP_VIEW_EXCLUDED,
+							.view_id = g->view_id };
+				g->cb.view(g->user, &v);
+			}
+			continue;
+		}
 		if (g->cb.view) {
 			struct il_ep_view v = { .group = g->id, .epoch = ep->new_epoch,
 						.event = IL_EP_VIEW_NEW_EPOCH,
@@ -648,34 +721,86 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 	}
 	ep->epoch = ep->new_epoch;
 	ep->awaiting = false;
+	ep->cutting = false;
+	ep->cut = 0;
 	ep->final_epoch = 0;
 	ep->final_wm = 0;
 	unsigned n = ep->n_held;
 	struct ep_held **held = ep->held;
 
 	ep->held = NULL;
-	ep->n_held = 0;
+	ep->n_held = ep->cap_held = 0;
 	for (unsigned i = 0; i < n; i++) {
-		ep_rx_datagram(ep, held[i]->data, held[i]->len, now);
+		rx_frame(ep, held[i]->data, held[i]->len, now, true);
 		free(held[i]);
 	}
 	free(held);
 }
 
+/* The cut C of our epoch is known: done once every receiving group holds
+ * everything below it (or cannot: UNAVAIL, or T_fin elapsed). */
+static void cut_try(struct il_ep *ep, uint64_t now)
+{
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		const struct ep_group *g = &ep->g[i];
+
+		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER) &&
+		    g->w.po < ep->cut && !g->cut_fail && now < ep->cut_until)
+			return;
+	}
+	finalize(ep, ep->cut, now);
+}
+
+static void cut_start(struct il_ep *ep, uint64_t w, uint64_t now)
+{
+	ep->cutting = true;
+	ep->cut = w;
+	ep->cut_until = now + EP_CUT_WAIT_NS;
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		struct ep_group *g = &ep->g[i];
+
+		/* What lies below the cut exists: NAK it (naming our epoch). */
+		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER)) {
+			ep_rxw_seen(&g->w, w);
+			g->cut_fail = false;
+		}
+	}
+	cut_try(ep, now);
+}
+
 void ep_epoch_timer(struct il_ep *ep, uint64_t now)
 {
+	if (!ep->awaiting)
+		return;
+	if (ep->cutting) {
+		cut_try(ep, now);
+		return;
+	}
 	/* The final watermark never came (the new data plane reused the
 	 * epoch's second, or it was lost): only what we know is safe. */
-	if (ep->awaiting && now > ep->await_until)
+	if (now > ep->await_until) {
 		finalize(ep, 0, now);
+		return;
+	}
+	if (now - ep->report_ns >= EP_REPORT_NS)
+		send_reports(ep, now);
 }
 
 static void hold(struct il_ep *ep, const uint8_t *d, size_t len)
 {
-	if (ep->held == NULL)
-		ep->held = calloc(EP_MAX_HELD, sizeof(*ep->held));
-	if (ep->held == NULL || ep->n_held == EP_MAX_HELD)
-		return; /* DATA comes again on NAK; the rest is repeated */
+	if (ep->n_held == ep->cap_held) {
+		/* Grown as frames come: most epoch changes hold a few. */
+		unsigned cap = ep->cap_held ? 2 * ep->cap_held : 64;
+		struct ep_held **nh;
+
+		if (ep->cap_held >= EP_MAX_HELD)
+			return; /* DATA comes again on NAK; the rest is repeated */
+		nh = realloc(ep->held, (cap < EP_MAX_HELD ? cap : EP_MAX_HELD) * sizeof(*nh));
+		if (nh == NULL)
+			return;
+		ep->held = nh;
+		ep->cap_held = cap < EP_MAX_HELD ? cap : EP_MAX_HELD;
+	}
 	struct ep_held *h = malloc(sizeof(*h) + len);
 	if (h == NULL)
 		return;
@@ -684,19 +809,29 @@ static void hold(struct il_ep *ep, const uint8_t *d, size_t len)
 	ep->held[ep->n_held++] = h;
 }
 
+static void held_drop(struct il_ep *ep)
+{
+	for (unsigned i = 0; i < ep->n_held; i++)
+		free(ep->held[i]);
+	ep->n_held = 0;
+}
+
 /* Epoch bookkeeping of a frame from the appliance: true when the caller
- * should go on handling it. */
+ * should go on handling it. Epochs compare in serial-number arithmetic
+ * (il_epoch_after); frames of an epoch older than the newest seen are
+ * ignored and counted. */
 static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now)
 {
 	uint32_t e = il_get32(d + IL_OFF_EPOCH);
+	uint8_t type = d[IL_OFF_TYPE];
 
-	if (d[IL_OFF_TYPE] == IL_T_STABLE && il_get64(d + IL_OFF_GLOBAL_SEQ) == 0 &&
+	if (type == IL_T_STABLE && il_get64(d + IL_OFF_GLOBAL_SEQ) == 0 &&
 	    (d[IL_OFF_FLAGS] & IL_F_STABLE_VALID)) {
-		/* The final watermark of epoch e, from its successor. */
+		/* The final watermark of epoch e (its cut), from its successor. */
 		uint64_t w = il_get64(d + IL_OFF_STABLE_SEQ);
 
-		if (ep->awaiting && e == ep->epoch)
-			finalize(ep, w, now);
+		if (ep->awaiting && e == ep->epoch && !ep->cutting)
+			cut_start(ep, w, now);
 		else if (!ep->awaiting && e == ep->epoch && ep->epoch != 0 &&
 			 (ep->final_epoch != e || w > ep->final_wm)) {
 			ep->final_epoch = e; /* before the new epoch's first frame */
@@ -705,10 +840,27 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 		return false;
 	}
 	if (ep->awaiting) {
-		if (e >= ep->new_epoch) {
-			ep->new_epoch = e;
-			hold(ep, d, len);
+		/* Repairs of our epoch below its cut (the new active re-sends
+		 * the old one's frames from its shadow), and UNAVAIL for them. */
+		if (ep->cutting && e == ep->epoch &&
+		    ((type == IL_T_DATA && il_get64(d + IL_OFF_GLOBAL_SEQ) < ep->cut) ||
+		     type == IL_T_UNAVAIL)) {
+			if (type == IL_T_DATA)
+				ep->st.cut_repairs++;
+			return true;
 		}
+		if (il_epoch_after(e, ep->new_epoch)) {
+			/* An even newer epoch: the one we waited for delivered
+			 * nothing uniformly; report against the newest. */
+			held_drop(ep);
+			ep->new_epoch = e;
+			if (!ep->cutting)
+				send_reports(ep, now);
+		}
+		if (e == ep->new_epoch)
+			hold(ep, d, len);
+		else
+			ep->st.stale_epoch_frames++; /* older than the newest seen */
 		return false;
 	}
 	if (e == ep->epoch)
@@ -717,21 +869,34 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 		ep->epoch = e;
 		return true;
 	}
-	if (e < ep->epoch)
-		return false; /* a late frame of an older incarnation */
+	if (!il_epoch_after(e, ep->epoch)) {
+		ep->st.stale_epoch_frames++;
+		return false; /* a late frame of an older epoch (a fenced appliance's) */
+	}
 	ep->st.epochs++;
 	ep->new_epoch = e;
-	if (ep->final_epoch == ep->epoch) {
-		finalize(ep, ep->final_wm, now);
-		return true;
-	}
 	ep->awaiting = true;
 	ep->await_until = now + EP_FINAL_WAIT_NS;
+	if (ep->final_epoch == ep->epoch) {
+		/* Its final watermark came first. */
+		cut_start(ep, ep->final_wm, now);
+		if (!ep->awaiting)
+			return true; /* finalized: this frame is the new epoch's */
+	} else {
+		send_reports(ep, now);
+	}
 	hold(ep, d, len);
 	return false;
 }
 
 void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now)
+{
+	rx_frame(ep, d, len, now, false);
+}
+
+/* A datagram; checked: its MAC was checked when it first came (a frame
+ * held across an epoch change: checked again, it would be a replay). */
+static void rx_frame(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now, bool checked)
 {
 	struct il_parsed p;
 
@@ -757,6 +922,10 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 	if (type != IL_T_DATA && type != IL_T_STABLE && type != IL_T_VIEW &&
 	    type != IL_T_CREDIT && type != IL_T_UNAVAIL)
 		return; /* other members' control traffic, if it ever reaches us */
+	/* With auth on, what only the appliance may say must carry its MAC
+	 * (DATA is stamped in flight: not signed). */
+	if (type != IL_T_DATA && !checked && !ep_auth_ok(ep, d, len))
+		return;
 	if (!epoch_check(ep, d, len, now))
 		return;
 	switch (type) {
@@ -820,6 +989,14 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 		if (il_range_get(b, body, &r) != 0 || g->st != EP_G_MEMBER ||
 		    !(g->roles & IL_EP_RECEIVER))
 			break;
+		if (ep->awaiting && ep->cutting && il_get32(d + IL_OFF_EPOCH) == ep->epoch &&
+		    r.first_seq < ep->cut && r.last_seq >= g->w.po) {
+			/* What we miss below the cut is gone (the shadow let it go):
+			 * no hole may be delivered over; the cut ends incomplete. */
+			g->cut_fail = true;
+			cut_try(ep, now);
+			break;
+		}
 		uint64_t n = ep_rxw_unavail(&g->w, r.first_seq, r.last_seq);
 		ep->st.unavail_msgs += n;
 		if (n && g->cb.lost)

@@ -72,6 +72,8 @@ static void flush(struct pg_state *s)
 	struct pg_uto *u = &s->uto;
 	unsigned off = 0;
 
+	for (unsigned i = 0; i < u->nq; i++)
+		pg_auth_seal(s, u->q[i]); /* --auth-keys: the body is in place now */
 	for (int tries = 0; off < u->nq && tries < 64; tries++)
 		off += rte_eth_tx_burst(s->tx_port, 0, u->q + off, (uint16_t)(u->nq - off));
 	if (off < u->nq) {
@@ -183,9 +185,15 @@ void pg_uto_poll(struct pg_state *s, uint64_t now)
 
 static void learn_epoch(struct pg_uto *u, const uint8_t *h)
 {
+	uint32_t e = il_get32(h + IL_OFF_EPOCH);
+
 	if (!u->have_epoch) {
-		u->epoch = il_get32(h + IL_OFF_EPOCH);
+		u->epoch = e;
 		u->have_epoch = true;
+	} else if (il_epoch_after(u->epoch, e)) {
+		/* A frame of an older epoch (an appliance of a pair that was
+		 * replaced, docs/ha.md): ignored, counted. */
+		u->stale_epoch++;
 	}
 }
 

@@ -210,6 +210,16 @@ static void frames(struct il_json *j)
 	il_json_u64(j, "window", 256);
 	il_json_u64(j, "rate_kbps", 4000);
 	frame_end(j, f, b);
+	/* EPOCH_REPORT: receiver 0x10001 stands at 77 in epoch 5, answering 9 */
+	h = (struct il_hdr_fields){ .type = IL_T_EPOCH_REPORT, .group_id = 2,
+				    .sender_id = 0x10001, .epoch = 5, .global_seq = 77 };
+	b = il_epoch_report_put(il_frame_put(f, &path, 0, &h, IL_EPOCH_REPORT_LEN), 9, 4, 70, 80);
+	frame_begin(j, &h);
+	il_json_u64(j, "new_epoch", 9);
+	il_json_u64(j, "view_id", 4);
+	il_json_u64(j, "stable_seen", 70);
+	il_json_u64(j, "high", 80);
+	frame_end(j, f, b);
 	/* FEC_REPAIR: body, a recipe of one id, four payload bytes */
 	const struct il_fec_fields ff = { .code = IL_FEC_CODE_XOR, .layer = 1, .rate_r = 8,
 					  .rate_c = 3, .count = 1, .interleave = 11,
@@ -347,6 +357,12 @@ int main(int argc, char **argv)
 	il_json_arr(j, "member");
 	FIELD(j, il_member_msg, roles);
 	FIELD(j, il_member_msg, incarnation);
+	il_json_end(j);
+	il_json_arr(j, "epoch_report");
+	FIELD(j, il_epoch_report, new_epoch);
+	FIELD(j, il_epoch_report, view_id);
+	FIELD(j, il_epoch_report, stable_seen);
+	FIELD(j, il_epoch_report, high);
 	il_json_end(j);
 	il_json_arr(j, "view");
 	FIELD(j, il_view, view_id);

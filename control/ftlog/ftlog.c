@@ -1130,6 +1130,12 @@ void ftlog_close(struct ftlog *L)
 	struct ftl_conn *c;
 	FTL_FOR_EACH_LIVE(&L->l, c)
 		ftl_conn_free(&L->l, c);
+	/* Freed connections keep their buffers for the next one: all go now. */
+	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
+		free(L->l.conns[i].wbuf);
+		free(L->l.conns[i].hole_s);
+		free(L->l.conns[i].hole_e);
+	}
 	if (L->trace)
 		fclose(L->trace);
 	ftc_ring_close(L->rh);

@@ -101,6 +101,10 @@ int ftl_open_file(struct ftl *l, struct ftl_conn *c, bool truncate);
 void ftl_path(const struct ftl *l, const struct ftc_key *k, const char *ext, char *buf,
 	      size_t len);
 int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns);
+/* One log file's image: its complete records applied to the connection of
+ * its first record's key (*cp; NULL when there is none or no room).
+ * Returns the bytes of complete records (a torn tail is not counted). */
+size_t ftl_load_image(struct ftl *l, const uint8_t *buf, size_t len, struct ftl_conn **cp);
 /* Recovery. The SYN's ISN and server_seq come from the connection's state
  * at once (ftl_replay_params); the replay file (logged reads and instream
  * bytes, ftc_replay_hdr) is built from the log by ftl_replay_build, which
@@ -120,9 +124,23 @@ struct ftl_replay {
 	uint64_t read_total;
 	uint64_t build_us;
 };
+/* What a replay file holds (struct ftc_replay_hdr): the logged read
+ * lengths and the log extents that cover the job's data_len bytes. */
+struct ftl_replay_plan {
+	uint32_t *lens, n_reads;
+	struct ftc_replay_ext *ext;
+	uint32_t n_ext;
+	uint64_t read_total;
+};
 void ftl_replay_params(const struct ftl_conn *c, uint32_t *fab_isn, uint32_t *server_seq);
 void ftl_replay_prepare(const struct ftl *l, const struct ftl_conn *c, struct ftl_replay *j);
 int ftl_replay_build(struct ftl_replay *j);
+/* ftl_replay_build's work on a log image of len bytes, in memory: 0 and
+ * the plan (free it with ftl_replay_plan_free), or -1 when the logged
+ * bytes do not cover the job's data_len. */
+int ftl_replay_plan(const uint8_t *buf, size_t len, const struct ftl_replay *j,
+		    struct ftl_replay_plan *p);
+void ftl_replay_plan_free(struct ftl_replay_plan *p);
 void ftl_replay_done(struct ftl *l, struct ftl_conn *c, const struct ftl_replay *j);
 int ftl_make_replay(struct ftl *l, struct ftl_conn *c, char *path, size_t plen,
 		    uint32_t *fab_isn, uint32_t *server_seq);

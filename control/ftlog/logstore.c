@@ -46,6 +46,9 @@ struct ftl_conn *ftl_conn_find(struct ftl *l, const struct ftc_key *k)
 {
 	uint32_t i = key_hash(k) & (FTL_MAX_CONNS - 1);
 
+	if (l->n_live == 0)
+		return NULL; /* nothing to find: no need to scan the whole table */
+
 	for (unsigned n = 0; n < FTL_MAX_CONNS; n++, i = (i + 1) & (FTL_MAX_CONNS - 1)) {
 		struct ftl_conn *c = &l->conns[i];
 		if (c->used && !memcmp(&c->key, k, sizeof(*k)))
@@ -270,6 +273,27 @@ static int read_all(int fd, uint8_t **buf, size_t *len)
 	     _o + (r)->len <= (len) && sizeof(struct ftc_rec) + (r)->plen <= (r)->len;    \
 	     _o += (r)->len)
 
+size_t ftl_load_image(struct ftl *l, const uint8_t *buf, size_t len, struct ftl_conn **cp)
+{
+	const struct ftc_rec *r;
+	struct ftl_conn *c = NULL;
+	size_t good = 0;
+
+	FOR_EACH_REC(buf, len, r) {
+		if (!c) {
+			c = ftl_conn_find(l, &r->key);
+			if (!c)
+				c = ftl_conn_new(l, &r->key);
+			if (!c)
+				break;
+		}
+		ftl_apply(l, c, r, false);
+		good = _o + r->len;
+	}
+	*cp = c;
+	return good;
+}
+
 int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
 {
 	DIR *d = opendir(l->dir);
@@ -282,8 +306,7 @@ int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
 		size_t nl = strlen(e->d_name), len;
 		char p[512];
 		uint8_t *buf;
-		const struct ftc_rec *r;
-		struct ftl_conn *c = NULL;
+		struct ftl_conn *c;
 		int fd;
 
 		if (nl < 5 || strcmp(e->d_name + nl - 4, ".log"))
@@ -295,18 +318,7 @@ int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
 				close(fd);
 			continue;
 		}
-		size_t good = 0;
-		FOR_EACH_REC(buf, len, r) {
-			if (!c) {
-				c = ftl_conn_find(l, &r->key);
-				if (!c)
-					c = ftl_conn_new(l, &r->key);
-				if (!c)
-					break;
-			}
-			ftl_apply(l, c, r, false);
-			good = _o + r->len;
-		}
+		size_t good = ftl_load_image(l, buf, len, &c);
 		free(buf);
 		if (!c) {
 			close(fd);
@@ -371,19 +383,119 @@ static int cand_cmp(const void *x, const void *y)
 	return a->f_off < b->f_off ? -1 : a->f_off > b->f_off;
 }
 
+int ftl_replay_plan(const uint8_t *buf, size_t len, const struct ftl_replay *j,
+		    struct ftl_replay_plan *p)
+{
+	uint32_t base = j->base, L = j->data_len, nr = 0, nmax = j->nmax, nc = 0, ne = 0;
+	struct cand *cs = NULL;
+	uint64_t sum = 0, ncap = 1024; /* candidates: grown as DATA records are met */
+	const struct ftc_rec *r;
+
+	memset(p, 0, sizeof(*p));
+	/* No more reads than read records the log can hold: a damaged read
+	 * count (a truncation record's) must not size the table. */
+	if (nmax > len / sizeof(struct ftc_rec) + 1)
+		nmax = (uint32_t)(len / sizeof(struct ftc_rec) + 1);
+	p->lens = malloc(sizeof(*p->lens) * nmax);
+	cs = malloc(sizeof(*cs) * ncap);
+	if (!p->lens || !cs)
+		goto fail;
+	FOR_EACH_REC(buf, len, r) {
+		if (r->type == FR_DATA && r->plen) {
+			/* What of [seq, seq+plen) falls in [base, base+L). All
+			 * in unsigned arithmetic mod 2^32: a record 2^31 behind
+			 * base must not be negated as INT32_MIN. */
+			uint32_t off = r->seq - base, s = 0, n = r->plen;
+			if ((int32_t)off < 0) {
+				uint32_t behind = base - r->seq;
+
+				if (behind >= n)
+					continue;
+				s = behind;
+				off = 0;
+				n -= s;
+			}
+			if (off >= L)
+				continue;
+			if (n > L - off)
+				n = L - off;
+			if (nc == ncap) {
+				struct cand *g = realloc(cs, sizeof(*cs) * ncap * 2);
+				if (!g)
+					goto fail;
+				cs = g;
+				ncap *= 2;
+			}
+			cs[nc++] = (struct cand){.s_off = off, .len = n,
+						 .f_off = _o + sizeof(*r) + s};
+		} else if (r->type == FR_READ) {
+			if (r->flags == FTL_READ_TRUNC) {
+				nr = r->aux < nr ? r->aux : nr;
+				sum = 0;
+				for (uint32_t i = 0; i < nr; i++)
+					sum += p->lens[i];
+			} else if (nr < nmax && r->aux) {
+				/* A read of 0 bytes is none: replayed, it would be
+				 * the server's end of file. */
+				p->lens[nr++] = r->aux;
+				sum += r->aux;
+			}
+		}
+	}
+	/* Cover [0, L) in stream order without overlap; where records overlap
+	 * (client retransmissions: the same bytes) the one that starts first
+	 * supplies them, the earlier in the log on a tie. */
+	qsort(cs, nc, sizeof(*cs), cand_cmp);
+	p->ext = malloc(sizeof(*p->ext) * (nc + 1)); /* at most one extent per candidate */
+	if (!p->ext)
+		goto fail;
+	uint32_t covered = 0;
+	for (uint32_t i = 0; i < nc && covered < L; i++) {
+		uint32_t end = cs[i].s_off + cs[i].len;
+		if (end <= covered)
+			continue;
+		if (cs[i].s_off > covered)
+			break; /* a hole: cannot be, the bytes were logged */
+		uint32_t skip = covered - cs[i].s_off;
+		p->ext[ne++] = (struct ftc_replay_ext){.log_off = cs[i].f_off + skip,
+						       .len = end - covered};
+		covered = end;
+	}
+	if (covered != L) {
+		fprintf(stderr, "ftlog: %s: logged bytes cover %u of %u\n", j->log_path, covered, L);
+		goto fail;
+	}
+	/* A read whose bytes were never all logged was never acknowledged,
+	 * so no output depended on it: replay stops before it (G3). */
+	while (nr && sum > L)
+		sum -= p->lens[--nr];
+	p->n_reads = nr;
+	p->n_ext = ne;
+	p->read_total = sum;
+	free(cs);
+	return 0;
+fail:
+	free(cs);
+	ftl_replay_plan_free(p);
+	return -1;
+}
+
+void ftl_replay_plan_free(struct ftl_replay_plan *p)
+{
+	free(p->lens);
+	free(p->ext);
+	p->lens = NULL;
+	p->ext = NULL;
+}
+
 /* Thread-safe: touches nothing but the job and its two files. The log is
  * mapped and only its record headers are read; the replay file lists
  * extents of the log instead of a copy of the stream. */
 int ftl_replay_build(struct ftl_replay *j)
 {
 	uint64_t t0 = ftl_now_ns();
-	uint32_t base = j->base, L = j->data_len, nr = 0, nmax = j->nmax, nc = 0, ne = 0;
 	const uint8_t *buf = NULL;
-	struct cand *cs = NULL;
-	struct ftc_replay_ext *ext = NULL;
-	uint32_t *lens;
-	uint64_t sum = 0, ncap;
-	const struct ftc_rec *r;
+	struct ftl_replay_plan p = {0};
 	size_t len = j->log_len;
 	int fd, rc = 0;
 
@@ -401,87 +513,14 @@ int ftl_replay_build(struct ftl_replay *j)
 		madvise(m, len, MADV_SEQUENTIAL);
 	}
 	close(fd);
-	ncap = 1024; /* candidates: grown as DATA records are met */
-	lens = malloc(sizeof(*lens) * nmax);
-	cs = malloc(sizeof(*cs) * ncap);
-	if (!lens || !cs) {
+	if (ftl_replay_plan(buf, len, j, &p)) {
 		rc = -1;
 		goto out;
 	}
-	if (len) {
-		FOR_EACH_REC(buf, len, r) {
-			if (r->type == FR_DATA && r->plen) {
-				/* What of [seq, seq+plen) falls in [base, base+L). */
-				uint32_t off = r->seq - base, s = 0, n = r->plen;
-				if ((int32_t)off < 0) {
-					if ((uint32_t)-(int32_t)off >= n)
-						continue;
-					s = (uint32_t)-(int32_t)off;
-					off = 0;
-					n -= s;
-				}
-				if (off >= L)
-					continue;
-				if (n > L - off)
-					n = L - off;
-				if (nc == ncap) {
-					struct cand *g = realloc(cs, sizeof(*cs) * ncap * 2);
-					if (!g) {
-						rc = -1;
-						goto out;
-					}
-					cs = g;
-					ncap *= 2;
-				}
-				cs[nc++] = (struct cand){.s_off = off, .len = n,
-							 .f_off = _o + sizeof(*r) + s};
-			} else if (r->type == FR_READ) {
-				if (r->flags == FTL_READ_TRUNC) {
-					nr = r->aux < nr ? r->aux : nr;
-					sum = 0;
-					for (uint32_t i = 0; i < nr; i++)
-						sum += lens[i];
-				} else if (nr < nmax) {
-					lens[nr++] = r->aux;
-					sum += r->aux;
-				}
-			}
-		}
-	}
-	/* Cover [0, L) in stream order without overlap; where records overlap
-	 * (client retransmissions: the same bytes) the one that starts first
-	 * supplies them, the earlier in the log on a tie. */
-	qsort(cs, nc, sizeof(*cs), cand_cmp);
-	ext = malloc(sizeof(*ext) * (nc + 1)); /* at most one extent per candidate */
-	if (!ext) {
-		rc = -1;
-		goto out;
-	}
-	uint32_t covered = 0;
-	for (uint32_t i = 0; i < nc && covered < L; i++) {
-		uint32_t end = cs[i].s_off + cs[i].len;
-		if (end <= covered)
-			continue;
-		if (cs[i].s_off > covered)
-			break; /* a hole: cannot be, the bytes were logged */
-		uint32_t skip = covered - cs[i].s_off;
-		ext[ne++] = (struct ftc_replay_ext){.log_off = cs[i].f_off + skip,
-						    .len = end - covered};
-		covered = end;
-	}
-	if (covered != L) {
-		fprintf(stderr, "ftlog: %s: logged bytes cover %u of %u\n", j->log_path, covered, L);
-		rc = -1;
-		goto out;
-	}
-	/* A read whose bytes were never all logged was never acknowledged,
-	 * so no output depended on it: replay stops before it (G3). */
-	while (nr && sum > L)
-		sum -= lens[--nr];
-	j->n_reads = nr;
-	j->read_total = sum;
+	j->n_reads = p.n_reads;
+	j->read_total = p.read_total;
 
-	struct ftc_replay_hdr h = {.n_reads = nr, .n_ext = ne, .data_len = L,
+	struct ftc_replay_hdr h = {.n_reads = p.n_reads, .n_ext = p.n_ext, .data_len = j->data_len,
 				   .out_skip = j->out_skip};
 	memcpy(h.magic, FTC_REPLAY_MAGIC, 8);
 	/* Written under a temporary name and renamed: the shim never sees a
@@ -491,8 +530,10 @@ int ftl_replay_build(struct ftl_replay *j)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	rc = fd < 0 ? -1 : 0;
 	if (!rc && (write(fd, &h, sizeof(h)) != (ssize_t)sizeof(h) ||
-		    write(fd, lens, sizeof(*lens) * nr) != (ssize_t)(sizeof(*lens) * nr) ||
-		    write(fd, ext, sizeof(*ext) * ne) != (ssize_t)(sizeof(*ext) * ne)))
+		    write(fd, p.lens, sizeof(*p.lens) * p.n_reads) !=
+			    (ssize_t)(sizeof(*p.lens) * p.n_reads) ||
+		    write(fd, p.ext, sizeof(*p.ext) * p.n_ext) !=
+			    (ssize_t)(sizeof(*p.ext) * p.n_ext)))
 		rc = -1;
 	if (fd >= 0)
 		close(fd);
@@ -503,9 +544,7 @@ int ftl_replay_build(struct ftl_replay *j)
 out:
 	if (len)
 		munmap((void *)buf, len);
-	free(lens);
-	free(cs);
-	free(ext);
+	ftl_replay_plan_free(&p);
 	j->build_us = (ftl_now_ns() - t0) / 1000;
 	j->rc = rc;
 	return rc;

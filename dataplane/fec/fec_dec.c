@@ -19,12 +19,72 @@
 
 #include "fec_dec_internal.h"
 
+/* Where each part of the decoder's block lies, and its size. */
+struct dec_layout {
+	uint32_t slot, nrec, npend, htsize;
+	size_t off_rec, off_ht, off_pend, off_work, off_rbuf, off_pbuf, off_scr, size;
+};
+
+static void dec_layout(const struct il_fec_cfg *cfg, struct dec_layout *y)
+{
+	y->slot = fec_slot_size(cfg);
+	y->nrec = cfg->dec_max_pkts;
+	y->npend = cfg->dec_max_repairs;
+	/* Load factor at most 1/2 keeps linear probing short. */
+	y->htsize = 1;
+	while (y->htsize < 2 * y->nrec)
+		y->htsize <<= 1;
+#define AL(x) (((x) + FEC_ALIGN - 1) / FEC_ALIGN * FEC_ALIGN)
+	y->off_rec = AL(sizeof(struct il_fec_dec));
+	y->off_ht = y->off_rec + AL(sizeof(struct dec_rec) * (size_t)y->nrec);
+	y->off_pend = y->off_ht + AL(sizeof(uint32_t) * (size_t)y->htsize);
+	y->off_work = y->off_pend + AL(sizeof(struct dec_pend) * (size_t)y->npend);
+	y->off_rbuf = y->off_work + AL(sizeof(uint32_t) * ((size_t)y->nrec + 1));
+	y->off_pbuf = y->off_rbuf + (size_t)y->slot * y->nrec;
+	y->off_scr = y->off_pbuf + (size_t)y->slot * y->npend;
+	y->size = y->off_scr + (size_t)y->slot * IL_FEC_MAX_C;
+#undef AL
+}
+
+/* The decoder as create() makes it: nothing held, counters zero (also
+ * what il_fec_dec_reset() puts back). */
+static void dec_init(struct il_fec_dec *d, const struct il_fec_cfg *cfg,
+		     il_fec_deliver_fn deliver, void *arg)
+{
+	struct dec_layout y;
+
+	dec_layout(cfg, &y);
+	memset(d, 0, y.size);
+	d->cfg = *cfg;
+	d->deliver = deliver;
+	d->arg = arg;
+	d->slot = y.slot;
+	d->max_span = fec_max_span(cfg);
+	d->settle = fec_settle_span(cfg);
+	d->rs = cfg->code == IL_FEC_CODE_RS;
+	d->ref_impl = cfg->xor_impl == IL_FEC_XOR_REF;
+	d->rec = (struct dec_rec *)((uint8_t *)d + y.off_rec);
+	d->nrec = y.nrec;
+	d->ht = (uint32_t *)((uint8_t *)d + y.off_ht);
+	d->ht_mask = y.htsize - 1;
+	memset(d->ht, 0xff, sizeof(uint32_t) * y.htsize);
+	d->pend = (struct dec_pend *)((uint8_t *)d + y.off_pend);
+	d->npend = y.npend;
+	d->work = (uint32_t *)((uint8_t *)d + y.off_work);
+	d->work_cap = y.nrec + 1;
+	d->rec_buf = (uint8_t *)d + y.off_rbuf;
+	d->pend_buf = (uint8_t *)d + y.off_pbuf;
+	d->scratch = (uint8_t *)d + y.off_scr;
+	d->footprint = y.size;
+	if (d->rs)
+		fec_gf_init(&d->gf, cfg->r, cfg->c);
+}
+
 struct il_fec_dec *il_fec_dec_create(const struct il_fec_cfg *cfg, il_fec_deliver_fn deliver,
 				     void *arg, char *err, size_t errlen)
 {
 	struct il_fec_dec *d;
-	uint32_t slot, nrec, npend, htsize = 1;
-	size_t size, off_rec, off_ht, off_pend, off_work, off_rbuf, off_pbuf, off_scr;
+	struct dec_layout y;
 
 	if (il_fec_cfg_check(cfg, err, errlen, NULL, 0) != 0)
 		return NULL;
@@ -32,53 +92,21 @@ struct il_fec_dec *il_fec_dec_create(const struct il_fec_cfg *cfg, il_fec_delive
 		snprintf(err, errlen, "fec: decoder needs a deliver callback");
 		return NULL;
 	}
-	slot = fec_slot_size(cfg);
-	nrec = cfg->dec_max_pkts;
-	npend = cfg->dec_max_repairs;
-	/* Load factor at most 1/2 keeps linear probing short. */
-	while (htsize < 2 * nrec)
-		htsize <<= 1;
-
-#define AL(x) (((x) + FEC_ALIGN - 1) / FEC_ALIGN * FEC_ALIGN)
-	off_rec = AL(sizeof(*d));
-	off_ht = off_rec + AL(sizeof(struct dec_rec) * (size_t)nrec);
-	off_pend = off_ht + AL(sizeof(uint32_t) * (size_t)htsize);
-	off_work = off_pend + AL(sizeof(struct dec_pend) * (size_t)npend);
-	off_rbuf = off_work + AL(sizeof(uint32_t) * ((size_t)nrec + 1));
-	off_pbuf = off_rbuf + (size_t)slot * nrec;
-	off_scr = off_pbuf + (size_t)slot * npend;
-	size = off_scr + (size_t)slot * IL_FEC_MAX_C;
-#undef AL
-
-	d = fec_alloc(cfg, size);
+	dec_layout(cfg, &y);
+	d = fec_alloc(cfg, y.size);
 	if (!d) {
-		snprintf(err, errlen, "fec: cannot allocate %zu bytes for the decoder", size);
+		snprintf(err, errlen, "fec: cannot allocate %zu bytes for the decoder", y.size);
 		return NULL;
 	}
-	d->cfg = *cfg;
-	d->deliver = deliver;
-	d->arg = arg;
-	d->slot = slot;
-	d->max_span = fec_max_span(cfg);
-	d->settle = fec_settle_span(cfg);
-	d->rs = cfg->code == IL_FEC_CODE_RS;
-	d->ref_impl = cfg->xor_impl == IL_FEC_XOR_REF;
-	d->rec = (struct dec_rec *)((uint8_t *)d + off_rec);
-	d->nrec = nrec;
-	d->ht = (uint32_t *)((uint8_t *)d + off_ht);
-	d->ht_mask = htsize - 1;
-	memset(d->ht, 0xff, sizeof(uint32_t) * htsize);
-	d->pend = (struct dec_pend *)((uint8_t *)d + off_pend);
-	d->npend = npend;
-	d->work = (uint32_t *)((uint8_t *)d + off_work);
-	d->work_cap = nrec + 1;
-	d->rec_buf = (uint8_t *)d + off_rbuf;
-	d->pend_buf = (uint8_t *)d + off_pbuf;
-	d->scratch = (uint8_t *)d + off_scr;
-	d->footprint = size;
-	if (d->rs)
-		fec_gf_init(&d->gf, cfg->r, cfg->c);
+	dec_init(d, cfg, deliver, arg);
 	return d;
+}
+
+void il_fec_dec_reset(struct il_fec_dec *d)
+{
+	struct il_fec_cfg cfg = d->cfg;
+
+	dec_init(d, &cfg, d->deliver, d->arg);
 }
 
 void il_fec_dec_free(struct il_fec_dec *d)

@@ -2,9 +2,10 @@
  * il-kvstore: a replicated key-value store on libinterlink (docs/libinterlink.md).
  *
  *   il-kvstore writer  --tx IF --rx IF --id N --count C [--keys K] [--seed S]
- *                      [--rate PUTS_PER_S] [--status FILE]
+ *                      [--rate PUTS_PER_S [--bursts N]] [--status FILE]
  *   il-kvstore replica --tx IF --rx IF --id N --listen IP:PORT [--peer IP:PORT]...
  *                      [--recover] [--keys K] [--status FILE] [--log FILE]
+ *   either with [--auth-keys FILE [--auth-key-id ID]]: authenticated control traffic
  *
  * Writers send PUT(key, value) messages to the group. Replicas apply them
  * in uniform total order (the UTO callback): a PUT is applied only once
@@ -75,14 +76,17 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: il-kvstore writer|replica --tx IF --rx IF --id N [--group G] [--mcast ADDR]\n"
-		"       writer:  --count C [--keys K] [--seed S] [--rate PUTS_PER_S] [--status FILE]\n"
+		"                  [--auth-keys FILE [--auth-key-id ID]]\n"
+		"       writer:  --count C [--keys K] [--seed S] [--rate PUTS_PER_S [--bursts N]]\n"
+		"                [--status FILE]\n"
 		"       replica: --listen IP:PORT [--peer IP:PORT]... [--recover] [--keys K]\n"
 		"                [--status FILE] [--log FILE]\n"
 		"       il-kvstore --version\n");
 	exit(2);
 }
 
-struct opts kv_opts = { .group = 1, .mcast = "239.1.1.1", .keys = 10000, .seed = 1 };
+struct opts kv_opts = { .group = 1, .mcast = "239.1.1.1", .keys = 10000, .seed = 1,
+			.bursts = 10 };
 
 static void parse(int argc, char **argv)
 {
@@ -91,7 +95,8 @@ static void parse(int argc, char **argv)
 		{ "group", 1, 0, 'g' },	 { "mcast", 1, 0, 'm' },  { "count", 1, 0, 'c' },
 		{ "keys", 1, 0, 'k' },	 { "seed", 1, 0, 's' },	  { "status", 1, 0, 'S' },
 		{ "listen", 1, 0, 'l' }, { "peer", 1, 0, 'p' },	  { "recover", 0, 0, 'R' },
-		{ "rate", 1, 0, 'q' },	 { "log", 1, 0, 'L' },
+		{ "rate", 1, 0, 'q' },	 { "log", 1, 0, 'L' },	  { "auth-keys", 1, 0, 'A' },
+		{ "auth-key-id", 1, 0, 'I' }, { "bursts", 1, 0, 'b' },
 		{ 0, 0, 0, 0 },
 	};
 	struct opts *o = &kv_opts;
@@ -109,6 +114,8 @@ static void parse(int argc, char **argv)
 		case 's': o->seed = strtoull(optarg, NULL, 0); break;
 		case 'S': o->status = optarg; break;
 		case 'L': o->log = optarg; break;
+		case 'A': o->auth_keys = optarg; break;
+		case 'I': o->auth_key_id = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'l':
 			if (parse_addr(optarg, &o->listen))
 				usage();
@@ -120,6 +127,14 @@ static void parse(int argc, char **argv)
 			o->n_peers++;
 			break;
 		case 'R': o->recover = true; break;
+		case 'b':
+			o->bursts = strtoull(optarg, NULL, 0);
+			if (o->bursts < 1 || o->bursts > 1000) {
+				fprintf(stderr, "il-kvstore: --bursts wants 1 to 1000 a second, not "
+					"'%s'\n", optarg);
+				exit(2);
+			}
+			break;
 		case 'q': {
 			char *end;
 
@@ -158,7 +173,24 @@ static struct il_ep *open_ep(void)
 		fprintf(stderr, "il-kvstore: %s\n", err);
 		exit(1);
 	}
+	/* Before the JOIN: every control message of ours goes signed. */
+	if (kv_opts.auth_keys != NULL &&
+	    il_ep_set_auth(ep, kv_opts.auth_keys, kv_opts.auth_key_id, err, sizeof(err)) != 0) {
+		fprintf(stderr, "il-kvstore: --auth-keys: %s\n", err);
+		exit(1);
+	}
 	return ep;
+}
+
+void kv_auth_status(struct il_json *j, const struct il_ep *ep)
+{
+	struct il_ep_auth_stats as;
+
+	il_ep_get_auth_stats(ep, &as);
+	il_json_u64(j, "auth_signed_tx", as.signed_tx);
+	il_json_u64(j, "auth_verified_rx", as.verified_rx);
+	il_json_u64(j, "auth_bad_mac", as.bad_mac);
+	il_json_u64(j, "auth_replay", as.replay);
 }
 
 /* ---- writer ------------------------------------------------------------ */
@@ -201,6 +233,7 @@ static void writer_status(struct il_ep *ep, uint64_t sent, bool final)
 	il_json_u64(&j, "packed", st.msgs_packed);
 	il_json_u64(&j, "deferred", st.msgs_deferred);
 	il_json_bool(&j, "final", final);
+	kv_auth_status(&j, ep);
 	il_json_end(&j);
 	failed = il_json_finish(&j);
 	/* A reader sees the whole previous status or the whole new one. */
@@ -213,7 +246,7 @@ static int writer(void)
 	const struct opts *o = &kv_opts;
 	struct il_ep *ep = open_ep();
 	uint64_t rng = o->seed * 1000003u + o->id, sent = 0, t0 = now_ms(), shown = 0;
-	uint64_t burst = o->rate >= 10 ? o->rate / 10 : 1;
+	uint64_t burst = o->rate >= o->bursts ? o->rate / o->bursts : 1;
 	int rc = il_ep_join(ep, o->group, o->mcast, IL_EP_SENDER, NULL, NULL);
 
 	if (rc) {
@@ -228,8 +261,8 @@ static int writer(void)
 			shown = now_ms();
 		}
 		if (o->rate && sent % burst == 0) {
-			/* Ten bursts a second: burst number sent/burst is due
-			 * sent/rate seconds after t0. */
+			/* --bursts a second (ten by default): burst number
+			 * sent/burst is due sent/rate seconds after t0. */
 			uint64_t due = t0 + sent * 1000u / o->rate, now = now_ms();
 
 			if (now < due) {

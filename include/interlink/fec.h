@@ -152,6 +152,9 @@ struct il_fec_enc_stats {
 struct il_fec_enc *il_fec_enc_create(const struct il_fec_cfg *cfg, il_fec_emit_fn emit,
 				     void *arg, char *err, size_t errlen);
 void il_fec_enc_free(struct il_fec_enc *e);
+/* Back to what create() made: every bin empty, counters zero (the same
+ * configuration and memory; e.g. a test or fuzzer's next case). */
+void il_fec_enc_reset(struct il_fec_enc *e);
 
 /* Protect one packet: XOR its span into one bin of every layer (RS: into
  * the parities of its block) and emit the repairs that fire. 0, or -1
@@ -258,6 +261,8 @@ struct il_fec_dec_stats {
 struct il_fec_dec *il_fec_dec_create(const struct il_fec_cfg *cfg, il_fec_deliver_fn deliver,
 				     void *arg, char *err, size_t errlen);
 void il_fec_dec_free(struct il_fec_dec *d);
+/* Back to what create() made: no packet or repair held, counters zero. */
+void il_fec_dec_reset(struct il_fec_dec *d);
 
 /* An original packet arrived from the link. The span is copied (it may
  * be needed by repairs still to come); recoveries it enables are

@@ -234,6 +234,35 @@ static inline int il_credit_get(const uint8_t *b, uint32_t len, struct il_credit
 	return 0;
 }
 
+/* EPOCH_REPORT (docs/ha.md): the header carries the reported epoch, the
+ * group, the receiver (sender_id) and its cumulative point (global_seq). */
+static inline uint8_t *il_epoch_report_put(uint8_t *b, uint32_t new_epoch, uint32_t view_id,
+					   uint64_t stable_seen, uint64_t high)
+{
+	il_put32(b, new_epoch);
+	il_put32(b + 4, view_id);
+	il_put64(b + 8, stable_seen);
+	il_put64(b + 16, high);
+	return b + IL_EPOCH_REPORT_LEN;
+}
+
+struct il_epoch_report_body {
+	uint32_t new_epoch, view_id;
+	uint64_t stable_seen, high;
+};
+
+static inline int il_epoch_report_get(const uint8_t *b, uint32_t len,
+				      struct il_epoch_report_body *r)
+{
+	if (len < IL_EPOCH_REPORT_LEN)
+		return -1;
+	r->new_epoch = il_get32(b);
+	r->view_id = il_get32(b + 4);
+	r->stable_seen = il_get64(b + 8);
+	r->high = il_get64(b + 16);
+	return 0;
+}
+
 /* VIEW: the fixed part, then n_members il_view_member_put, then n_senders
  * il_view_sender_put. */
 static inline uint32_t il_view_len(uint16_t n_members, uint16_t n_senders)

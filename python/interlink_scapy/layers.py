@@ -21,7 +21,7 @@ IL_HDR_LEN = 40
 IL_TYPES = {
     1: "DATA", 2: "NAK", 3: "UNAVAIL", 4: "ACK", 5: "STABLE", 6: "JOIN", 7: "LEAVE",
     8: "HEARTBEAT", 9: "VIEW", 10: "CREDIT", 11: "FEC_REPAIR", 12: "LEC_REPAIR",
-    13: "FTCP_LOG",
+    13: "FTCP_LOG", 14: "EPOCH_REPORT",
 }
 # Bit i of the flags byte, least significant first.
 IL_FLAGS = ["STAMPED", "RETRANS", "STABLE_VALID", "RAW", "FIFO_START", "AUTH", "R6", "R7"]
@@ -118,6 +118,17 @@ class ILView(Packet):
         PacketListField("members", [], ILViewMember, count_from=lambda p: p.n_members),
         PacketListField("senders", [], ILViewSender, count_from=lambda p: p.n_senders),
     ]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class ILEpochReport(Packet):
+    """EPOCH_REPORT body (docs/ha.md): a receiver's standing in the epoch its header names,
+    answering a newer one; the header's global_seq is its cumulative point there."""
+    name = "InterlinkEpochReport"
+    fields_desc = [IntField("new_epoch", 0), IntField("view_id", 0), LongField("stable_seen", 0),
+                   LongField("high", 0)]
 
     def extract_padding(self, s):
         return b"", s
@@ -249,7 +260,7 @@ def il_auth_seal(msg, key, key_id, counter):
 
 IL_BODIES = {2: "ILRange", 3: "ILRange", 4: "ILAck", 5: "ILStable", 6: "ILMember",
              7: "ILMember", 8: "ILMember", 9: "ILView", 10: "ILCredit", 11: "ILFecRepair",
-             12: "ILLecRepair"}
+             12: "ILLecRepair", 14: "ILEpochReport"}
 ROLE_SENDER, ROLE_RECEIVER = 1, 2
 
 

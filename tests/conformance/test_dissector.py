@@ -19,7 +19,7 @@ from scapy.packet import Raw
 from scapy.utils import wrpcap
 
 from conftest import ROOT
-from interlink_scapy import (ILAck, ILAckTfrc, ILAuth, ILCredit, ILFecId, ILFecRepair, ILMember,
+from interlink_scapy import (ILAck, ILAckTfrc, ILAuth, ILCredit, ILEpochReport, ILFecId, ILFecRepair, ILMember,
                              ILMsg, ILRange, ILStable, ILView, ILViewMember, ILViewSender,
                              ILLecId, ILLecRepair, Interlink, IL_TYPES, il_auth_seal, il_data)
 from test_appliance import MC, data_frame, mcast_mac, nak_frame
@@ -34,6 +34,7 @@ pytestmark = pytest.mark.skipif(TSHARK is None,
 PREFIX = {ILMsg: "msg", ILRange: "range", ILAck: "ack", ILAckTfrc: "ack", ILStable: "stable",
           ILMember: "member", ILView: "view", ILViewMember: "view.member",
           ILViewSender: "view.sender", ILCredit: "credit", ILFecRepair: "fec",
+          ILEpochReport: "epoch_report",
           ILFecId: "fec.id", ILLecRepair: "lec", ILLecId: "lec.id"}
 BYTES = {"ilink.options", "ilink.auth.mac", "ilink.msg.data", "ilink.fec.data", "ilink.lec.data",
          "ilink.body", "ilink.trailing"}
@@ -161,6 +162,8 @@ def control_frames():
         frame(Interlink(type=9, group_id=2, global_seq=1) / ILView(view_id=1), group=2),
         frame(Interlink(type=10, group_id=1, sender_id=3, sender_seq=17) /
               ILCredit(limit_seq=300, window=256, rate_kbps=12000)),
+        frame(Interlink(type=14, group_id=1, sender_id=0x10001, epoch=5, global_seq=77) /
+              ILEpochReport(new_epoch=9, view_id=4, stable_seen=70, high=1 << 35)),
         frame(Interlink(type=12, group_id=1, sender_id=4, sender_seq=3) /
               ILLecRepair(rate_r=8, len_xor=0x1234,
                           ids=[ILLecId(group=1, epoch=9, seq=1 << 35),

@@ -8,7 +8,7 @@ from scapy.packet import NoPayload
 from conftest import ROOT, WIRE_DUMP
 from interlink_scapy import (HEADER_FIELDS, IL_FLAGS, IL_HDR_LEN, IL_TYPES, IL_UDP_PORT, IL_VERSION,
                        ROLE_RECEIVER, ROLE_SENDER, IL_ACK_TFRC_LEN, IL_FEC_CODES, IL_FEC_ID_LEN,
-                       ILAck, ILAckTfrc, ILCredit, ILFecId, ILFecRepair, ILMember, ILMsg, ILRange,
+                       ILAck, ILAckTfrc, ILCredit, ILEpochReport, ILFecId, ILFecRepair, ILMember, ILMsg, ILRange,
                        ILStable, ILView, ILViewMember, ILViewSender, Interlink, ILAuth,
                        il_auth_seal, IL_LEC_ID_LEN, IL_LEC_ORIGINS, ILLecId, ILLecRepair,
                        il_lec_xor)
@@ -132,7 +132,8 @@ BODIES = [("## ACK body", "ack", ILAck), ("## ACK body, long form", "ack_tfrc", 
           ("## STABLE body", "stable", ILStable),
           ("## MEMBER body", "member", ILMember), ("## VIEW body", "view", None),
           ("Member entry", "view_member", ILViewMember), ("Sender entry", "view_sender", ILViewSender),
-          ("## CREDIT body", "credit", ILCredit), ("## AUTH option", "auth", None)]
+          ("## CREDIT body", "credit", ILCredit), ("## EPOCH_REPORT body", "epoch_report", ILEpochReport),
+          ("## AUTH option", "auth", None)]
 
 
 def test_auth_mac_agrees():

@@ -10,8 +10,8 @@
 -- It decodes every field of every message type: the common header and its
 -- flags, DATA's packed messages, NAK and UNAVAIL ranges, both ACK forms,
 -- STABLE, JOIN/LEAVE/HEARTBEAT, VIEW with its member and sender lists, CREDIT,
--- FEC repairs with their recipes and LEC repairs with their ids; FTCP_LOG (no
--- body format yet) shows its body as bytes. Malformed frames get expert info naming what
+-- EPOCH_REPORT, FEC repairs with their recipes and LEC repairs with their ids;
+-- FTCP_LOG (no body format yet) shows its body as bytes. Malformed frames get expert info naming what
 -- is wrong, as the appliance's drop counters would.
 --
 -- Filter fields are ilink.<header field> and ilink.<body>.<field>, e.g.
@@ -29,6 +29,7 @@ local types = {
 	[1] = "DATA", [2] = "NAK", [3] = "UNAVAIL", [4] = "ACK", [5] = "STABLE",
 	[6] = "JOIN", [7] = "LEAVE", [8] = "HEARTBEAT", [9] = "VIEW", [10] = "CREDIT",
 	[11] = "FEC_REPAIR", [12] = "LEC_REPAIR", [13] = "FTCP_LOG",
+	[14] = "EPOCH_REPORT",
 }
 local fec_codes = { [1] = "XOR", [2] = "RS" }
 local lec_origins = { [0] = "MEMBER", [1] = "APPLIANCE" }
@@ -105,6 +106,11 @@ local F = {
 	cr_limit = ProtoField.uint64("ilink.credit.limit_seq", "Limit", base.DEC),
 	cr_window = ProtoField.uint32("ilink.credit.window", "Window", base.DEC),
 	cr_rate = ProtoField.uint32("ilink.credit.rate_kbps", "Rate (kbit/s)", base.DEC),
+	-- EPOCH_REPORT
+	er_new = ProtoField.uint32("ilink.epoch_report.new_epoch", "New epoch", base.DEC),
+	er_view = ProtoField.uint32("ilink.epoch_report.view_id", "View", base.DEC),
+	er_stable = ProtoField.uint64("ilink.epoch_report.stable_seen", "Watermark seen", base.DEC),
+	er_high = ProtoField.uint64("ilink.epoch_report.high", "Highest held + 1", base.DEC),
 	-- FEC_REPAIR
 	fec_code = ProtoField.uint8("ilink.fec.code", "Code", base.DEC, fec_codes),
 	fec_layer = ProtoField.uint8("ilink.fec.layer", "Layer", base.DEC),
@@ -400,6 +406,15 @@ local function dissect_body(tvb, tree, t, off, gseq)
 		return dissect_fec(tvb, tree, off), ""
 	elseif t == 12 then
 		return dissect_lec(tvb, tree, off)
+	elseif t == 14 then
+		if not need(tvb, tree, off, 24) then
+			return tvb:len(), ""
+		end
+		tree:add(F.er_new, tvb(off, 4))
+		tree:add(F.er_view, tvb(off + 4, 4))
+		tree:add(F.er_stable, tvb(off + 8, 8))
+		tree:add(F.er_high, tvb(off + 16, 8))
+		return off + 24, " new epoch " .. tvb(off, 4):uint()
 	end
 	-- FTCP_LOG: no body format yet.
 	if left > 0 then

@@ -148,6 +148,21 @@ static void test_ring_wrap_and_full(void **state)
 
 static struct ftl L1, L2;
 
+/* What a logger holds: its connections' files and buffers. */
+static void ftl_release(struct ftl *l)
+{
+	struct ftl_conn *c;
+
+	FTL_FOR_EACH_LIVE(l, c)
+		ftl_conn_free(l, c);
+	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
+		free(l->conns[i].wbuf);
+		free(l->conns[i].hole_s);
+		free(l->conns[i].hole_e);
+	}
+	memset(l, 0, sizeof(*l));
+}
+
 static void rec_data(struct ftl *l, struct ftl_conn *c, uint32_t seq, uint32_t len, uint32_t ack,
 		     uint8_t fill)
 {
@@ -287,11 +302,13 @@ static void test_store_holes_restart_replay(void **state)
 	}
 	/* The truncation survives another restart. */
 	flush(d);
-	memset(&L1, 0, sizeof(L1));
+	ftl_release(&L1);
 	L1.dir = dir;
 	assert_int_equal(ftl_load_dir(&L1, 1), 1);
 	assert_int_equal(ftl_conn_find(&L1, &K)->reads, 2);
 	assert_int_equal(ftl_conn_find(&L1, &K)->read_total, 2300);
+	ftl_release(&L1);
+	ftl_release(&L2);
 }
 
 /* Heavy loss: thousands of disjoint ranges, filled in a scrambled order;
@@ -320,6 +337,7 @@ static void test_many_holes(void **state)
 	assert_int_equal(c->contig, isn + 1 + n * 100);
 	assert_int_equal(c->n_holes, 0);
 	c->wlen = 0;
+	ftl_release(&l);
 }
 
 int main(void)
