@@ -114,6 +114,10 @@ void il_fec_dec_free(struct il_fec_dec *d)
 	if (d) {
 		struct il_fec_cfg cfg = d->cfg;
 
+		for (uint32_t i = 0; i < d->nrec; i++)
+			if (d->rec[i].state != REC_FREE && d->rec[i].handle != NULL)
+				cfg.release(d->rec[i].handle, cfg.release_arg);
+
 		fec_free(&cfg, d);
 	}
 }
@@ -273,7 +277,7 @@ static void two_repair(struct il_fec_dec *d, uint32_t pi, uint64_t now)
 				d->st.repairs_inconsistent++;
 				continue;
 			}
-			zb = rec_data(d, z);
+			zb = rec_slot(d, z);
 			n = len < big->xor_len ? len : big->xor_len;
 			memcpy(zb, pend_data(d, bi), n);
 			if (n < len)
@@ -334,7 +338,7 @@ static void rs_try(struct il_fec_dec *d, uint32_t pi, uint64_t now)
 		cols[s] = p->miss_pos[s];
 		/* A packet recovered meanwhile (queued, not yet subtracted)
 		 * must keep its bytes: decode it into scratch. */
-		out[s] = d->rec[miss[s]].state == REC_MISSING ? rec_data(d, miss[s])
+		out[s] = d->rec[miss[s]].state == REC_MISSING ? rec_slot(d, miss[s])
 							       : d->scratch + (size_t)s * d->slot;
 	}
 	if (fec_gf_solve(&d->gf, m, rows, cols, in, lc, len, out, lens, d->ref_impl) != 0)
@@ -395,7 +399,7 @@ static void cascade(struct il_fec_dec *d, uint64_t now)
 					if (len == 0 || len > p->xor_len) {
 						d->st.repairs_inconsistent++;
 					} else {
-						memcpy(rec_data(d, t), pend_data(d, pi), len);
+						memcpy(rec_slot(d, t), pend_data(d, pi), len);
 						d->rec[t].len = (uint16_t)len;
 						recovered(d, t, p->layer, IL_FEC_HOW_CASCADE, now);
 					}
@@ -410,18 +414,60 @@ static void cascade(struct il_fec_dec *d, uint64_t now)
 	}
 }
 
-enum il_fec_verdict il_fec_dec_data(struct il_fec_dec *d, const struct il_fec_id *id,
-				    const void *span, uint32_t len, uint64_t now_ns)
+/* Keep the bytes of record ri: by reference when a handle comes with
+ * them, else copied into the record's slot. */
+static void rec_take(struct il_fec_dec *d, uint32_t ri, const void *span, uint32_t len,
+		     void *handle, bool *kept)
 {
-	uint32_t hash = fec_id_hash(id);
-	uint32_t ri;
+	struct dec_rec *r = &d->rec[ri];
 
+	if (handle != NULL) {
+		r->ext = span;
+		r->handle = handle;
+		*kept = true;
+	} else {
+		memcpy(rec_slot(d, ri), span, len);
+	}
+	r->len = (uint16_t)len;
+}
+
+static enum il_fec_verdict dec_data(struct il_fec_dec *d, const struct il_fec_id *id_in,
+				    bool check_known, const void *span, uint32_t len, void *handle,
+				    bool *kept, uint64_t now_ns)
+{
+	struct il_fec_id id = *id_in;
+	uint32_t hash = fec_id_hash(&id);
+	uint32_t pos = hash & d->ht_mask, ri;
+
+	*kept = false;
 	d->st.data_in++;
 	dec_expire(d, now_ns);
-	ri = dec_lookup(d, id, hash);
-	if (ri != REC_NONE) {
+	if (len == 0 || len > d->max_span) {
+		d->st.data_unstored++;
+		return IL_FEC_FORWARD;
+	}
+	ri = dec_next_tuple(d, &id, hash, &pos);
+	if (ri != REC_NONE && !check_known) {
+		/* Another packet with these addresses, IP id and length: the
+		 * payload checks tell them apart (this one's, and the kept
+		 * ones' as they are met). */
+		struct il_fec_id full;
+		uint32_t off = d->cfg.verify_l3_off >= 0 ? (uint32_t)d->cfg.verify_l3_off : 0;
+
+		if (len <= off ||
+		    il_fec_id_ipv4((const uint8_t *)span + off, len - off, &full) != 0) {
+			d->st.data_unstored++;
+			return IL_FEC_FORWARD;
+		}
+		id.csum = full.csum;
+		check_known = true;
+		d->st.checks_computed++;
+	}
+	for (; ri != REC_NONE; ri = dec_next_tuple(d, &id, hash, &pos)) {
 		struct dec_rec *r = &d->rec[ri];
 
+		if (!dec_rec_check(d, ri) || r->id.csum != id.csum)
+			continue;
 		if (r->state == REC_RECOVERED) {
 			d->st.late_originals++;
 			return IL_FEC_DROP_LATE;
@@ -431,25 +477,35 @@ enum il_fec_verdict il_fec_dec_data(struct il_fec_dec *d, const struct il_fec_id
 			return IL_FEC_FORWARD;
 		}
 		/* Awaited by stored repairs: it arrived late or out of order. */
-		if (len == 0 || len > d->max_span) {
-			d->st.data_unstored++;
-			return IL_FEC_FORWARD;
-		}
-		memcpy(rec_data(d, ri), span, len);
-		r->len = (uint16_t)len;
+		rec_take(d, ri, span, len, handle, kept);
 		r->state = REC_HAVE;
 		dec_push(d, ri);
 		cascade(d, now_ns);
 		return IL_FEC_FORWARD;
 	}
-	if (len == 0 || len > d->max_span) {
-		d->st.data_unstored++;
-		return IL_FEC_FORWARD;
-	}
-	ri = dec_rec_alloc(d, id, hash, now_ns, REC_HAVE);
-	memcpy(rec_data(d, ri), span, len);
-	d->rec[ri].len = (uint16_t)len;
+	ri = dec_rec_alloc(d, &id, hash, now_ns, REC_HAVE);
+	d->rec[ri].csum_known = check_known;
+	rec_take(d, ri, span, len, handle, kept);
 	return IL_FEC_FORWARD;
+}
+
+enum il_fec_verdict il_fec_dec_data(struct il_fec_dec *d, const struct il_fec_id *id,
+				    const void *span, uint32_t len, uint64_t now_ns)
+{
+	bool kept;
+
+	return dec_data(d, id, true, span, len, NULL, &kept, now_ns);
+}
+
+enum il_fec_verdict il_fec_dec_data_ref(struct il_fec_dec *d, const struct il_fec_id *id,
+					bool check_known, const void *span, uint32_t len,
+					void *handle, bool *kept, uint64_t now_ns)
+{
+	if (d->cfg.release == NULL)
+		handle = NULL; /* nobody to give it back to: copy */
+	if (d->cfg.verify_l3_off < 0)
+		check_known = true; /* the caller could not have left it out */
+	return dec_data(d, id, check_known, span, len, handle, kept, now_ns);
 }
 
 /* ---- repairs ---------------------------------------------------------- */
@@ -612,7 +668,7 @@ enum il_fec_bad il_fec_dec_repair(struct il_fec_dec *d, const void *msg, uint32_
 
 		memcpy(&ids[k], rp.ids + k * IL_FEC_ID_LEN, IL_FEC_ID_LEN);
 		h = fec_id_hash(&ids[k]);
-		ri = dec_lookup(d, &ids[k], h);
+		ri = dec_lookup(d, &ids[k], h, xk);
 		if (ri == REC_NONE) {
 			if (d->have_horizon && xk <= d->horizon) {
 				d->st.repairs_expired++;
@@ -672,7 +728,7 @@ enum il_fec_bad il_fec_dec_repair(struct il_fec_dec *d, const void *msg, uint32_
 					  REC_MISSING);
 			d->rec[t].x = rp.x_first + (uint64_t)k * rp.interleave;
 		}
-		memcpy(rec_data(d, t), buf, len_code);
+		memcpy(rec_slot(d, t), buf, len_code);
 		d->rec[t].len = len_code;
 		recovered(d, t, rp.layer, IL_FEC_HOW_IMMEDIATE, now_ns);
 		cascade(d, now_ns);

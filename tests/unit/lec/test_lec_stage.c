@@ -24,6 +24,7 @@
 #include <interlink/wire_msg.h>
 
 #include "../tu_frame.h"
+#include "seq.h"
 
 static struct il_app app;
 static struct il_stage *cl, *sq, *lc, *lp;
@@ -271,9 +272,16 @@ static void test_one_group_repairs_are_exact_and_addressed(void **state)
 	for (unsigned i = 11; i <= 14; i++)
 		assert_int_equal(copies[i], 16);
 	assert_int_equal(ctr("repair_copies") - before, 64);
-	/* every bin fired: the stage holds no reference (ours and the history's remain) */
+	/* every bin fired: the stage holds no reference (ours remains, and the
+	 * history's for frames longer than its copy_max: it copies the others) */
+	const struct il_seq *sq = il_app_stage(&app, "seq")->ctx;
 	for (unsigned i = 0; i < 64; i++) {
-		assert_int_equal(rte_mbuf_refcnt_read(sent[i]), 2);
+		unsigned held = 0;
+		for (unsigned gi = 0; gi < app.n_groups; gi++)
+			for (uint32_t k = 0; k < sq->groups[gi].n; k++)
+				held += il_seq_hist_at(sq, gi, k)->m == sent[i];
+		assert_int_equal(rte_mbuf_refcnt_read(sent[i]), 1 + held);
+		assert_int_equal(held, sent[i]->pkt_len > sq->copy_max);
 		rte_pktmbuf_free(sent[i]);
 	}
 }
