@@ -91,6 +91,9 @@ struct ep_group {
 	uint32_t lec_members[EP_LEC_MAX_VIEW]; /* the view's receivers */
 	/* receivers, at a cut (docs/ha.md): what is missing below it will not come */
 	bool cut_fail;
+	/* senders: the newer epoch our unstable messages went again into (at
+	 * its first frame, not at the old one's final watermark) */
+	uint32_t rewound_epoch;
 };
 
 /* New-epoch frames held until the old epoch's final watermark is known. */

@@ -663,6 +663,31 @@ static void rewind_sender(struct il_ep *ep, struct ep_group *g)
 		g->cr.limit = g->cr.next + g->cr.window;
 }
 
+/* A newer epoch began (its first frame, the announcement): our messages
+ * not known stable go again at once, into it. Its data plane stamps them
+ * while the cut of the old epoch is still being established; receivers
+ * hold them until the final watermark and then skip, as FIFO duplicates,
+ * those the cut delivered (docs/ha.md, 6.4). Waiting for the final
+ * watermark instead put one more round trip of every sender after the
+ * cut, on the takeover's critical path. Once per newer epoch.
+ *
+ * Only in groups where we do not receive too: a member that receives may
+ * find the cut incomplete and rejoin as a new incarnation (finalize()),
+ * and what it sent must then not already be stamped under the old one.
+ * It rewinds at the final watermark, as before. */
+static void rewind_senders(struct il_ep *ep)
+{
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		struct ep_group *g = &ep->g[i];
+
+		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_SENDER) &&
+		    !(g->roles & IL_EP_RECEIVER) && g->rewound_epoch != ep->new_epoch) {
+			rewind_sender(ep, g);
+			g->rewound_epoch = ep->new_epoch;
+		}
+	}
+}
+
 static void rx_frame(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now, bool checked);
 
 /* The old epoch ends at watermark w: U-deliver what is below it (every
@@ -697,7 +722,7 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 			g->echo_seq = 0;
 			g->po_fifo = g->uto_fifo;
 		}
-		if (g->roles & IL_EP_SENDER)
+		if ((g->roles & IL_EP_SENDER) && g->rewound_epoch != ep->new_epoch)
 			rewind_sender(ep, g);
 		if (incomplete) {
 			ep->st.cut_incomplete++;
@@ -856,6 +881,7 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 			ep->new_epoch = e;
 			if (!ep->cutting)
 				send_reports(ep, now);
+			rewind_senders(ep); /* what went into the dropped one too */
 		}
 		if (e == ep->new_epoch)
 			hold(ep, d, len);
@@ -884,6 +910,7 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 			return true; /* finalized: this frame is the new epoch's */
 	} else {
 		send_reports(ep, now);
+		rewind_senders(ep);
 	}
 	hold(ep, d, len);
 	return false;

@@ -73,8 +73,8 @@ struct il_ep_config {
 	 * host had lost it (NULL: none). */
 	bool (*rx_filter)(void *arg, const uint8_t *d, size_t len);
 	void *rx_filter_arg;
-	/* Measurements: count the thread CPU time spent in LEC (lec_ns); two
-	 * clock readings, system calls, per LEC call (false) */
+	/* Measurements: count the time spent in LEC's calls (lec_ns); two
+	 * readings of the monotonic clock per LEC call (false) */
 	bool lec_cpu_stats;
 };
 
@@ -155,9 +155,11 @@ struct il_ep_stats {
 	/* frames rebuilt that were not the stamped DATA frame their id named
 	 * (a peer's corrupt or forged repair): dropped */
 	uint64_t lec_rebuilt_bad;
-	/* with lec_cpu_stats: thread CPU nanoseconds spent in LEC (encoding,
-	 * decoding, building and queueing repairs; the kernel's sends not) */
-	uint64_t lec_ns;
+	/* with lec_cpu_stats: nanoseconds spent in LEC's calls (encoding,
+	 * decoding, building and queueing repairs; the kernel's sends not),
+	 * calls in which the thread was descheduled (over 200 us) left out
+	 * and counted in lec_slow */
+	uint64_t lec_ns, lec_slow;
 	/* a pair of appliances (docs/ha.md): frames of an epoch older than the
 	 * newest seen, ignored; EPOCH_REPORTs sent; old-epoch repairs taken
 	 * below a cut; cuts this receiver could not complete (it rejoined as a

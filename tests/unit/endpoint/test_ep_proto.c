@@ -214,6 +214,104 @@ static void test_join_goes_to_the_tap(void **state)
 	assert_int_equal(last_tx[IL_OFF_TYPE], IL_T_LEAVE);
 }
 
+/* ---- a newer epoch: senders send again (docs/ha.md, 6.4) ---------------- */
+
+static unsigned n_data_tx; /* DATA frames the endpoint sent */
+
+static void tap_data(void *arg, const uint8_t *f, size_t len)
+{
+	tap(arg, f, len);
+	if (len > IL_OFF_TYPE && f[IL_OFF_TYPE] == IL_T_DATA)
+		n_data_tx++;
+}
+
+/* Group 1 with our roles, a VIEW of EPOCH naming us with them, three
+ * messages sent. */
+static struct il_ep *open_sender(uint32_t roles, struct seen *s)
+{
+	struct il_ep_config cfg;
+	struct il_ep_callbacks cb = { .po = on_po, .uto = on_uto };
+	char err[256];
+	uint8_t f[128], *b = f + IL_HDR_LEN;
+	struct il_hdr_fields h = { .type = IL_T_VIEW, .group_id = 1, .epoch = EPOCH,
+				   .global_seq = 1 };
+
+	il_ep_config_init(&cfg);
+	cfg.member_id = ME;
+	cfg.incarnation = 3;
+	cfg.wait_credit = false; /* flow control is not what this is about */
+	struct il_ep *ep = ep_open_detached(&cfg, tap_data, NULL, err, sizeof(err));
+	assert_non_null(ep);
+	assert_int_equal(il_ep_join(ep, 1, "239.1.1.1", roles, &cb, s), 0);
+	b = il_view_put(b, 1, 1, 0);
+	b = il_view_member_put(b, ME, (uint8_t)((roles & IL_EP_SENDER ? IL_ROLE_SENDER : 0) |
+						(roles & IL_EP_RECEIVER ? IL_ROLE_RECEIVER : 0)));
+	il_hdr_put(f, &h);
+	rx(ep, f, (size_t)(b - f));
+	assert_true(il_ep_is_member(ep, 1));
+	n_data_tx = 0;
+	for (uint8_t i = 0; i < 3; i++)
+		assert_int_equal(il_ep_send(ep, 1, &i, 1), 0);
+	assert_int_equal(n_data_tx, 3);
+	return ep;
+}
+
+/* The new epoch's first frame (its announcement: a STABLE of epoch e). */
+static void announce(struct il_ep *ep, uint32_t e)
+{
+	uint8_t f[64];
+	struct il_hdr_fields h = { .type = IL_T_STABLE, .group_id = 1, .epoch = e,
+				   .flags = IL_F_STAMPED | IL_F_STABLE_VALID,
+				   .global_seq = 1, .stable_seq = 0 };
+
+	il_stable_put(il_hdr_put(f, &h), 1);
+	rx(ep, f, IL_HDR_LEN + IL_STABLE_LEN);
+}
+
+/* A member that only sends puts its unstable messages back in front of its
+ * queue at the announcement and sends them again at once, from sender_seq
+ * 1, without waiting for the old epoch's final watermark; once per newer
+ * epoch, again for an even newer one. */
+static void test_a_sender_sends_again_at_the_announcement(void **state)
+{
+	struct seen s = { 0 };
+	struct il_ep *ep = open_sender(IL_EP_SENDER, &s);
+
+	(void)state;
+	announce(ep, EPOCH + 1);
+	assert_true(ep->awaiting);
+	ep_timers(ep, ep_now_ns());
+	assert_int_equal(n_data_tx, 4); /* the three again, packed in one frame */
+	assert_int_equal(last_tx[IL_OFF_TYPE], IL_T_DATA);
+	assert_int_equal(il_get64(last_tx + IL_OFF_SENDER_SEQ), 1);
+	assert_int_equal(il_get16(last_tx + IL_OFF_MSG_COUNT), 3);
+	/* A second frame of the same epoch: nothing again. */
+	announce(ep, EPOCH + 1);
+	ep_timers(ep, ep_now_ns());
+	assert_int_equal(n_data_tx, 4);
+	/* An even newer epoch before the cut: into that one too. */
+	announce(ep, EPOCH + 2);
+	ep_timers(ep, ep_now_ns());
+	assert_int_equal(n_data_tx, 5);
+	assert_int_equal(il_get64(last_tx + IL_OFF_SENDER_SEQ), 1);
+	il_ep_close(ep);
+}
+
+/* A member that also receives waits for the final watermark (its cut may
+ * be incomplete, and it then rejoins as a new incarnation). */
+static void test_a_receiving_sender_waits_for_the_cut(void **state)
+{
+	struct seen s = { 0 };
+	struct il_ep *ep = open_sender(IL_EP_SENDER | IL_EP_RECEIVER, &s);
+
+	(void)state;
+	announce(ep, EPOCH + 1);
+	assert_true(ep->awaiting);
+	ep_timers(ep, ep_now_ns());
+	assert_int_equal(n_data_tx, 3);
+	il_ep_close(ep);
+}
+
 /* ---- authenticated control traffic -------------------------------------- */
 
 static const struct il_auth_key KEY = { .id = 7, .key = "0123456789abcdef0123456789abcde" };
@@ -384,6 +482,8 @@ int main(void)
 		cmocka_unit_test(test_po_never_past_the_window),
 		cmocka_unit_test(test_data_at_the_end_of_the_sequence_space),
 		cmocka_unit_test(test_auth_signs_ours_and_checks_the_appliances),
+		cmocka_unit_test(test_a_sender_sends_again_at_the_announcement),
+		cmocka_unit_test(test_a_receiving_sender_waits_for_the_cut),
 		cmocka_unit_test(test_auth_frames_held_across_an_epoch_are_checked_once),
 		cmocka_unit_test(test_auth_key_file_checked),
 	};
