@@ -465,10 +465,13 @@ static void finalize(uint64_t w, uint64_t now)
 {
 	if (w > stable)
 		stable = w;
+	/* Every receiver delivers before any forgets its epoch: the check of
+	 * uniformity in deliver() looks at what the others hold. */
+	for (unsigned k = 0; k < o.nr; k++)
+		deliver(&R[k], now);
 	for (unsigned k = 0; k < o.nr; k++) {
 		struct rcv *r = &R[k];
 
-		deliver(r, now);
 		if (r->st == R_MEMBER && r->uto < stable)
 			c.lost_stable += stable - r->uto;
 		r->start = r->po = r->uto = r->hi = 1;
