@@ -1029,7 +1029,7 @@ int ftlog_run(struct ftlog *L)
 		 * server could read them, so the round that syncs those
 		 * lengths covers their bytes too. */
 		reap(L);
-		unsigned got = drain_ring(L);
+		drain_ring(L);
 		uint64_t now = ftl_now_ns();
 		bool synced = L->l.durability == FTL_SYNC;
 		if (L->l.durability == FTL_GROUP) {
@@ -1076,10 +1076,12 @@ int ftlog_run(struct ftlog *L)
 		/* A crashed connection whose bytes were not yet durable is
 		 * recovered by the next pass (which syncs them): no sleep, since
 		 * nothing would wake us for it. */
-		if (got || L->recover_again)
+		if (L->recover_again)
 			continue;
 		/* Announce the sleep, then look once more, so a record queued
-		 * in between is never left waiting for the timer. */
+		 * in between (or during the pass) is never left waiting for the
+		 * timer: a pass that drained records goes round again only if
+		 * more came. */
 		if (!il_shm_sleep_prepare(&L->rh->rx))
 			continue;
 		/* A safety net only: the data plane wakes us (one datagram per
@@ -1101,9 +1103,9 @@ int ftlog_run(struct ftlog *L)
 		L->ts.tv_sec = (long long)(wait_ns / 1000000000u);
 		L->ts.tv_nsec = (long long)(wait_ns % 1000000000u);
 		struct io_uring_cqe *cqe;
-		io_uring_submit(&L->ring);
-		if (io_uring_wait_cqe_timeout(&L->ring, &cqe, &L->ts) == 0)
-			reap(L);
+		/* The polls re-armed in this pass and the wait: one system call. */
+		io_uring_submit_and_wait_timeout(&L->ring, &cqe, 1, &L->ts, NULL);
+		reap(L);
 		il_shm_sleep_end(&L->rh->rx);
 	}
 	write_stats(L);

@@ -54,7 +54,7 @@ class Rig:
 
     def __init__(self, tmp: Path, strategy="lazy", durability="none", logger_args=(),
                  server_mode="sink", app_sets=(), server_env=None, backup=False,
-                 server_cmd=None, ipv6=False):
+                 server_cmd=None, ipv6=False, trace=True):
         self.tmp = tmp
         self.tag = uuid.uuid4().hex[:6]
         self.ns_c, self.ns_s = f"ftc{self.tag}", f"fts{self.tag}"
@@ -80,6 +80,9 @@ class Rig:
         # instead of this file's test server; ipv6: the hosts get IPv6 addresses too.
         self.server_cmd = list(server_cmd) if server_cmd else None
         self.ipv6 = ipv6
+        # trace: the logger appends every stable_seq it publishes (the capture checks
+        # need it); benchmarks go without (a line and a write per publication).
+        self.trace = trace
 
     # -- network --------------------------------------------------------
     def net_up(self):
@@ -175,7 +178,7 @@ class Rig:
              "--ftcp-ring", self.ring, "--ftcp-sock", self.sock,
              "--ftcp-dir", str(self.logdir), "--ftcp-durability", self.durability,
              "--ftcp-stats", str(self.logger_stats), "-v",
-             "--ftcp-trace", str(self.tmp / "stable.trace"), *opts],
+             *(["--ftcp-trace", str(self.tmp / "stable.trace")] if self.trace else []), *opts],
             stdout=open(self.tmp / "ftlog.log", "a"), stderr=subprocess.STDOUT)
         self.procs.append(self.logger)
         for _ in range(200):
