@@ -10,9 +10,9 @@
  *    appliance fabricate a SYN for each crashed connection of that port,
  *    paced by the listen backlog the shim reports;
  *  - accept() of such a connection replays it: the logger hands over the
- *    replay file and the connection's log as descriptors (the server may
- *    run as another user than the logger), reads are served from the log
- *    with the logged lengths, then the remaining logged bytes (G2), then
+ *    replay file as descriptors (it holds a copy of the logged bytes; the
+ *    server may run as another user than the logger), reads are served
+ *    from it with the logged lengths, then the remaining logged bytes (G2), then
  *    the socket; meanwhile the connection is readable to epoll/poll/select
  *    (ilftcp_poll.c); writes of bytes the client already has are discarded
  *    and reported as done (G4/G5);
@@ -607,9 +607,10 @@ static bool v4_of(const struct sockaddr_storage *ss, uint32_t *ip, uint16_t *por
 	return false;
 }
 
-/* The logger's FS_REPLAY: the replay file and the connection's log come
- * as descriptors, so a server that dropped its privileges needs no access
- * to the logger's directory. */
+/* The logger's FS_REPLAY: the replay file and the file its extents point
+ * into (the replay file again, since the shared log) come as descriptors,
+ * so a server that dropped its privileges needs no access to the logger's
+ * directory. */
 static bool take_replay(struct pfd *p)
 {
 	struct ftc_shim_msg h = wait_type(FS_REPLAY);

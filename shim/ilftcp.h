@@ -31,8 +31,9 @@ struct pfd {
 	struct ftc_key key;
 	uint32_t reads_sent, reads_acked;
 	uint32_t lens[ILF_UNACKED]; /* by read index % ILF_UNACKED */
-	/* replay: the connection's log (a descriptor handed over by the
-	 * logger), read at the replay file's extents */
+	/* replay: the file the replay's extents point into (a descriptor
+	 * handed over by the logger: the replay file itself, which holds a
+	 * copy of the logged bytes), read at the extents */
 	int rfd;
 	struct ftc_replay_ext *ext;
 	uint32_t n_ext, ei, epos; /* extent being served, bytes of it served */

@@ -71,7 +71,7 @@ class Rig:
         self.server_mode = server_mode
         self.app_sets = list(app_sets)
         self.server_env = dict(server_env or {})
-        self.app = self.logger = self.server = self.cap = None
+        self.app = self.logger = self.server = self.cap = self.scap = None
         self.app_json = tmp / "appliance.json"
         self.logger_stats = tmp / "ftlog.json"
         self.procs = []
@@ -298,13 +298,22 @@ class Rig:
                                      "-s", "0", "-B", "32768", "-U", "-w", str(self.pcap), "tcp"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.procs.append(self.cap)
+        # The server's side too, headers only: not checked, kept for the post-mortem
+        # of a failure (what the server's TCP sent, before the appliance rewrote it).
+        self.scap = subprocess.Popen(["ip", "netns", "exec", self.server_ns, "tcpdump", "-i",
+                                      "eth0", "-s", "128", "-B", "32768", "-U", "-w",
+                                      str(self.tmp / "server.pcap"), "tcp"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(self.scap)
         time.sleep(0.5)
 
     def stop_capture(self):
         if self.cap and self.cap.poll() is None:
             time.sleep(0.3)
-            self.cap.send_signal(signal.SIGINT)
-            self.cap.wait(timeout=10)
+            for c in (self.cap, self.scap):
+                if c.poll() is None:
+                    c.send_signal(signal.SIGINT)
+                    c.wait(timeout=10)
 
     def client(self, *args, timeout=60):
         return subprocess.Popen(["ip", "netns", "exec", self.ns_c, PY, __file__, "client",
