@@ -227,7 +227,7 @@ def test_logger_restart_many_connections_shared_log(tmp_path):
         # 4 MiB at 700 kB/s: every connection is still sending when the server dies.
         cl = [r.client("--mode", "sink", "--bytes", str(4 << 20), "--rate", str(7e5),
                        "--seed", str(seed + i)) for i in range(n)]
-        r.wait_established(n)
+        r.wait_established(n, timeout=60)  # six Python clients start slowly under load
         time.sleep(0.8)
         before = logger_stats(r, settle=0)
         r.stop_logger(signal.SIGKILL)
