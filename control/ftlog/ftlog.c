@@ -488,11 +488,15 @@ static void commit(struct ftlog *L, bool sync)
 	}
 	if (!sync)
 		return;
-	l->st.sync_rounds++;
+	bool counted = false;
 	for (uint32_t i = 0; i < l->n_segs; i++) {
 		struct ftl_seg *g = &l->segs[i];
 		if (!g->dirty)
 			continue;
+		if (!counted) {
+			l->st.sync_rounds++; /* a round with something to sync */
+			counted = true;
+		}
 		if (fdatasync(g->fd)) {
 			perror("ftlog: fdatasync");
 			L->round_failed = true;
