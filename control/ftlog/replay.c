@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "ftlog.h"
@@ -108,6 +109,31 @@ static const uint8_t *map_ptr(const struct map *m, uint32_t n, uint64_t pos)
 	return m[lo - 1].at + (pos - m[lo - 1].start);
 }
 
+#define IOV_BATCH 1024 /* IOV_MAX on Linux */
+
+/* The whole vector, whatever the short writes. */
+static int writev_all(int fd, struct iovec *v, int k, size_t want)
+{
+	while (want) {
+		ssize_t w = writev(fd, v, k);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		want -= (size_t)w;
+		while (k && (size_t)w >= v->iov_len) {
+			w -= (ssize_t)v->iov_len;
+			v++;
+			k--;
+		}
+		if (k) {
+			v->iov_base = (uint8_t *)v->iov_base + w;
+			v->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
 static int write_all(int fd, const void *b, size_t n)
 {
 	const uint8_t *p = b;
@@ -132,7 +158,7 @@ int ftl_replay_build(struct ftl_replay *j)
 	struct ftc_replay_ext *ext = NULL;
 	struct map *maps = calloc(j->n_spans + 1, sizeof(*maps));
 	uint32_t *lens = malloc(sizeof(*lens) * nmax);
-	uint8_t *out = NULL;
+	struct iovec *iov = NULL;
 	uint64_t sum = 0, ncap = 1024; /* candidates: grown as DATA records are met */
 	long pg = sysconf(_SC_PAGESIZE);
 	int fd = -1, rc = -1;
@@ -157,7 +183,8 @@ int ftl_replay_build(struct ftl_replay *j)
 		uint64_t rel = sp->start - j->seg_start[i];
 		uint64_t moff = rel & ~(uint64_t)(pg - 1);
 		size_t mlen = (size_t)(end - j->seg_start[i] - moff);
-		void *m = mmap(NULL, mlen, PROT_READ, MAP_PRIVATE, sfd, (off_t)moff);
+		/* Populated at once: the copy below would fault page by page. */
+		void *m = mmap(NULL, mlen, PROT_READ, MAP_PRIVATE | MAP_POPULATE, sfd, (off_t)moff);
 		close(sfd);
 		if (m == MAP_FAILED)
 			goto out;
@@ -253,31 +280,24 @@ int ftl_replay_build(struct ftl_replay *j)
 	if (fd < 0 || write_all(fd, &h, sizeof(h)) || write_all(fd, lens, sizeof(*lens) * nr) ||
 	    (L && write_all(fd, &one, sizeof(one))))
 		goto fail_file;
-	const size_t ob = 1u << 20;
-	size_t ol = 0;
-	out = malloc(ob);
-	if (!out)
+	/* The extents straight from the mapped log, IOV_MAX at a time (no
+	 * copy in between: a segment's payload per extent). */
+	iov = malloc(sizeof(*iov) * IOV_BATCH);
+	if (!iov)
 		goto fail_file;
-	for (uint32_t e = 0; e < ne; e++) {
-		const uint8_t *src = map_ptr(maps, nm, ext[e].log_off);
-		uint32_t left = ext[e].len;
-		if (!src)
-			goto fail_file;
-		while (left) {
-			size_t k = ob - ol < left ? ob - ol : left;
-			memcpy(out + ol, src, k);
-			ol += k;
-			src += k;
-			left -= (uint32_t)k;
-			if (ol == ob) {
-				if (write_all(fd, out, ol))
-					goto fail_file;
-				ol = 0;
-			}
+	for (uint32_t e = 0; e < ne;) {
+		int k = 0;
+		size_t want = 0;
+		for (; e < ne && k < IOV_BATCH; e++, k++) {
+			const uint8_t *src = map_ptr(maps, nm, ext[e].log_off);
+			if (!src)
+				goto fail_file;
+			iov[k] = (struct iovec){.iov_base = (void *)src, .iov_len = ext[e].len};
+			want += ext[e].len;
 		}
+		if (writev_all(fd, iov, k, want))
+			goto fail_file;
 	}
-	if (ol && write_all(fd, out, ol))
-		goto fail_file;
 	if (close(fd)) {
 		fd = -1;
 		goto fail_file;
@@ -298,7 +318,7 @@ out:
 	free(lens);
 	free(cs);
 	free(ext);
-	free(out);
+	free(iov);
 	j->build_us = (ftl_now_ns() - t0) / 1000;
 	j->rc = rc;
 	return rc;
