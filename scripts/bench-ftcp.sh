@@ -178,7 +178,8 @@ def servers():
         res["cpu_us"] = 1e6 * (cpu1 - cpu0) / (2 * rn)
         print(f"  {'off' if off else 'on'}, {durability}: SET {res['SET']:.0f}, GET {res['GET']:.0f} req/s, "
               f"server + logger CPU {res['cpu_us']:.1f} us/request; logger: sync_rounds "
-              f"{lg.get('sync_rounds')}, fsyncs {lg.get('fsyncs')}, writes {lg.get('writes')}, "
+              f"{lg.get('sync_rounds')} ({lg.get('sync_us', 0) / max(lg.get('sync_rounds') or 1, 1):.0f} us "
+              f"of fdatasync each), fsyncs {lg.get('fsyncs')}, writes {lg.get('writes')}, "
               f"ring_wakeups {lg.get('ring_wakeups')}, reads_logged {lg.get('reads_logged')}; "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
         return res

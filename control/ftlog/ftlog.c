@@ -489,6 +489,7 @@ static void commit(struct ftlog *L, bool sync)
 	if (!sync)
 		return;
 	bool counted = false;
+	uint64_t t0 = ftl_now_ns();
 	for (uint32_t i = 0; i < l->n_segs; i++) {
 		struct ftl_seg *g = &l->segs[i];
 		if (!g->dirty)
@@ -505,6 +506,8 @@ static void commit(struct ftlog *L, bool sync)
 		g->dirty = false;
 		l->st.fsyncs++;
 	}
+	if (counted)
+		l->st.sync_us += (ftl_now_ns() - t0) / 1000;
 }
 
 static bool any_unsynced(struct ftlog *L)
@@ -907,6 +910,7 @@ static void write_stats(struct ftlog *L)
 	il_json_u64(&j, "replay_files_removed", s->replay_files_removed);
 	il_json_u64(&j, "sync_rounds", s->sync_rounds);
 	il_json_u64(&j, "sync_early", s->sync_early);
+	il_json_u64(&j, "sync_us", s->sync_us);
 	il_json_u64(&j, "recovering", recovering_now(L));
 	uint64_t disk = 0;
 	for (uint32_t i = 0; i < L->l.n_segs; i++)

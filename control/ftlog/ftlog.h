@@ -93,6 +93,7 @@ struct ftl_stats {
 	/* Rounds that synced, and those of them `group` started before its
 	 * interval's end because a shim or the stage waited for them. */
 	uint64_t sync_rounds, sync_early;
+	uint64_t sync_us; /* time spent in the rounds' fdatasyncs */
 	/* The shared log: segments started and removed, connections copied
 	 * forward out of old segments (and their bytes), legacy
 	 * per-connection logs imported at start. */
