@@ -26,6 +26,17 @@ struct ctl_opts {
 	char ft_dir[256], ft_ring[256], ft_sock[CTL_PATH_LEN], ft_stats[256], ft_trace[256];
 	int ft_durability;
 	uint32_t ft_group_ms, ft_delay_us, ft_segment_mb;
+	/* An active/standby pair (docs/ha.md); ha_etcd empty: not a pair. */
+	char ha_etcd[512], ha_node[17], ha_prefix[128], ha_listen[64], ha_peer[64];
+	uint32_t ha_hb_ms;      /* pair heartbeat period */
+	uint32_t ha_detect_ms;  /* T_link and T_hb: silence that means the active is gone */
+	uint32_t ha_auth_ms;    /* T_auth: how long the data plane may stamp unrenewed */
+	uint32_t ha_report_ms;  /* T_report: how long receivers have to report at a takeover */
+	uint32_t ha_dp_dead_ms; /* the data plane silent this long is dead: resign */
+	uint32_t ha_cold_ms;    /* T_cold: at start, how long an owner may stay unseen */
+	uint32_t ha_quiesce_ms; /* T_q: a hand-over waits this long for stability */
+	uint32_t ha_lease_s;
+	uint32_t ha_attempt_ms, ha_deadline_ms; /* il_coord */
 };
 
 /* Runs until SIGINT/SIGTERM; returns the process exit code. */

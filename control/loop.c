@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <liburing.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include <interlink/wire.h>
 
 #include "control.h"
+#include "ha.h"
 #include "membership.h"
 
 #define RX_BURST 64
@@ -45,6 +47,11 @@ enum ev {
 	EV_SIGNAL,
 	EV_MGMT,
 	EV_ACCEPT,
+	/* An active/standby pair (ha.c): */
+	EV_HA_RESULT, /* READ on the etcd thread's eventfd */
+	EV_HA_WATCH,  /* POLL_ADD on the etcd watch's eventfd */
+	EV_HA_HB,     /* RECVMSG on the pair heartbeat socket */
+	EV_HA_TICK,   /* TIMEOUT: heartbeat, detection, authority */
 };
 
 struct ctl {
@@ -63,6 +70,13 @@ struct ctl {
 	struct msghdr mmsg;
 
 	struct il_mship ms;
+	struct ha *ha;      /* a pair; NULL otherwise */
+	uint64_t ha_val;
+	struct __kernel_timespec ha_tick;
+	uint8_t hb_buf[128];
+	struct iovec hb_iov;
+	struct msghdr hb_msg;
+	bool watch_armed;
 	bool dp_known;    /* a data-plane HELLO has been seen */
 	uint64_t dp_last_ns; /* last message from the data plane */
 	bool dp_silent;   /* failure detection paused: the data plane is quiet */
@@ -147,6 +161,24 @@ static void arm(struct ctl *c, enum ev ev)
 	case EV_ACCEPT:
 		io_uring_prep_accept(s, c->lfd, NULL, NULL, SOCK_CLOEXEC);
 		break;
+	case EV_HA_RESULT:
+		io_uring_prep_read(s, ha_result_fd(c->ha), &c->ha_val, sizeof(c->ha_val), 0);
+		break;
+	case EV_HA_WATCH:
+		io_uring_prep_poll_add(s, ha_watch_fd(c->ha), POLLIN);
+		c->watch_armed = true;
+		break;
+	case EV_HA_HB:
+		c->hb_iov.iov_base = c->hb_buf;
+		c->hb_iov.iov_len = sizeof(c->hb_buf);
+		memset(&c->hb_msg, 0, sizeof(c->hb_msg));
+		c->hb_msg.msg_iov = &c->hb_iov;
+		c->hb_msg.msg_iovlen = 1;
+		io_uring_prep_recvmsg(s, ha_hb_fd(c->ha), &c->hb_msg, 0);
+		break;
+	case EV_HA_TICK:
+		io_uring_prep_timeout(s, &c->ha_tick, 0, 0);
+		break;
 	}
 	io_uring_sqe_set_data64(s, ev);
 }
@@ -176,6 +208,14 @@ static void on_dp_hello(struct ctl *c, const struct il_cm_hello *h)
 	il_chan_peer_restarted(c->ch, NULL);
 	c->dp_inc = h->incarnation;
 	c->dp_epoch = h->epoch;
+	if (c->ha != NULL) {
+		/* A pair: the membership belongs to the epoch this process owns,
+		 * which a new data-plane incarnation never inherits. */
+		ha_dp_hello(c->ha, h->incarnation);
+		c->dp_known = true;
+		c->hello_due = true;
+		return;
+	}
 	if (c->dp_known) {
 		/* The members outlive the data plane: only the sequence space
 		 * (epoch) restarts, after the old one's final watermark. */
@@ -197,6 +237,8 @@ _Static_assert(__builtin_offsetof(struct il_cm_ack, rx_ns) ==
 
 static void dispatch(struct ctl *c, const struct il_cmsg *m, uint64_t now)
 {
+	if (c->ha != NULL && ha_dispatch(c->ha, m, now))
+		return;
 	switch (m->type) {
 	case IL_CM_HELLO:
 		if (m->u.hello.side == IL_CHAN_DATAPLANE)
@@ -212,6 +254,8 @@ static void dispatch(struct ctl *c, const struct il_cmsg *m, uint64_t now)
 			c->st.before_hello++;
 			break;
 		}
+		if (c->ha != NULL && !ha_serving(c->ha))
+			break; /* a standby has no membership to keep */
 		/* The data plane stamps arrival (same CLOCK_MONOTONIC): a
 		 * member is not suspected because we were slow to look. */
 		if (m->u.ack.rx_ns != 0 && m->u.ack.rx_ns <= now)
@@ -255,6 +299,10 @@ static void publish(struct ctl *c)
 		send_hello(c);
 	if (c->hello_due)
 		return; /* nothing may overtake our HELLO */
+	if (c->ha != NULL) {
+		ha_publish(c->ha); /* every view committed to etcd first */
+		return;
+	}
 	/* Views first: a joiner is in the view before the watermark counts it. */
 	do {
 		unsigned room = il_chan_tx_free(c->ch);
@@ -313,6 +361,8 @@ static size_t reply_status(struct ctl *c, char *r, size_t len)
 	OUT("detector_paused %llu\n", (unsigned long long)c->st.detector_paused);
 	OUT("last_excluded %u\nlast_excluded_quiet_ms %llu\n", c->ms.st.last_excluded,
 	    (unsigned long long)(c->ms.st.last_excluded_quiet / 1000000));
+	if (c->ha != NULL && o < len)
+		o += ha_status(c->ha, r + o, len - o);
 #undef OUT
 	return o < len ? o : len - 1;
 }
@@ -444,9 +494,14 @@ static void on_mgmt(struct ctl *c, int res)
 		n = reply_wan(c, reply, sizeof(reply));
 	else if (strcmp(cmd, "members") == 0)
 		n = reply_members(c, reply, sizeof(reply));
+	else if (c->ha != NULL && (n = ha_mgmt(c->ha, cmd, reply, sizeof(reply))) != 0)
+		;
+	else if (c->ha == NULL && (strcmp(cmd, "ha") == 0 || strcmp(cmd, "handover") == 0))
+		n = (size_t)snprintf(reply, sizeof(reply),
+				     "error: not one of a pair (start with --ha-etcd)\n");
 	else
 		n = (size_t)snprintf(reply, sizeof(reply),
-				     "error: unknown command '%.64s' (commands: ping, status, groups, wan, members)\n",
+				     "error: unknown command '%.64s' (commands: ping, status, groups, wan, members, ha, handover)\n",
 				     cmd);
 	if (c->mmsg.msg_namelen > sizeof(sa_family_t))
 		sendto(c->mgmt_fd, reply, n, MSG_DONTWAIT | MSG_NOSIGNAL,
@@ -476,7 +531,8 @@ static void on_tick(struct ctl *c)
 		if (c->dp_silent)
 			il_mship_grace(&c->ms, now - c->dp_silent_since, now);
 		c->dp_silent = false;
-		il_mship_tick(&c->ms, now);
+		if (c->ha == NULL || ha_serving(c->ha))
+			il_mship_tick(&c->ms, now);
 	}
 	if (c->ms.st.exclusions != ex)
 		logmsg(c, 1, "excluded member %u (silent for %llu ms)", c->ms.st.last_excluded,
@@ -518,6 +574,31 @@ static void on_cqe(struct ctl *c, struct io_uring_cqe *cqe)
 	case EV_MGMT:
 		on_mgmt(c, res);
 		arm(c, EV_MGMT);
+		break;
+	case EV_HA_RESULT:
+		ha_on_results(c->ha);
+		arm(c, EV_HA_RESULT);
+		if (!c->watch_armed && ha_watch_fd(c->ha) >= 0)
+			arm(c, EV_HA_WATCH);
+		break;
+	case EV_HA_WATCH:
+		c->watch_armed = false;
+		ha_on_watch(c->ha);
+		if (ha_watch_fd(c->ha) >= 0)
+			arm(c, EV_HA_WATCH);
+		break;
+	case EV_HA_HB:
+		if (res > 0)
+			ha_on_heartbeat(c->ha, c->hb_buf, (size_t)res);
+		arm(c, EV_HA_HB);
+		break;
+	case EV_HA_TICK:
+		/* Judge the data plane and the peer by what they said, not by
+		 * what still waits in the ring. */
+		while (drain(c))
+			;
+		ha_tick(c->ha);
+		arm(c, EV_HA_TICK);
 		break;
 	case EV_ACCEPT:
 		if (res >= 0) {
@@ -624,6 +705,13 @@ static int setup(struct ctl *c)
 	c->ms.cfg = (struct il_mship_cfg){ .suspect_ns = c->o->suspect_ms * 1000000ull,
 					   .exclude_ns = c->o->exclude_ms * 1000000ull,
 					   .window = c->o->window };
+	if (c->o->ha_etcd[0]) {
+		c->ha = ha_open(c->o, c->ch, &c->ms, err, sizeof(err));
+		if (c->ha == NULL) {
+			logmsg(c, 0, "--ha-etcd: %s", err);
+			return -1;
+		}
+	}
 	rc = io_uring_queue_init(16, &c->ring, 0);
 	if (rc != 0) {
 		logmsg(c, 0, "io_uring_queue_init: %s", strerror(-rc));
@@ -647,6 +735,15 @@ static int setup(struct ctl *c)
 	arm(c, EV_ACCEPT);
 	if (c->mgmt_fd >= 0)
 		arm(c, EV_MGMT);
+	if (c->ha != NULL) {
+		unsigned ms = ha_tick_ms(c->ha);
+
+		c->ha_tick.tv_sec = 0;
+		c->ha_tick.tv_nsec = (long long)ms * 1000000;
+		arm(c, EV_HA_RESULT);
+		arm(c, EV_HA_HB);
+		arm(c, EV_HA_TICK);
+	}
 	c->hello_due = true;
 	logmsg(c, 1, "channel %s incarnation %llu (up %u, down %u slots), wake socket %s%s%s",
 	       c->o->chan_path, (unsigned long long)il_chan_incarnation(c->ch), c->o->up_slots,
@@ -671,6 +768,7 @@ static void teardown(struct ctl *c)
 		close(c->efd);
 	if (c->sfd >= 0)
 		close(c->sfd);
+	ha_close(c->ha);
 	/* The channel file stays: the data plane may still be attached. */
 	il_chan_close(c->ch);
 	il_mship_free(&c->ms);

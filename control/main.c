@@ -36,6 +36,21 @@ enum {
 	OPT_FT_STATS,
 	OPT_FT_TRACE,
 	OPT_FT_SEGMENT_MB,
+	OPT_HA_ETCD,
+	OPT_HA_NODE,
+	OPT_HA_PREFIX,
+	OPT_HA_LISTEN,
+	OPT_HA_PEER,
+	OPT_HA_HB_MS,
+	OPT_HA_DETECT_MS,
+	OPT_HA_AUTH_MS,
+	OPT_HA_REPORT_MS,
+	OPT_HA_DP_DEAD_MS,
+	OPT_HA_COLD_MS,
+	OPT_HA_QUIESCE_MS,
+	OPT_HA_LEASE_S,
+	OPT_HA_ATTEMPT_MS,
+	OPT_HA_DEADLINE_MS,
 };
 
 static const struct option long_opts[] = {
@@ -58,6 +73,21 @@ static const struct option long_opts[] = {
 	{ "ftcp-stats", required_argument, NULL, OPT_FT_STATS },
 	{ "ftcp-trace", required_argument, NULL, OPT_FT_TRACE },
 	{ "ftcp-segment-mb", required_argument, NULL, OPT_FT_SEGMENT_MB },
+	{ "ha-etcd", required_argument, NULL, OPT_HA_ETCD },
+	{ "ha-node", required_argument, NULL, OPT_HA_NODE },
+	{ "ha-prefix", required_argument, NULL, OPT_HA_PREFIX },
+	{ "ha-listen", required_argument, NULL, OPT_HA_LISTEN },
+	{ "ha-peer", required_argument, NULL, OPT_HA_PEER },
+	{ "ha-heartbeat-ms", required_argument, NULL, OPT_HA_HB_MS },
+	{ "ha-detect-ms", required_argument, NULL, OPT_HA_DETECT_MS },
+	{ "ha-auth-ms", required_argument, NULL, OPT_HA_AUTH_MS },
+	{ "ha-report-ms", required_argument, NULL, OPT_HA_REPORT_MS },
+	{ "ha-dp-dead-ms", required_argument, NULL, OPT_HA_DP_DEAD_MS },
+	{ "ha-cold-ms", required_argument, NULL, OPT_HA_COLD_MS },
+	{ "ha-quiesce-ms", required_argument, NULL, OPT_HA_QUIESCE_MS },
+	{ "ha-lease-s", required_argument, NULL, OPT_HA_LEASE_S },
+	{ "ha-attempt-ms", required_argument, NULL, OPT_HA_ATTEMPT_MS },
+	{ "ha-deadline-ms", required_argument, NULL, OPT_HA_DEADLINE_MS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -110,6 +140,28 @@ static void usage(FILE *f)
 		"                         (tests: a slow logger; default 0)\n"
 		"      --ftcp-stats FILE  logger counters as JSON, rewritten every 200 ms\n"
 		"      --ftcp-trace FILE  append every stable_seq published (tests)\n"
+		"\n"
+		"One of an active/standby pair of appliances (docs/ha.md), on with --ha-etcd:\n"
+		"      --ha-etcd URLS     etcd client URLs, comma-separated (the pair's epochs,\n"
+		"                         views and cuts are committed there)\n"
+		"      --ha-node NAME     this appliance's name, 1..16 characters (required)\n"
+		"      --ha-prefix P      the pair's keys (default /interlink/default/)\n"
+		"      --ha-listen A:P    the pair heartbeat's local address (required)\n"
+		"      --ha-peer A:P      the other control process's heartbeat address (required)\n"
+		"      --ha-heartbeat-ms N  heartbeat period, 1..1000 (default 10)\n"
+		"      --ha-detect-ms N   silence on the link and of the heartbeat after which\n"
+		"                         the standby takes over, 5..60000 (default 40)\n"
+		"      --ha-auth-ms N     how long the data plane stamps without a renewal,\n"
+		"                         below --ha-detect-ms (default 30)\n"
+		"      --ha-report-ms N   how long receivers have to report at a takeover,\n"
+		"                         10..60000 (default 150)\n"
+		"      --ha-dp-dead-ms N  the active resigns when its data plane is silent this\n"
+		"                         long, 15..60000 (default 60)\n"
+		"      --ha-cold-ms N     at start, how long an owner may stay unseen (default 1000)\n"
+		"      --ha-quiesce-ms N  a hand-over waits this long for stability (default 50)\n"
+		"      --ha-lease-s N     etcd lease TTL, 1..60 (default 2)\n"
+		"      --ha-attempt-ms N, --ha-deadline-ms N  one etcd request to one member, one\n"
+		"                         call in all (defaults 100, 2000)\n"
 		"  -v, --verbose          log attach, resync and shutdown events\n"
 		"  -h, --help             this text\n"
 		"  -V, --version          print the version and the channel layout version\n"
@@ -174,6 +226,17 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 	strcpy(o->ft_sock, FTC_LOGGER_SOCK_DEF);
 	o->ft_group_ms = 5;
 	o->ft_segment_mb = 64;
+	strcpy(o->ha_prefix, "/interlink/default/");
+	o->ha_hb_ms = 10;
+	o->ha_detect_ms = 40;
+	o->ha_auth_ms = 30;
+	o->ha_report_ms = 150;
+	o->ha_dp_dead_ms = 60;
+	o->ha_cold_ms = 1000;
+	o->ha_quiesce_ms = 50;
+	o->ha_lease_s = 2;
+	o->ha_attempt_ms = 100;
+	o->ha_deadline_ms = 2000;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":c:s:m:vhV", long_opts, NULL)) != -1) {
 		int rc = 0;
@@ -251,6 +314,54 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		case OPT_FT_DELAY_US:
 			rc = parse_u32("--ftcp-delay-us", optarg, 0, 1000000, false, &o->ft_delay_us);
 			break;
+		case OPT_HA_ETCD:
+			rc = set_path("--ha-etcd", optarg, o->ha_etcd, sizeof(o->ha_etcd));
+			break;
+		case OPT_HA_NODE:
+			rc = set_path("--ha-node", optarg, o->ha_node, sizeof(o->ha_node));
+			break;
+		case OPT_HA_PREFIX:
+			rc = set_path("--ha-prefix", optarg, o->ha_prefix, sizeof(o->ha_prefix));
+			if (rc == 0 && o->ha_prefix[strlen(o->ha_prefix) - 1] != '/')
+				rc = bad("--ha-prefix", optarg, "must end with '/'");
+			break;
+		case OPT_HA_LISTEN:
+			rc = set_path("--ha-listen", optarg, o->ha_listen, sizeof(o->ha_listen));
+			break;
+		case OPT_HA_PEER:
+			rc = set_path("--ha-peer", optarg, o->ha_peer, sizeof(o->ha_peer));
+			break;
+		case OPT_HA_HB_MS:
+			rc = parse_u32("--ha-heartbeat-ms", optarg, 1, 1000, false, &o->ha_hb_ms);
+			break;
+		case OPT_HA_DETECT_MS:
+			rc = parse_u32("--ha-detect-ms", optarg, 5, 60000, false, &o->ha_detect_ms);
+			break;
+		case OPT_HA_AUTH_MS:
+			rc = parse_u32("--ha-auth-ms", optarg, 2, 60000, false, &o->ha_auth_ms);
+			break;
+		case OPT_HA_REPORT_MS:
+			rc = parse_u32("--ha-report-ms", optarg, 10, 60000, false, &o->ha_report_ms);
+			break;
+		case OPT_HA_DP_DEAD_MS:
+			rc = parse_u32("--ha-dp-dead-ms", optarg, 15, 60000, false, &o->ha_dp_dead_ms);
+			break;
+		case OPT_HA_COLD_MS:
+			rc = parse_u32("--ha-cold-ms", optarg, 0, 600000, false, &o->ha_cold_ms);
+			break;
+		case OPT_HA_QUIESCE_MS:
+			rc = parse_u32("--ha-quiesce-ms", optarg, 1, 60000, false, &o->ha_quiesce_ms);
+			break;
+		case OPT_HA_LEASE_S:
+			rc = parse_u32("--ha-lease-s", optarg, 1, 60, false, &o->ha_lease_s);
+			break;
+		case OPT_HA_ATTEMPT_MS:
+			rc = parse_u32("--ha-attempt-ms", optarg, 10, 60000, false, &o->ha_attempt_ms);
+			break;
+		case OPT_HA_DEADLINE_MS:
+			rc = parse_u32("--ha-deadline-ms", optarg, 10, 600000, false,
+				       &o->ha_deadline_ms);
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -287,6 +398,19 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		snprintf(v, sizeof(v), "%u", exclude);
 		return bad("--exclude-ms", v, "must be at least --suspect-ms (the slow detector "
 			   "excludes, the fast one only suspects)");
+	}
+	if (o->ha_etcd[0]) {
+		char v[16];
+
+		if (!o->ha_node[0])
+			return bad("--ha-node", "", "is required with --ha-etcd");
+		if (!o->ha_listen[0] || !o->ha_peer[0])
+			return bad("--ha-listen", o->ha_listen,
+				   "and --ha-peer are required with --ha-etcd");
+		snprintf(v, sizeof(v), "%u", o->ha_auth_ms);
+		if (o->ha_auth_ms >= o->ha_detect_ms)
+			return bad("--ha-auth-ms", v, "must be below --ha-detect-ms (the active's data "
+				   "plane stops before the standby takes over)");
 	}
 	if (!sock_set && il_chan_default_sock_path(o->chan_path, o->sock_path,
 						   sizeof(o->sock_path)) != 0)

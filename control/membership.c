@@ -172,6 +172,8 @@ static void member_remove(struct il_mship *m, struct il_mgroup *g, unsigned i, u
 {
 	uint32_t id = g->m[i].id;
 
+	if (g->m[i].roles & IL_ROLE_RECEIVER)
+		g->removal_due = true;
 	g->m[i] = g->m[--g->n];
 	il_stab_remove(&g->stab, id);
 	/* The minimum may now be held by someone further ahead. */
@@ -376,6 +378,12 @@ unsigned il_mship_collect(struct il_mship *m, struct il_cmsg *out, unsigned max)
 	for (unsigned i = 0; i < m->n_pending; i++) {
 		struct il_mgroup *g = m->by_id[m->pending[i]];
 
+		if (m->cfg.commit_views && (g->removal_due || g->commit_wait)) {
+			/* A receiver's removal is not committed yet: a watermark
+			 * computed without it must wait. */
+			m->pending[keep++] = g->id;
+			continue;
+		}
 		il_stab_update(&g->stab);
 		if (g->stab.watermark <= g->published) {
 			g->pending = false;
@@ -443,6 +451,66 @@ void il_mship_new_epoch(struct il_mship *m, uint32_t epoch, uint64_t now)
 		g->window_sent = UINT32_MAX;
 		g->rate_sent = 0; /* the new data plane has no rate yet */
 		g->slow_start = false;
+		view_change(m, g, IL_VR_EPOCH, 1);
+	}
+}
+
+void il_mship_views_committed(struct il_mship *m)
+{
+	for (unsigned k = 0; k < m->n_groups; k++) {
+		struct il_mgroup *g = m->by_id[m->groups[k]];
+
+		if (g->commit_wait) {
+			g->commit_wait = false;
+			mark_pending(m, g);
+		}
+	}
+}
+
+void il_mship_takeover(struct il_mship *m, uint32_t epoch, uint32_t prev,
+		       const struct il_mship_seed *seeds, unsigned n_seeds, uint64_t now)
+{
+	groups_free(m);
+	m->epoch = epoch;
+	m->st.epochs++;
+	m->views_due = false;
+	for (unsigned s = 0; s < n_seeds; s++) {
+		const struct il_mship_seed *sd = &seeds[s];
+		struct il_mgroup *g = group_get(m, sd->group, true);
+
+		if (g == NULL) {
+			m->st.nomem++;
+			continue;
+		}
+		g->view_id = sd->view_id;
+		for (unsigned i = 0; i < sd->n; i++) {
+			if (g->n == g->cap) {
+				unsigned cap = g->cap ? 2 * g->cap : 8;
+				struct il_member *nm = realloc(g->m, cap * sizeof(*nm));
+
+				if (nm == NULL) {
+					m->st.nomem++;
+					break;
+				}
+				g->m = nm;
+				g->cap = cap;
+			}
+			struct il_member *mb = &g->m[g->n++];
+
+			*mb = (struct il_member){ .id = sd->m[i].id,
+						  .roles = sd->m[i].roles ? sd->m[i].roles
+									  : IL_ROLE_RECEIVER,
+						  .incarnation = sd->m[i].incarnation,
+						  .buffer_free = UINT32_MAX, .joined_ns = now,
+						  .last_heard_ns = now };
+			il_tfrc_rtt_init(&mb->rtt, IL_MSHIP_RTT_WEIGHT);
+			if (mb->roles & IL_ROLE_RECEIVER)
+				il_stab_add(&g->stab, mb->id, 0);
+		}
+		g->final_epoch = prev;
+		g->final_wm = sd->cut;
+		g->final_due = prev != 0 && sd->has_cut;
+		g->window_sent = UINT32_MAX;
 		view_change(m, g, IL_VR_EPOCH, 1);
 	}
 }
@@ -614,6 +682,8 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 			}
 			n += view_msgs(m, g, &out[n]);
 			g->view_due = false;
+			g->commit_wait = m->cfg.commit_views && g->removal_due;
+			g->removal_due = false;
 			g->view_start = 0;
 			g->window_sent = g->window; /* the VIEW carries it */
 			m->st.views++;

@@ -69,12 +69,22 @@ struct il_mgroup {
 	uint32_t final_epoch;    /* final watermark of a dead data plane ... */
 	uint64_t final_wm;
 	bool final_due;          /* ... still to hand out */
+	/* A pair (cfg.commit_views): a receiver left the minimum in a view
+	 * change not yet handed out (removal_due) or handed out but not yet
+	 * committed to etcd (commit_wait); the watermark is held back until it
+	 * is. Joiners hold nothing back: counting them only lowers it. */
+	bool removal_due, commit_wait;
 };
 
 struct il_mship_cfg {
 	uint64_t suspect_ns; /* fast detector: suspect after this silence (0: off) */
 	uint64_t exclude_ns; /* slow detector: exclude after this silence (0: off) */
 	uint32_t window;     /* credit window per sender (0: no flow control) */
+	/* A pair (docs/ha.md): every view change is committed to etcd before
+	 * its VIEW goes down, and a group's watermark is not published while
+	 * a receiver's removal waits for that (so no watermark ever counts
+	 * without a receiver that the committed view still has). */
+	bool commit_views;
 };
 
 struct il_mship_stats {
@@ -139,6 +149,27 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 				uint64_t now_ns);
 
 const struct il_mgroup *il_mship_group(const struct il_mship *m, uint16_t id);
+
+/* A pair (docs/ha.md): the views handed out by il_mship_collect_views
+ * since the last call are committed; their groups' watermarks may go. */
+void il_mship_views_committed(struct il_mship *m);
+
+/* A pair's takeover: epoch `epoch` starts with the members of the last
+ * committed views of `prev` (less the receivers that did not report),
+ * every receiver at 0; each group's first view of the new epoch and the
+ * final watermark of `prev` (its cut) are handed out together. */
+struct il_mship_seed {
+	uint16_t group;
+	uint64_t view_id;   /* of the committed view it continues */
+	bool has_cut;
+	uint64_t cut;       /* the final watermark of prev in this group */
+	unsigned n;
+	const struct il_mship_seed_member {
+		uint32_t id, roles, incarnation;
+	} *m;
+};
+void il_mship_takeover(struct il_mship *m, uint32_t epoch, uint32_t prev,
+		       const struct il_mship_seed *seeds, unsigned n_seeds, uint64_t now_ns);
 
 /* The TCP-friendly rate of a WAN group (thesis 4.3.3: the slowest
  * receiver governs): the minimum over its live receivers of eq. 4.1 with

@@ -530,6 +530,12 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 		uint64_t h;
 		if (il_cfg_u64(il_cfg_at(stages, i), "history", 0, 0, UINT32_MAX, &h, NULL, 0) == 0)
 			hist += (unsigned)h * app->n_groups;
+		/* A pair's standby keeps the active's frames (docs/ha.md). */
+		const char *type = il_cfg_scalar(il_cfg_get(il_cfg_at(stages, i), "type"));
+		if (type != NULL && strcmp(type, "ha") == 0 &&
+		    il_cfg_u64(il_cfg_at(stages, i), "shadow_history", 16384, 0, UINT32_MAX, &h,
+			       NULL, 0) == 0)
+			hist += (unsigned)h * app->n_groups;
 	}
 	unsigned need = 4096 + hist;
 	for (unsigned p = 0; p < app->n_ports; p++)

@@ -37,6 +37,10 @@ static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struc
 				st->tsc_poll += rte_rdtsc() - t0;
 		}
 	}
+	if (unlikely(app->tx_mute)) {
+		il_tx_mute(io, pkts, n);
+		return got | n;
+	}
 	/* The burst is already an array: one tx call for all of it. What the
 	 * stages emitted goes after it (a retransmission never overtakes its
 	 * original). */

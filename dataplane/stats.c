@@ -14,6 +14,7 @@
 #include <rte_telemetry.h>
 
 #include <interlink/app.h>
+#include <interlink/chan.h>
 #include <interlink/json.h>
 #include <interlink/memif_guard.h>
 #include <interlink/port.h>
@@ -241,6 +242,12 @@ static int tel_ports(const char *cmd, const char *params, struct rte_tel_data *d
 	return 0;
 }
 
+/* One of a pair (docs/ha.md): what the ha stage made of it. */
+static const char *ha_role_name(uint32_t role)
+{
+	return role == IL_HA_ACTIVE ? "active" : role == IL_HA_STANDBY ? "standby" : "-";
+}
+
 static int tel_info(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	(void)cmd;
@@ -248,6 +255,8 @@ static int tel_info(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_string(d, "name", tel_app->name);
 	rte_tel_data_add_dict_u64(d, "epoch", tel_app->epoch);
+	if (tel_app->ha_role != 0)
+		rte_tel_data_add_dict_string(d, "ha_role", ha_role_name(tel_app->ha_role));
 	rte_tel_data_add_dict_u64(d, "udp_port", tel_app->il_udp_port);
 	rte_tel_data_add_dict_u64(d, "groups", tel_app->n_groups);
 	rte_tel_data_add_dict_u64(d, "workers", tel_app->n_workers);
@@ -319,6 +328,9 @@ void il_status_line(struct il_app *app, double elapsed, double dt)
 	}
 
 	off += (size_t)snprintf(buf + off, sizeof(buf) - off, "[%6.1fs]", elapsed);
+	if (app->ha_role != 0)
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, " %s epoch %u |",
+					ha_role_name(app->ha_role), app->epoch);
 	for (unsigned p = 0; p < app->n_ports && off < sizeof(buf); p++) {
 		struct port_totals t;
 		port_totals(app, p, &t);
@@ -382,6 +394,8 @@ static void write_json(struct il_app *app, double elapsed, double traffic_s,
 	il_json_obj(&js, NULL);
 	il_json_str(&js, "name", app->name);
 	il_json_u64(&js, "epoch", app->epoch);
+	if (app->ha_role != 0)
+		il_json_str(&js, "ha_role", ha_role_name(app->ha_role));
 	il_json_fixed(&js, "elapsed_s", elapsed, 6);
 	il_json_fixed(&js, "traffic_s", traffic_s, 6);
 	il_json_obj(&js, "ports");
@@ -441,8 +455,12 @@ void il_summary(struct il_app *app, double elapsed, double traffic_s, const char
 		write_json(app, elapsed, traffic_s, json_path);
 	if (status_in_place)
 		printf("\n");
-	printf("\n==== interlink summary: %s, epoch %u, %.2f s ====\n", app->name, app->epoch,
-	       elapsed);
+	if (app->ha_role != 0)
+		printf("\n==== interlink summary: %s, %s, epoch %u, %.2f s ====\n", app->name,
+		       ha_role_name(app->ha_role), app->epoch, elapsed);
+	else
+		printf("\n==== interlink summary: %s, epoch %u, %.2f s ====\n", app->name,
+		       app->epoch, elapsed);
 	/* Rates over the time traffic flowed, not over start-up and idle. */
 	printf("messages ordered   %" PRIu64 " in %" PRIu64 " frames (%s, %s over %.2f s of "
 	       "traffic)\n", stamped, frames,

@@ -52,6 +52,10 @@ void il_ep_config_init(struct il_ep_config *cfg)
 		.rx_window = 65536, .max_deferred = 8u << 20, .wait_credit = true,
 		.rx_depth = 64, .tx_depth = 256, .tfrc_rtt_ms = 100,
 		.resend_ms = 1000,
+		/* Ricochet's defaults: (8, 5); NAKs 100 ms after discovery,
+		 * then every 50 ms (section 5.1) */
+		.lec_r = 8, .lec_c = 5.0, .lec_stagger = 1, .lec_store_msgs = 4096,
+		.lec_store_repairs = 1024, .lec_nak_delay_us = 100000, .lec_nak_retry_us = 50000,
 	};
 }
 
@@ -235,6 +239,7 @@ void il_ep_close(struct il_ep *ep)
 	for (unsigned i = 0; i < ep->n_held; i++)
 		free(ep->held[i]);
 	free(ep->held);
+	ep_lec_free(ep);
 	free(ep->rx);
 	free(ep->tx);
 	free(ep->tx_free);
@@ -343,6 +348,7 @@ int il_ep_leave(struct il_ep *ep, uint16_t group)
 	io_uring_submit(&ep->ring);
 	struct ip_mreqn mr = { .imr_multiaddr = g->dst.sin_addr, .imr_ifindex = ep->rx_ifindex };
 	setsockopt(ep->rxfd, IPPROTO_IP, IP_DROP_MEMBERSHIP, &mr, sizeof(mr));
+	ep_lec_gone(ep, g);
 	ep_release_held(g);
 	if (g->roles & IL_EP_RECEIVER)
 		ep_rxw_free(&g->w);
@@ -398,7 +404,10 @@ static void handle_cqe(struct il_ep *ep, const struct io_uring_cqe *cqe, uint64_
 
 	switch (ud & EP_UD_KIND) {
 	case EP_UD_RX:
-		if (cqe->res > 0)
+		if (cqe->res > 0 && ep->cfg.rx_filter &&
+		    ep->cfg.rx_filter(ep->cfg.rx_filter_arg, ep->rx[i], (size_t)cqe->res))
+			ep->st.rx_filtered++;
+		else if (cqe->res > 0)
 			ep_rx_datagram(ep, ep->rx[i], (size_t)cqe->res, now);
 		post_recv(ep, i);
 		break;
@@ -432,9 +441,15 @@ static uint64_t sleep_budget_ns(struct il_ep *ep, uint64_t max_ns)
 		if ((g->roles & IL_EP_RECEIVER) && g->w.po != g->ack.acked &&
 		    (uint64_t)c->ack_us * 1000u < t)
 			t = (uint64_t)c->ack_us * 1000u;
-		if ((g->roles & IL_EP_RECEIVER) && g->w.po < g->w.hi &&
-		    (uint64_t)c->nak_delay_us * 1000u < t)
-			t = (uint64_t)c->nak_delay_us * 1000u;
+		if ((g->roles & IL_EP_RECEIVER) && g->w.po < g->w.hi) {
+			/* a gap's next NAK is due when its timers say, not a
+			 * whole delay from now (LEC groups wait 100 ms) */
+			uint64_t d = ep_rxw_nak_wait(&g->w, ep_now_ns(), ep_nak_delay_ns(ep, g),
+						     ep_nak_retry_ns(ep, g));
+
+			if (d < t)
+				t = d;
+		}
 		if (g->q.n > 0 && g->pace.rate_kbps) {
 			/* Paced: wake when the next frame's tokens are there
 			 * (a full frame's worth: the queue packs to the MTU). */

@@ -68,6 +68,8 @@ int ep_q_push(struct ep_q *q, const void *msg, uint16_t len)
 
 int ep_q_append(struct ep_q *q, const uint8_t *recs, size_t bytes, uint64_t n)
 {
+	if (bytes == 0)
+		return 0; /* an empty queue's head may be NULL: nothing to copy */
 	if (q_reserve(q, bytes))
 		return -ENOMEM;
 	memcpy(q->buf + q->tail, recs, bytes);
@@ -191,7 +193,8 @@ void ep_rxw_reset(struct ep_rxw *w, uint64_t start)
 	memset(w->s, 0, sizeof(*w->s) * ((size_t)w->mask + 1));
 	w->uto = w->po = w->hi = start;
 	w->stable = 0;
-	w->gap_seq = w->gap_ns = w->nak_ns = 0;
+	w->scanned = start;
+	w->ngap = 0;
 }
 
 struct ep_slot *ep_rxw_place(struct ep_rxw *w, uint64_t g, bool *dup, bool *overflow)
@@ -223,32 +226,121 @@ uint64_t ep_rxw_free_msgs(const struct ep_rxw *w)
 	return used > w->mask ? 0 : (uint64_t)w->mask + 1 - used;
 }
 
+/* Not held: empty, or beyond the window (it cannot be held yet). */
+static inline bool rxw_missing(struct ep_rxw *w, uint64_t g)
+{
+	return g - w->uto > w->mask || ep_rxw_slot(w, g)->state == EP_S_EMPTY;
+}
+
+static void gap_add(struct ep_rxw *w, uint64_t first, uint64_t last, uint64_t now)
+{
+	if (w->ngap == EP_GAPS) {
+		/* table full: the newest gap grows (its timers are older) */
+		w->gap[EP_GAPS - 1].last = last;
+		return;
+	}
+	w->gap[w->ngap++] = (struct ep_gap){ .first = first, .last = last, .disc_ns = now };
+}
+
+static void gap_del(struct ep_rxw *w, unsigned i)
+{
+	memmove(&w->gap[i], &w->gap[i + 1], (w->ngap - i - 1) * sizeof(w->gap[0]));
+	w->ngap--;
+}
+
+/* Gaps below hi not seen yet; gaps at or below po forgotten. */
+static void gaps_update(struct ep_rxw *w, uint64_t now)
+{
+	uint64_t g = w->scanned > w->po ? w->scanned : w->po;
+	uint64_t lim = w->uto + w->mask + 1 < w->hi ? w->uto + w->mask + 1 : w->hi;
+
+	while (g < lim) {
+		if (!rxw_missing(w, g)) {
+			g++;
+			continue;
+		}
+		uint64_t a = g;
+
+		while (g + 1 < lim && rxw_missing(w, g + 1))
+			g++;
+		gap_add(w, a, g, now);
+		g++;
+	}
+	if (w->hi > lim && w->scanned < w->hi) /* beyond the window: all missing */
+		gap_add(w, lim > w->scanned ? lim : w->scanned, w->hi - 1, now);
+	if (w->hi > w->scanned)
+		w->scanned = w->hi;
+	unsigned k = 0;
+
+	while (k < w->ngap && w->gap[k].last < w->po)
+		k++;
+	if (k) {
+		memmove(&w->gap[0], &w->gap[k], (w->ngap - k) * sizeof(w->gap[0]));
+		w->ngap -= k;
+	}
+	if (w->ngap && w->gap[0].first < w->po)
+		w->gap[0].first = w->po;
+}
+
 bool ep_rxw_nak_due(struct ep_rxw *w, uint64_t now, uint64_t delay_ns, uint64_t retry_ns,
 		    uint64_t max_span, uint64_t *first, uint64_t *last)
 {
-	if (w->po >= w->hi || ep_rxw_slot(w, w->po)->state != EP_S_EMPTY) {
-		w->gap_ns = 0;
-		return false;
-	}
-	if (w->gap_ns == 0 || w->gap_seq != w->po) {
-		/* A new gap: frames arrive in order through one socket, so a
-		 * short wait tells loss from a burst still being handled. */
-		w->gap_seq = w->po;
-		w->gap_ns = now;
-		w->nak_ns = 0;
-		return false;
-	}
-	if (now - w->gap_ns < delay_ns || (w->nak_ns && now - w->nak_ns < retry_ns))
-		return false;
-	uint64_t l = w->po;
+	gaps_update(w, now);
+	for (unsigned i = 0; i < w->ngap; i++) {
+		struct ep_gap *x = &w->gap[i];
 
-	while (l + 1 < w->hi && l + 1 - w->po < max_span &&
-	       ep_rxw_slot(w, l + 1)->state == EP_S_EMPTY)
-		l++;
-	*first = w->po;
-	*last = l;
-	w->nak_ns = now;
-	return true;
+		if (x->nak_ns ? now - x->nak_ns < retry_ns : now - x->disc_ns < delay_ns)
+			continue;
+		uint64_t a = x->first, b;
+
+		while (a <= x->last && !rxw_missing(w, a))
+			a++;
+		if (a > x->last) { /* all there now */
+			gap_del(w, i--);
+			continue;
+		}
+		for (b = a; b < x->last && b + 1 - a < max_span && rxw_missing(w, b + 1); b++)
+			;
+		x->first = a;
+		if (b < x->last) {
+			/* the rest keeps its timers and is reported next */
+			if (w->ngap < EP_GAPS) {
+				memmove(&w->gap[i + 2], &w->gap[i + 1],
+					(w->ngap - i - 1) * sizeof(w->gap[0]));
+				w->ngap++;
+				w->gap[i + 1] = *x;
+				w->gap[i + 1].first = b + 1;
+				x->last = b;
+			} else {
+				/* no room to split: ask for all of it (what we
+				 * hold comes again as a duplicate) */
+				b = x->last - a + 1 > max_span ? a + max_span - 1 : x->last;
+			}
+		}
+		x->nak_ns = now;
+		*first = a;
+		*last = b;
+		return true;
+	}
+	return false;
+}
+
+uint64_t ep_rxw_nak_wait(const struct ep_rxw *w, uint64_t now, uint64_t delay_ns,
+			 uint64_t retry_ns)
+{
+	uint64_t t = UINT64_MAX;
+
+	if (w->scanned < w->hi && w->po < w->hi)
+		t = delay_ns; /* a gap not yet found: at least this long */
+	for (unsigned i = 0; i < w->ngap; i++) {
+		const struct ep_gap *x = &w->gap[i];
+		uint64_t due = x->nak_ns ? x->nak_ns + retry_ns : x->disc_ns + delay_ns;
+		uint64_t d = due > now ? due - now : 0;
+
+		if (d < t)
+			t = d;
+	}
+	return t;
 }
 
 uint64_t ep_rxw_unavail(struct ep_rxw *w, uint64_t first, uint64_t last)

@@ -104,6 +104,17 @@ struct ep_slot {
 	uint16_t len;
 	uint8_t state;
 	bool fifo_start; /* its sender's new incarnation starts here (IL_F_FIFO_START) */
+	uint8_t via;     /* IL_EP_VIA_*: how its frame reached us */
+	uint64_t rx_ns;  /* when */
+};
+
+/* A run of missing sequences with its own NAK timers: NAKed `delay`
+ * after it was found, then every `retry` while any of it is missing. */
+#define EP_GAPS 64
+struct ep_gap {
+	uint64_t first, last; /* inclusive */
+	uint64_t disc_ns;     /* found missing */
+	uint64_t nak_ns;      /* last NAKed; 0: not yet */
 };
 
 struct ep_rxw {
@@ -113,8 +124,10 @@ struct ep_rxw {
 	uint64_t po;  /* next to P-deliver */
 	uint64_t hi;  /* one past the highest sequence known to exist */
 	uint64_t stable;
-	/* gap timing */
-	uint64_t gap_seq, gap_ns, nak_ns;
+	/* gaps: the runs found missing below `scanned`, in sequence order */
+	uint64_t scanned;
+	unsigned ngap;
+	struct ep_gap gap[EP_GAPS];
 };
 
 int ep_rxw_init(struct ep_rxw *w, uint32_t size);
@@ -138,11 +151,18 @@ static inline void ep_rxw_seen(struct ep_rxw *w, uint64_t next)
 }
 /* Messages that fit before the window is full (ACK buffer_free). */
 uint64_t ep_rxw_free_msgs(const struct ep_rxw *w);
-/* Whether to NAK now, and which range: a gap at po older than delay_ns,
- * then again every retry_ns. The range is the run of missing sequences
- * from po, at most max_span long. */
+/* Whether to NAK now, and which range. Every gap has its own timers
+ * (Ricochet's: the first NAK delay_ns after the gap was found, then every
+ * retry_ns while any of it is missing), so gaps behind the first are not
+ * held up by it. A gap is found by the first call after a later sequence
+ * arrived (or a STABLE told of a lost tail). The range is a run of
+ * missing sequences, at most max_span long; call again until false, each
+ * due run is reported once per call round. */
 bool ep_rxw_nak_due(struct ep_rxw *w, uint64_t now, uint64_t delay_ns, uint64_t retry_ns,
 		    uint64_t max_span, uint64_t *first, uint64_t *last);
+/* Nanoseconds until a NAK is due (0: now; UINT64_MAX: no gap known). */
+uint64_t ep_rxw_nak_wait(const struct ep_rxw *w, uint64_t now, uint64_t delay_ns,
+			 uint64_t retry_ns);
 /* UNAVAIL [first, last]: those sequences will never come; they become
  * holes that delivery skips. Returns how many were marked. */
 uint64_t ep_rxw_unavail(struct ep_rxw *w, uint64_t first, uint64_t last);

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 
 #include <interlink/endpoint.h>
+#include <interlink/parse.h>
 #include <interlink/tfrc.h>
 
 #include "ep_core.h"
@@ -18,9 +19,12 @@
 #define EP_MAX_FIFO 64
 #define EP_MAX_HELD 65536
 #define EP_FINAL_WAIT_NS 3000000000ull
+#define EP_REPORT_NS 10000000ull    /* EPOCH_REPORT again this often while awaiting */
+#define EP_CUT_WAIT_NS 1000000000ull /* T_fin: repairs below a cut take at most this */
 #define EP_UD_KIND (0xffull << 32)
 #define EP_UD_RX (1ull << 32)
 #define EP_UD_TX (2ull << 32)
+#define EP_LEC_MAX_VIEW 256
 
 /* A received datagram, kept while any message in it is not U-delivered. */
 struct ep_frame {
@@ -76,6 +80,14 @@ struct ep_group {
 	 * PO and UTO, since what was P- but not U-delivered in an old epoch
 	 * comes again */
 	struct ep_fifo po_fifo, uto_fifo;
+	/* receivers: lateral error correction (ep_lec.c) */
+	uint8_t lec_mode;    /* IL_EP_LEC_* */
+	double lec_c;
+	bool lec_view;       /* lec_members holds the view in force */
+	uint16_t lec_n;
+	uint32_t lec_members[EP_LEC_MAX_VIEW]; /* the view's receivers */
+	/* receivers, at a cut (docs/ha.md): what is missing below it will not come */
+	bool cut_fail;
 };
 
 /* New-epoch frames held until the old epoch's final watermark is known. */
@@ -110,8 +122,15 @@ struct il_ep {
 	bool awaiting;          /* a new epoch began; the old one's final watermark not yet */
 	uint32_t new_epoch;
 	uint64_t await_until;
+	/* a pair's takeover (docs/ha.md): reports until the cut arrives, then
+	 * repairs of the old epoch below it */
+	uint64_t report_ns;
+	bool cutting;
+	uint64_t cut, cut_until;
 	struct ep_held **held;
 	unsigned n_held;
+	struct ep_lec *lec;     /* ep_lec.c; NULL until a group uses LEC */
+	uint8_t rx_via;         /* IL_EP_VIA_LEC while a rebuilt frame is handled */
 };
 
 uint64_t ep_now_ns(void);
@@ -119,7 +138,26 @@ struct io_uring_sqe *ep_sqe(struct il_ep *ep);
 struct ep_group *ep_group(struct il_ep *ep, uint16_t id);
 void ep_release_held(struct ep_group *g);
 
+/* ep_lec.c: lateral error correction */
+struct il_ep_view;
+void ep_lec_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size_t len,
+		 uint64_t now);
+void ep_lec_repair_rx(struct il_ep *ep, const uint8_t *d, const struct il_parsed *p,
+		      uint64_t now);
+void ep_lec_rebuilt(struct il_ep *ep, uint64_t now); /* hands rebuilt frames on */
+void ep_lec_view(struct il_ep *ep, struct ep_group *g, const void *vb);
+void ep_lec_gone(struct il_ep *ep, struct ep_group *g);
+void ep_lec_tick(struct il_ep *ep, uint64_t now);
+void ep_lec_free(struct il_ep *ep);
+/* The most DATA (Interlink header and body) a frame of g may carry. */
+size_t ep_frame_room(const struct il_ep *ep, const struct ep_group *g);
+/* The NAK timers of g (LEC groups: Ricochet's). */
+uint64_t ep_nak_delay_ns(const struct il_ep *ep, const struct ep_group *g);
+uint64_t ep_nak_retry_ns(const struct il_ep *ep, const struct ep_group *g);
+
 /* ep_proto.c */
+/* One datagram of len bytes to `to`, from the TX socket. */
+void ep_send_to(struct il_ep *ep, const uint8_t *d, size_t len, const struct sockaddr_in *to);
 void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now);
 void ep_deliver(struct il_ep *ep, struct ep_group *g);
 void ep_timers(struct il_ep *ep, uint64_t now);

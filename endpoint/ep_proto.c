@@ -35,7 +35,7 @@ static uint8_t *tx_begin(struct il_ep *ep, int *slot)
 	return ep->tx[*slot].data;
 }
 
-static void tx_commit(struct il_ep *ep, struct ep_group *g, int slot, size_t len)
+static void tx_commit_to(struct il_ep *ep, const struct sockaddr_in *to, int slot, size_t len)
 {
 	struct io_uring_sqe *sqe = slot >= 0 ? ep_sqe(ep) : NULL;
 
@@ -45,20 +45,34 @@ static void tx_commit(struct il_ep *ep, struct ep_group *g, int slot, size_t len
 		const uint8_t *d = slot >= 0 ? ep->tx[slot].data : ep_stack_frame;
 
 		ep->st.tx_sync++;
-		if (sendto(ep->txfd, d, len, 0, (const struct sockaddr *)&g->dst,
-			   sizeof(g->dst)) != (ssize_t)len)
+		if (sendto(ep->txfd, d, len, 0, (const struct sockaddr *)to, sizeof(*to)) !=
+		    (ssize_t)len)
 			ep->st.tx_fail++;
 		if (slot >= 0)
 			ep->tx_free[ep->n_tx_free++] = (unsigned)slot;
 		return;
 	}
 	struct ep_txbuf *b = &ep->tx[slot];
-	b->to = g->dst;
+	b->to = *to;
 	b->iov = (struct iovec){ b->data, len };
 	b->mh = (struct msghdr){ .msg_name = &b->to, .msg_namelen = sizeof(b->to),
 				 .msg_iov = &b->iov, .msg_iovlen = 1 };
 	io_uring_prep_sendmsg(sqe, ep->txfd, &b->mh, 0);
 	io_uring_sqe_set_data64(sqe, EP_UD_TX | (unsigned)slot);
+}
+
+static void tx_commit(struct il_ep *ep, struct ep_group *g, int slot, size_t len)
+{
+	tx_commit_to(ep, &g->dst, slot, len);
+}
+
+void ep_send_to(struct il_ep *ep, const uint8_t *d, size_t len, const struct sockaddr_in *to)
+{
+	int slot;
+	uint8_t *f = tx_begin(ep, &slot);
+
+	memcpy(f, d, len);
+	tx_commit_to(ep, to, slot, len);
 }
 
 /* The header of what we send to group g: from us (member_id), in our
@@ -119,6 +133,31 @@ static void send_nak(struct il_ep *ep, struct ep_group *g, uint64_t first, uint6
 	il_range_put(il_hdr_put(h, &f), first, last);
 	tx_commit(ep, g, slot, IL_HDR_LEN + IL_RANGE_LEN);
 	ep->st.nak_tx++;
+}
+
+/* Where we stand in our epoch, which a newer one replaces (docs/ha.md,
+ * "The cut of the old epoch"): the new active takes the cut from these. */
+static void send_report(struct il_ep *ep, struct ep_group *g)
+{
+	int slot;
+	uint8_t *h = tx_begin(ep, &slot);
+	struct il_hdr_fields f = hdr(ep, g, IL_T_EPOCH_REPORT);
+
+	f.global_seq = g->w.po;
+	il_epoch_report_put(il_hdr_put(h, &f), ep->new_epoch, g->view_id, g->w.stable, g->w.hi);
+	tx_commit(ep, g, slot, IL_HDR_LEN + IL_EPOCH_REPORT_LEN);
+	ep->st.epoch_reports++;
+}
+
+static void send_reports(struct il_ep *ep, uint64_t now)
+{
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		struct ep_group *g = &ep->g[i];
+
+		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER))
+			send_report(ep, g);
+	}
+	ep->report_ns = now;
 }
 
 /* What we sent stays until a grant says it is stable: a new sequencer
@@ -218,7 +257,7 @@ static void resend_timer(struct il_ep *ep, struct ep_group *g, uint64_t now)
  * a grant of k messages sends them in as few frames as fit. */
 static void drain(struct il_ep *ep, struct ep_group *g, uint64_t now)
 {
-	size_t room = ep->max_frame - IL_HDR_LEN;
+	size_t room = ep_frame_room(ep, g) - IL_HDR_LEN;
 
 	if (g->st != EP_G_MEMBER)
 		return;
@@ -229,6 +268,10 @@ static void drain(struct il_ep *ep, struct ep_group *g, uint64_t now)
 		if (credit == 0)
 			return;
 		size_t bytes = ep_q_span(&g->q, room, credit, &n);
+		if (n == 0 && room < ep->max_frame - IL_HDR_LEN)
+			/* a message longer than a LEC group's frames: alone,
+			 * in a frame LEC cannot protect (NAK still does) */
+			bytes = ep_q_span(&g->q, ep->max_frame - IL_HDR_LEN, 1, &n);
 		if (n == 0)
 			return;
 		/* WAN groups: the rate too (the frame waits whole). */
@@ -305,10 +348,27 @@ void ep_timers(struct il_ep *ep, uint64_t now)
 		if (ep_ack_due(&g->ack, g->w.po, now, c->ack_every, (uint64_t)c->ack_us * 1000u,
 			       50000000u))
 			send_ack(ep, g, now);
-		if (ep_rxw_nak_due(&g->w, now, (uint64_t)c->nak_delay_us * 1000u,
-				   (uint64_t)c->nak_retry_us * 1000u, IL_NAK_MAX_SPAN, &first, &last))
+		/* Awaiting a cut, old frames are not taken: no NAKs for them
+		 * until the cut says which (and then only below it). */
+		if (ep->awaiting && !ep->cutting)
+			continue;
+		if (ep->awaiting && g->w.po >= ep->cut)
+			continue;
+		/* every gap whose timer is due, each with its own (at most
+		 * a table's worth per step) */
+		for (unsigned k = 0; k < EP_GAPS &&
+				     ep_rxw_nak_due(&g->w, now, ep_nak_delay_ns(ep, g),
+						    ep_nak_retry_ns(ep, g), IL_NAK_MAX_SPAN, &first,
+						    &last);
+		     k++) {
+			if (ep->awaiting && first >= ep->cut)
+				continue;
+			if (ep->awaiting && last >= ep->cut)
+				last = ep->cut - 1;
 			send_nak(ep, g, first, last);
+		}
 	}
+	ep_lec_tick(ep, now);
 }
 
 /* A message its sender re-sent into a new epoch may be stamped twice:
@@ -352,6 +412,8 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 			m.global_seq = w->po;
 			m.data = s->data;
 			m.len = s->len;
+			m.via = s->via;
+			m.rx_ns = s->rx_ns;
 			g->cb.po(g->user, &m);
 		}
 		ep->st.msgs_po++;
@@ -372,6 +434,8 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 				m.global_seq = w->uto;
 				m.data = s->data;
 				m.len = s->len;
+				m.via = s->via;
+				m.rx_ns = s->rx_ns;
 				g->cb.uto(g->user, &m);
 			}
 			ep->st.msgs_uto++;
@@ -413,6 +477,14 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 		return;
 	}
 	ep->st.data_rx++;
+	/* What LEC protects is the frame as stamped; a frame it rebuilt is
+	 * in its store already. One below the highest sequence we knew of
+	 * fills a gap: a retransmission. */
+	uint8_t via = ep->rx_via ? ep->rx_via : g0 < g->w.hi ? IL_EP_VIA_NAK : IL_EP_VIA_DATA;
+	uint16_t placed = 0;
+
+	if (g->lec_mode != IL_EP_LEC_OFF && !ep->rx_via)
+		ep_lec_data(ep, g, d, len, now);
 	tfrc_rx(g, g0, cnt, now);
 	if (h[IL_OFF_FLAGS] & IL_F_STABLE_VALID && il_get64(h + IL_OFF_STABLE_SEQ) > g->w.stable)
 		g->w.stable = il_get64(h + IL_OFF_STABLE_SEQ);
@@ -445,8 +517,17 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 		*s = (struct ep_slot){ .fr = fr, .data = fr->data + off + IL_MSG_HDR_LEN,
 				       .sender_seq = sseq + i, .sender = sender, .len = ml,
 				       .state = EP_S_MSG,
-				       .fifo_start = i == 0 && (h[IL_OFF_FLAGS] & IL_F_FIFO_START) };
+				       .fifo_start = i == 0 && (h[IL_OFF_FLAGS] & IL_F_FIFO_START),
+				       .via = via, .rx_ns = now };
 		off += IL_MSG_HDR_LEN + ml;
+		placed++;
+	}
+	if (placed && via == IL_EP_VIA_NAK) {
+		ep->st.nak_filled++;
+		ep->st.nak_filled_msgs += placed;
+	} else if (placed && via == IL_EP_VIA_LEC) {
+		ep->st.lec_recovered++;
+		ep->st.lec_recovered_msgs += placed;
 	}
 }
 
@@ -513,11 +594,13 @@ static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h,
 			g->po_fifo = g->uto_fifo;
 		}
 		v.event = IL_EP_VIEW_JOINED;
+		ep_lec_view(ep, g, &vb);
 	} else if (g->st == EP_G_MEMBER && in) {
 		if (v.view_id == g->view_id)
 			return; /* a repeat */
 		g->view_id = v.view_id;
 		v.event = IL_EP_VIEW_CHANGED;
+		ep_lec_view(ep, g, &vb);
 	} else if (g->st == EP_G_MEMBER && !in) {
 		/* Excluded (we were silent too long): rejoin. The control
 		 * process starts us afresh at our new join point; we keep our
@@ -528,6 +611,7 @@ static void on_view(struct il_ep *ep, struct ep_group *g, const uint8_t *h,
 		g->join_ns = 0;
 		if (g->roles & IL_EP_RECEIVER)
 			ep_release_held(g);
+		ep_lec_gone(ep, g);
 		v.event = IL_EP_VIEW_EXCLUDED;
 	} else {
 		return;
@@ -576,12 +660,19 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 
 		if (!g->used || g->st != EP_G_MEMBER)
 			continue;
+		bool incomplete = false;
 		if (g->roles & IL_EP_RECEIVER) {
+			/* At a pair's cut (ep->cutting) a receiver that could not get
+			 * everything below it delivers what it holds, a prefix of the
+			 * one order, and rejoins as a new incarnation rather than go
+			 * on with a hole the others do not have. */
+			incomplete = ep->cutting && g->w.po < w;
 			if (w > g->w.stable)
 				g->w.stable = w;
 			ep_deliver(ep, g);
-			if (g->w.uto < g->w.stable)
+			if (g->w.uto < g->w.stable && !incomplete)
 				ep->st.lost_stable += g->w.stable - g->w.uto;
+			g->cut_fail = false;
 			ep_release_held(g);
 			ep_rxw_reset(&g->w, 1);
 			g->ack = (struct ep_ack){ 0 };
@@ -591,6 +682,19 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 		}
 		if (g->roles & IL_EP_SENDER)
 			rewind_sender(ep, g);
+		if (incomplete) {
+			ep->st.cut_incomplete++;
+			ep->incarnation++;
+			g->st = EP_G_JOINING;
+			g->join_ns = 0;
+			if (g->cb.view) {
+				struct il_ep_view v = { .group = g->id, .epoch = ep->new_epoch,
+							.event = IL_EP_VIEW_EXCLUDED,
+							.view_id = g->view_id };
+				g->cb.view(g->user, &v);
+			}
+			continue;
+		}
 		if (g->cb.view) {
 			struct il_ep_view v = { .group = g->id, .epoch = ep->new_epoch,
 						.event = IL_EP_VIEW_NEW_EPOCH,
@@ -600,6 +704,8 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 	}
 	ep->epoch = ep->new_epoch;
 	ep->awaiting = false;
+	ep->cutting = false;
+	ep->cut = 0;
 	ep->final_epoch = 0;
 	ep->final_wm = 0;
 	unsigned n = ep->n_held;
@@ -614,12 +720,53 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 	free(held);
 }
 
+/* The cut C of our epoch is known: done once every receiving group holds
+ * everything below it (or cannot: UNAVAIL, or T_fin elapsed). */
+static void cut_try(struct il_ep *ep, uint64_t now)
+{
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		const struct ep_group *g = &ep->g[i];
+
+		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER) &&
+		    g->w.po < ep->cut && !g->cut_fail && now < ep->cut_until)
+			return;
+	}
+	finalize(ep, ep->cut, now);
+}
+
+static void cut_start(struct il_ep *ep, uint64_t w, uint64_t now)
+{
+	ep->cutting = true;
+	ep->cut = w;
+	ep->cut_until = now + EP_CUT_WAIT_NS;
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		struct ep_group *g = &ep->g[i];
+
+		/* What lies below the cut exists: NAK it (naming our epoch). */
+		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER)) {
+			ep_rxw_seen(&g->w, w);
+			g->cut_fail = false;
+		}
+	}
+	cut_try(ep, now);
+}
+
 void ep_epoch_timer(struct il_ep *ep, uint64_t now)
 {
+	if (!ep->awaiting)
+		return;
+	if (ep->cutting) {
+		cut_try(ep, now);
+		return;
+	}
 	/* The final watermark never came (the new data plane reused the
 	 * epoch's second, or it was lost): only what we know is safe. */
-	if (ep->awaiting && now > ep->await_until)
+	if (now > ep->await_until) {
 		finalize(ep, 0, now);
+		return;
+	}
+	if (now - ep->report_ns >= EP_REPORT_NS)
+		send_reports(ep, now);
 }
 
 static void hold(struct il_ep *ep, const uint8_t *d, size_t len)
@@ -636,19 +783,29 @@ static void hold(struct il_ep *ep, const uint8_t *d, size_t len)
 	ep->held[ep->n_held++] = h;
 }
 
+static void held_drop(struct il_ep *ep)
+{
+	for (unsigned i = 0; i < ep->n_held; i++)
+		free(ep->held[i]);
+	ep->n_held = 0;
+}
+
 /* Epoch bookkeeping of a frame from the appliance: true when the caller
- * should go on handling it. */
+ * should go on handling it. Epochs compare in serial-number arithmetic
+ * (il_epoch_after); frames of an epoch older than the newest seen are
+ * ignored and counted. */
 static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now)
 {
 	uint32_t e = il_get32(d + IL_OFF_EPOCH);
+	uint8_t type = d[IL_OFF_TYPE];
 
-	if (d[IL_OFF_TYPE] == IL_T_STABLE && il_get64(d + IL_OFF_GLOBAL_SEQ) == 0 &&
+	if (type == IL_T_STABLE && il_get64(d + IL_OFF_GLOBAL_SEQ) == 0 &&
 	    (d[IL_OFF_FLAGS] & IL_F_STABLE_VALID)) {
-		/* The final watermark of epoch e, from its successor. */
+		/* The final watermark of epoch e (its cut), from its successor. */
 		uint64_t w = il_get64(d + IL_OFF_STABLE_SEQ);
 
-		if (ep->awaiting && e == ep->epoch)
-			finalize(ep, w, now);
+		if (ep->awaiting && e == ep->epoch && !ep->cutting)
+			cut_start(ep, w, now);
 		else if (!ep->awaiting && e == ep->epoch && ep->epoch != 0 &&
 			 (ep->final_epoch != e || w > ep->final_wm)) {
 			ep->final_epoch = e; /* before the new epoch's first frame */
@@ -657,10 +814,27 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 		return false;
 	}
 	if (ep->awaiting) {
-		if (e >= ep->new_epoch) {
-			ep->new_epoch = e;
-			hold(ep, d, len);
+		/* Repairs of our epoch below its cut (the new active re-sends
+		 * the old one's frames from its shadow), and UNAVAIL for them. */
+		if (ep->cutting && e == ep->epoch &&
+		    ((type == IL_T_DATA && il_get64(d + IL_OFF_GLOBAL_SEQ) < ep->cut) ||
+		     type == IL_T_UNAVAIL)) {
+			if (type == IL_T_DATA)
+				ep->st.cut_repairs++;
+			return true;
 		}
+		if (il_epoch_after(e, ep->new_epoch)) {
+			/* An even newer epoch: the one we waited for delivered
+			 * nothing uniformly; report against the newest. */
+			held_drop(ep);
+			ep->new_epoch = e;
+			if (!ep->cutting)
+				send_reports(ep, now);
+		}
+		if (e == ep->new_epoch)
+			hold(ep, d, len);
+		else
+			ep->st.stale_epoch_frames++; /* older than the newest seen */
 		return false;
 	}
 	if (e == ep->epoch)
@@ -669,16 +843,22 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 		ep->epoch = e;
 		return true;
 	}
-	if (e < ep->epoch)
-		return false; /* a late frame of an older incarnation */
+	if (!il_epoch_after(e, ep->epoch)) {
+		ep->st.stale_epoch_frames++;
+		return false; /* a late frame of an older epoch (a fenced appliance's) */
+	}
 	ep->st.epochs++;
 	ep->new_epoch = e;
-	if (ep->final_epoch == ep->epoch) {
-		finalize(ep, ep->final_wm, now);
-		return true;
-	}
 	ep->awaiting = true;
 	ep->await_until = now + EP_FINAL_WAIT_NS;
+	if (ep->final_epoch == ep->epoch) {
+		/* Its final watermark came first. */
+		cut_start(ep, ep->final_wm, now);
+		if (!ep->awaiting)
+			return true; /* finalized: this frame is the new epoch's */
+	} else {
+		send_reports(ep, now);
+	}
 	hold(ep, d, len);
 	return false;
 }
@@ -691,6 +871,12 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 	 * would drop, we drop too. */
 	if (len > UINT32_MAX || il_parse_payload(d, (uint32_t)len, &p) >= IL_V_DROP_FIRST) {
 		ep->st.rx_bad++;
+		return;
+	}
+	if (p.type == IL_T_LEC_REPAIR) {
+		/* from another member or the appliance, naming frames of any
+		 * of our groups */
+		ep_lec_repair_rx(ep, d, &p, now);
 		return;
 	}
 	struct ep_group *g = ep_group(ep, p.group_id);
@@ -707,8 +893,13 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 		return;
 	switch (type) {
 	case IL_T_DATA:
-		if (g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER))
+		if (g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER)) {
 			on_data(ep, g, d, len, now);
+			/* frames LEC rebuilt meanwhile (the stored repairs this
+			 * one completed) */
+			if (!ep->rx_via)
+				ep_lec_rebuilt(ep, now);
+		}
 		break;
 	case IL_T_STABLE:
 		ep->st.stable_rx++;
@@ -761,6 +952,14 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 		if (il_range_get(b, body, &r) != 0 || g->st != EP_G_MEMBER ||
 		    !(g->roles & IL_EP_RECEIVER))
 			break;
+		if (ep->awaiting && ep->cutting && il_get32(d + IL_OFF_EPOCH) == ep->epoch &&
+		    r.first_seq < ep->cut && r.last_seq >= g->w.po) {
+			/* What we miss below the cut is gone (the shadow let it go):
+			 * no hole may be delivered over; the cut ends incomplete. */
+			g->cut_fail = true;
+			cut_try(ep, now);
+			break;
+		}
 		uint64_t n = ep_rxw_unavail(&g->w, r.first_seq, r.last_seq);
 		ep->st.unavail_msgs += n;
 		if (n && g->cb.lost)

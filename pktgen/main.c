@@ -279,6 +279,7 @@ static void summary(FILE *out, const char *json, double send_s, double total_s, 
 		il_json_u64(&js, "blocked_stalls", u->blocked_stalls);
 		il_json_u64(&js, "max_unstable", pg_uto_max_unstable(&S));
 		il_json_u64(&js, "resumes", u->resumes_rx);
+		il_json_u64(&js, "stale_epoch", u->stale_epoch);
 		il_json_u64(&js, "resumed_msgs", u->resumed_msgs);
 		il_json_u64(&js, "exclusions", u->exclusions);
 		il_json_u64(&js, "ctl_tx_fail", u->ctl_tx_fail);

@@ -109,6 +109,7 @@ struct pg_uto {
 	struct pg_uto_snd s[PG_MAX_SENDERS][PG_MAX_GROUPS];
 	uint64_t acks_tx, hb_tx, joins_tx, leaves_tx, ctl_tx_fail;
 	uint64_t credits_rx, views_rx, stable_rx, resumes_rx, resumed_msgs, exclusions;
+	uint64_t stale_epoch;           /* frames of an older epoch than ours, ignored */
 	uint64_t blocked_tsc;           /* senders' time waiting for credit, summed */
 	uint64_t blocked_stalls;        /* bursts cut short by credit */
 	uint32_t credit_window;         /* largest window a CREDIT named */

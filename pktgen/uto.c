@@ -183,9 +183,15 @@ void pg_uto_poll(struct pg_state *s, uint64_t now)
 
 static void learn_epoch(struct pg_uto *u, const uint8_t *h)
 {
+	uint32_t e = il_get32(h + IL_OFF_EPOCH);
+
 	if (!u->have_epoch) {
-		u->epoch = il_get32(h + IL_OFF_EPOCH);
+		u->epoch = e;
 		u->have_epoch = true;
+	} else if (il_epoch_after(u->epoch, e)) {
+		/* A frame of an older epoch (an appliance of a pair that was
+		 * replaced, docs/ha.md): ignored, counted. */
+		u->stale_epoch++;
 	}
 }
 

@@ -13,6 +13,7 @@
 #include <interlink/fec_wire.h>
 #include <interlink/frame.h>
 #include <interlink/json.h>
+#include <interlink/lec_wire.h>
 #include <interlink/version.h>
 #include <interlink/wire.h>
 #include <interlink/wire_msg.h>
@@ -209,6 +210,16 @@ static void frames(struct il_json *j)
 	il_json_u64(j, "window", 256);
 	il_json_u64(j, "rate_kbps", 4000);
 	frame_end(j, f, b);
+	/* EPOCH_REPORT: receiver 0x10001 stands at 77 in epoch 5, answering 9 */
+	h = (struct il_hdr_fields){ .type = IL_T_EPOCH_REPORT, .group_id = 2,
+				    .sender_id = 0x10001, .epoch = 5, .global_seq = 77 };
+	b = il_epoch_report_put(il_frame_put(f, &path, 0, &h, IL_EPOCH_REPORT_LEN), 9, 4, 70, 80);
+	frame_begin(j, &h);
+	il_json_u64(j, "new_epoch", 9);
+	il_json_u64(j, "view_id", 4);
+	il_json_u64(j, "stable_seen", 70);
+	il_json_u64(j, "high", 80);
+	frame_end(j, f, b);
 	/* FEC_REPAIR: body, a recipe of one id, four payload bytes */
 	const struct il_fec_fields ff = { .code = IL_FEC_CODE_XOR, .layer = 1, .rate_r = 8,
 					  .rate_c = 3, .count = 1, .interleave = 11,
@@ -232,6 +243,39 @@ static void frames(struct il_json *j)
 	il_json_u64(j, "reserved", 0);
 	il_json_u64(j, "x_first", ff.x_first);
 	frame_end(j, f, b + IL_FEC_ID_LEN + 4);
+	/* LEC_REPAIR: two ids (groups 3 and 4), five payload bytes */
+	const struct il_lec_fields lf = { .count = 2, .rate_r = 8,
+					  .origin = IL_LEC_ORIGIN_MEMBER, .len = 5,
+					  .len_xor = 0x0203 };
+
+	h = (struct il_hdr_fields){ .type = IL_T_LEC_REPAIR, .group_id = 3,
+				    .sender_id = 0x10002, .sender_seq = 17 };
+	b = il_frame_put(f, &path, 0, &h, (uint16_t)(IL_LEC_REPAIR_LEN(2, 5) - IL_HDR_LEN));
+	b = il_lec_body_put(b, &lf);
+	b = il_lec_id_put(b, 3, 5, 1001);
+	b = il_lec_id_put(b, 4, 5, 77);
+	memcpy(b, "\x01\x02\x03\x04\x05", 5);
+	frame_begin(j, &h);
+	il_json_u64(j, "count", lf.count);
+	il_json_u64(j, "id_len", IL_LEC_ID_LEN);
+	il_json_u64(j, "rate_r", lf.rate_r);
+	il_json_u64(j, "origin", lf.origin);
+	il_json_u64(j, "len", lf.len);
+	il_json_u64(j, "len_xor", lf.len_xor);
+	il_json_arr(j, "ids"); /* [group, epoch, seq] */
+	il_json_arr(j, NULL);
+	il_json_u64(j, NULL, 3);
+	il_json_u64(j, NULL, 5);
+	il_json_u64(j, NULL, 1001);
+	il_json_end(j);
+	il_json_arr(j, NULL);
+	il_json_u64(j, NULL, 4);
+	il_json_u64(j, NULL, 5);
+	il_json_u64(j, NULL, 77);
+	il_json_end(j);
+	il_json_end(j);
+	il_json_str(j, "data", "0102030405");
+	frame_end(j, f, b + 5);
 	il_json_end(j);
 
 	/* A TCP segment as the FT-TCP stage fabricates one (frame.h). */
@@ -314,6 +358,12 @@ int main(int argc, char **argv)
 	FIELD(j, il_member_msg, roles);
 	FIELD(j, il_member_msg, incarnation);
 	il_json_end(j);
+	il_json_arr(j, "epoch_report");
+	FIELD(j, il_epoch_report, new_epoch);
+	FIELD(j, il_epoch_report, view_id);
+	FIELD(j, il_epoch_report, stable_seen);
+	FIELD(j, il_epoch_report, high);
+	il_json_end(j);
 	il_json_arr(j, "view");
 	FIELD(j, il_view, view_id);
 	FIELD(j, il_view, n_members);
@@ -333,6 +383,25 @@ int main(int argc, char **argv)
 	FIELD(j, il_auth_opt, counter);
 	FIELD(j, il_auth_opt, mac);
 	il_json_end(j);
+	il_json_arr(j, "lec_body");
+	FIELD(j, il_lec_body, count);
+	FIELD(j, il_lec_body, id_len);
+	FIELD(j, il_lec_body, rate_r);
+	FIELD(j, il_lec_body, origin);
+	FIELD(j, il_lec_body, len);
+	FIELD(j, il_lec_body, len_xor);
+	il_json_end(j);
+	il_json_arr(j, "lec_id");
+	FIELD(j, il_lec_id_wire, group);
+	FIELD(j, il_lec_id_wire, reserved);
+	FIELD(j, il_lec_id_wire, epoch);
+	FIELD(j, il_lec_id_wire, seq);
+	il_json_end(j);
+	il_json_obj(j, "lec_origins");
+	il_json_u64(j, "MEMBER", IL_LEC_ORIGIN_MEMBER);
+	il_json_u64(j, "APPLIANCE", IL_LEC_ORIGIN_APPLIANCE);
+	il_json_end(j);
+	il_json_u64(j, "lec_max_ids", IL_LEC_WIRE_MAX_IDS);
 	il_json_arr(j, "credit");
 	FIELD(j, il_credit, limit_seq);
 	FIELD(j, il_credit, window);

@@ -25,6 +25,7 @@
 #include <interlink/wire_msg.h>
 
 #include "ctrl.h"
+#include "ha.h"
 
 static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_UP_ACK] = "up_ack",
@@ -56,6 +57,7 @@ static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_RATE_SPLITS] = "rate_splits",
 	[CT_C_DROP_BAD_MAC] = "drop_bad_mac",
 	[CT_C_DROP_REPLAY] = "drop_replay",
+	[CT_C_UP_EPOCH_REPORT] = "up_epoch_report",
 };
 
 /* First warning after this long without interlink-control (it may be
@@ -132,6 +134,13 @@ static void apply_down(struct il_stage *st, struct ctrl *c, const struct il_cmsg
 	st->ctr[CT_C_DOWN_MSGS]++;
 	if (m->type == IL_CM_HELLO)
 		return; /* the control process is there; restarts are seen in the header */
+	if (m->type == IL_CM_ROLE || m->type == IL_CM_AUTHORITY || m->type == IL_CM_QUIESCE) {
+		if (c->ha != NULL)
+			il_ha_down(c->ha, m);
+		else
+			st->ctr[CT_C_DOWN_BAD]++;
+		return;
+	}
 	if (gix == 0) {
 		st->ctr[CT_C_DOWN_BAD]++;
 		return;
@@ -286,6 +295,10 @@ static void housekeeping(struct il_stage *st, struct ctrl *c)
 		 * members' silence for their failure. */
 		struct il_cmsg a = { .type = IL_CM_ALIVE };
 
+		if (c->ha != NULL) {
+			il_ha_alive(c->ha, &a.u.alive);
+			a.len = sizeof(a.u.alive);
+		}
 		il_chan_send_burst(c->ch, &a, 1);
 	}
 }
@@ -389,6 +402,23 @@ static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *
 				break;
 			}
 		st->ctr[CT_C_UP_ACK]++;
+	} else if (type == IL_T_EPOCH_REPORT) {
+		struct il_epoch_report_body r;
+
+		if (il_epoch_report_get(b, body, &r) != 0) {
+			il_drop(st, CT_C_DROP_BAD_BODY, mb);
+			return false;
+		}
+		/* Where a receiver stands in an epoch a newer one replaces: the
+		 * control process takes the cut from these (docs/ha.md). */
+		o->type = IL_CM_EPOCH_REPORT;
+		o->len = sizeof(o->u.report);
+		o->u.report = (struct il_cm_epoch_report){
+			.receiver = il_get32(h + IL_OFF_SENDER_ID), .epoch = il_get32(h + IL_OFF_EPOCH),
+			.new_epoch = r.new_epoch, .view_id = r.view_id,
+			.cum = il_get64(h + IL_OFF_GLOBAL_SEQ), .stable_seen = r.stable_seen,
+			.high = r.high, .rx_ns = rx_ns };
+		st->ctr[CT_C_UP_EPOCH_REPORT]++;
 	} else {
 		struct il_member_body mm;
 
@@ -480,7 +510,7 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 		const uint8_t *h = rte_pktmbuf_mtod(m, const uint8_t *) + il_meta(m)->il_off;
 		uint8_t type = h[IL_OFF_TYPE];
 		if (type != IL_T_ACK && type != IL_T_JOIN && type != IL_T_LEAVE &&
-		    type != IL_T_HEARTBEAT) {
+		    type != IL_T_HEARTBEAT && type != IL_T_EPOCH_REPORT) {
 			pkts[out++] = m; /* VIEW, STABLE, CREDIT, ...: not for us */
 			continue;
 		}
@@ -530,6 +560,38 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 				ctrl_rate_split(st, c, gi, now);
 	}
 	return out;
+}
+
+/* The ha stage made this appliance the owner of a new epoch (docs/ha.md):
+ * the sequencer restarted at 1 already; every group here starts afresh
+ * (no view, watermark 0: the control process sends the first views once
+ * the cut of the previous epoch is committed) and is told of the epoch at
+ * once, and every stable interval while idle: the announcement. */
+void ctrl_epoch_restart(struct il_stage *st, struct ctrl *c)
+{
+	for (unsigned gi = 0; gi < c->app->n_groups; gi++) {
+		struct cgroup *g = &c->g[gi];
+		struct il_tfrc_sendlog_slot *slots = g->log_slots;
+
+		memset(g, 0, sizeof(*g));
+		g->walked = 1;
+		g->active = true;
+		g->log_slots = slots;
+		if (slots != NULL) {
+			memset(slots, 0, sizeof(*slots) * CTL_SENDLOG_SLOTS);
+			il_tfrc_sendlog_init(&g->log, slots, CTL_SENDLOG_SLOTS - 1);
+		}
+		ctrl_send_stable(st, c, gi, c->seq->epoch, 0);
+	}
+}
+
+/* Standby: nothing of ours is sent (the pipeline is muted anyway). */
+void ctrl_epoch_idle(struct ctrl *c)
+{
+	for (unsigned gi = 0; gi < c->app->n_groups; gi++) {
+		c->g[gi].active = false;
+		c->g[gi].final_left = 0;
+	}
 }
 
 static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app,
@@ -689,6 +751,21 @@ static void ctrl_state(const struct il_stage *st, struct il_state_sink *out)
 		il_state_put(out, (int)gi, "window", g->window);
 		il_state_put(out, (int)gi, "rate_kbps", g->rate_kbps);
 	}
+}
+
+uint16_t ctrl_view_get(const struct il_stage *st, unsigned gi, uint32_t *view_id, uint32_t *ids,
+		       uint32_t *roles, uint16_t max)
+{
+	const struct ctrl *c = st->ctx;
+	const struct cgroup *g = &c->g[gi];
+	uint16_t n = g->n_members < max ? g->n_members : max;
+
+	*view_id = g->view_id;
+	for (uint16_t i = 0; i < n; i++) {
+		ids[i] = g->m[i].id;
+		roles[i] = g->m[i].roles;
+	}
+	return n;
 }
 
 const struct il_stage_type il_stage_control = {

@@ -53,6 +53,7 @@ enum {
 	CT_C_RATE_SPLITS,
 	CT_C_DROP_BAD_MAC,
 	CT_C_DROP_REPLAY,
+	CT_C_UP_EPOCH_REPORT,
 	CT_C_COUNT
 };
 
@@ -60,6 +61,8 @@ struct cmember {
 	uint32_t id, roles, incarnation, buffer_free;
 	uint64_t cum; /* last cumulative ACK seen (exclusive) */
 };
+
+struct il_ha;
 
 struct csender {
 	uint32_t id;
@@ -128,7 +131,16 @@ struct ctrl {
 	 * valid MAC and a fresh counter; STABLE, VIEW and CREDIT go out signed. */
 	struct il_stage_auth auth;
 	atomic_uint_fast64_t control_absent_warnings;
+	/* One appliance of a pair (docs/ha.md): its ha stage, which this stage
+	 * hands ROLE, AUTHORITY and QUIESCE; NULL otherwise. */
+	struct il_ha *ha;
 };
+
+/* ctrl.c: the view in force of configured group gi, for a stage on the
+ * same lcore (lec): its id (0: none yet) and up to max members with their
+ * roles; returns how many members were copied. */
+uint16_t ctrl_view_get(const struct il_stage *st, unsigned gi, uint32_t *view_id, uint32_t *ids,
+		       uint32_t *roles, uint16_t max);
 
 /* ctrl_out.c */
 void ctrl_send_stable(struct il_stage *st, struct ctrl *c, unsigned gi, uint32_t epoch,
@@ -140,5 +152,9 @@ void ctrl_send_resumes(struct il_stage *st, struct ctrl *c, uint64_t now_tsc);
 void ctrl_new_incarnations(struct il_stage *st, struct ctrl *c);
 void ctrl_rate_split(struct il_stage *st, struct ctrl *c, unsigned gi, uint64_t now_tsc);
 void ctrl_rate_rescale(struct cgroup *g, uint32_t old_kbps);
+/* ctrl.c, for the ha stage: a new epoch owned (every group starts afresh
+ * and is told of it), or none (standby: nothing to send). */
+void ctrl_epoch_restart(struct il_stage *st, struct ctrl *c);
+void ctrl_epoch_idle(struct ctrl *c);
 
 #endif

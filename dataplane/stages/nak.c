@@ -19,6 +19,7 @@
 #include <interlink/wire.h>
 #include <interlink/wire_msg.h>
 
+#include "ha.h"
 #include "nak_budget.h"
 #include "seq.h"
 #include "stage_auth.h"
@@ -41,6 +42,8 @@ enum {
 	NAK_C_REPEAT_REQUESTERS,
 	NAK_C_DROP_BAD_MAC,
 	NAK_C_DROP_REPLAY,
+	NAK_C_STALE_EPOCH,
+	NAK_C_SHADOW_NAKS,
 	NAK_C_COUNT
 };
 
@@ -62,6 +65,8 @@ static const char *const nak_counter_names[NAK_C_COUNT] = {
 	[NAK_C_REPEAT_REQUESTERS] = "repeat_requesters",
 	[NAK_C_DROP_BAD_MAC] = "drop_bad_mac",
 	[NAK_C_DROP_REPLAY] = "drop_replay",
+	[NAK_C_STALE_EPOCH] = "nak_stale_epoch",
+	[NAK_C_SHADOW_NAKS] = "shadow_naks",
 };
 
 struct nak {
@@ -81,12 +86,16 @@ struct nak {
 	struct nak_budget req;
 	/* auth.keys set: NAKs must be signed and fresh; UNAVAIL goes out signed. */
 	struct il_stage_auth auth;
+	/* One appliance of a pair (docs/ha.md): NAKs name their epoch; the
+	 * previous one's are served from the shadow. NULL: not a pair. */
+	struct il_ha *ha;
 };
 
 /* Build an UNAVAIL frame for [first, last] of group gi, to the group's
  * multicast address (or back to the requester if the group has none). */
 static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const uint8_t *nak_frame,
-			 const struct il_meta *nm, uint64_t first, uint64_t last)
+			 const struct il_meta *nm, uint64_t first, uint64_t last, uint32_t epoch,
+			 uint64_t low)
 {
 	const struct il_app *app = k->app;
 	const uint16_t len = IL_UDP_HDRS_LEN + IL_HDR_LEN + IL_RANGE_LEN +
@@ -108,8 +117,8 @@ static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const 
 	struct il_hdr_fields h = { .type = IL_T_UNAVAIL,
 				   .group_id = app->groups[gi].id,
 				   .sender_id = il_get32(nak_frame + nm->il_off + IL_OFF_SENDER_ID),
-				   .epoch = k->seq->epoch,
-				   .global_seq = il_seq_hist_low(k->seq, gi) };
+				   .epoch = epoch,
+				   .global_seq = low };
 	uint8_t *b = il_frame_put(f, &path, 0, &h, IL_RANGE_LEN);
 	il_range_put(b, first, last);
 	il_stage_auth_sign(&k->auth, m);
@@ -123,7 +132,7 @@ static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const 
  * requester had the same answer within its hold or a budget is spent. */
 static void answer_unavail(struct il_stage *st, struct nak *k, struct nak_requester *r,
 			   unsigned gi, const uint8_t *f, const struct il_meta *mt, uint64_t first,
-			   uint64_t last, uint64_t now)
+			   uint64_t last, uint64_t now, uint32_t epoch, uint64_t low)
 {
 	if (nak_budget_held(r, gi, true, first, last, now)) {
 		st->ctr[NAK_C_SUPPRESSED_UNAVAIL]++;
@@ -134,8 +143,63 @@ static void answer_unavail(struct il_stage *st, struct nak *k, struct nak_reques
 		st->ctr[lim == 1 ? NAK_C_REQUESTER_LIMITED : NAK_C_UNAVAIL_LIMITED]++;
 		return;
 	}
-	send_unavail(st, k, gi, f, mt, first, last);
+	send_unavail(st, k, gi, f, mt, first, last, epoch, low);
 	nak_budget_answered(&k->req, r, gi, true, first, last, now);
+}
+
+/* A NAK of the previous epoch (docs/ha.md, "Repair below the cut"): the
+ * other appliance's frames as it stamped them, from the shadow, within the
+ * same budgets; below the shadow, UNAVAIL naming that epoch. */
+static void serve_shadow(struct il_stage *st, struct nak *k, struct rte_mbuf *m, uint64_t first,
+			 uint64_t last)
+{
+	const struct il_meta *mt = il_meta(m);
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	const uint8_t *h = f + mt->il_off;
+	unsigned gi = mt->group_idx;
+	const struct il_ha_shadow *sh = il_ha_shadow_of(k->ha, gi);
+	uint64_t low = il_ha_shadow_low(k->ha, gi), now = rte_rdtsc();
+	uint32_t src = il_get32(f + mt->l3_off + 12), member = il_get32(h + IL_OFF_SENDER_ID);
+	bool overflow;
+	struct nak_requester *r = nak_budget_find(&k->req, src, member, now, &overflow);
+
+	st->ctr[NAK_C_SHADOW_NAKS]++;
+	if (overflow)
+		st->ctr[NAK_C_REQUESTER_OVERFLOW]++;
+	if (first >= sh->end) {
+		st->ctr[NAK_C_FUTURE]++;
+		return;
+	}
+	if (last >= sh->end)
+		last = sh->end - 1;
+	if (first < low) {
+		answer_unavail(st, k, r, gi, f, mt, first, last < low ? last : low - 1, now,
+			       k->ha->prev, low);
+		if (last < low)
+			return;
+		first = low;
+	}
+	uint32_t sent = 0;
+	for (uint32_t idx = il_ha_shadow_find(k->ha, gi, first); idx < sh->n; idx++) {
+		const struct il_ha_ent *e = il_ha_shadow_at(k->ha, gi, idx);
+
+		if (e->first > last)
+			break;
+		if (sent == k->max_frames) {
+			st->ctr[NAK_C_CAPPED]++;
+			break;
+		}
+		int lim = il_emit_room(st) == 0 ? 2 : nak_budget_take(r, &k->budget, now);
+		if (lim) {
+			st->ctr[lim == 1 ? NAK_C_REQUESTER_LIMITED : NAK_C_RATE_LIMITED]++;
+			break;
+		}
+		rte_mbuf_refcnt_update(e->m, 1);
+		il_emit(st, k->tx, e->m);
+		sent++;
+		st->ctr[NAK_C_RETX_FRAMES]++;
+		st->ctr[NAK_C_RETX_MSGS] += e->count;
+	}
 }
 
 static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
@@ -150,6 +214,15 @@ static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
 	uint64_t low = il_seq_hist_low(k->seq, gi);
 
 	st->ctr[NAK_C_NAKS]++;
+	if (k->ha != NULL && il_get32(h + IL_OFF_EPOCH) != k->seq->epoch) {
+		/* A pair: the epoch the NAK asks about. The previous one is the
+		 * other appliance's, held in the shadow while its cut is made. */
+		if (il_ha_shadow_serves(k->ha, il_get32(h + IL_OFF_EPOCH)))
+			serve_shadow(st, k, m, first, last);
+		else
+			st->ctr[NAK_C_STALE_EPOCH]++;
+		return;
+	}
 	if (first >= g->next) {
 		st->ctr[NAK_C_FUTURE]++;
 		return;
@@ -169,7 +242,7 @@ static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
 
 	if (first < low) {
 		uint64_t gone_last = last < low ? last : low - 1;
-		answer_unavail(st, k, r, gi, f, mt, first, gone_last, now);
+		answer_unavail(st, k, r, gi, f, mt, first, gone_last, now, k->seq->epoch, low);
 		if (last < low)
 			return;
 		first = low;
@@ -353,6 +426,7 @@ static int nak_bind(struct il_stage *st, char *err, size_t errlen)
 			   "'%s' (lcore %d): the history is single-threaded", st->name, st->lcore,
 			   seq->name, seq->lcore);
 	k->seq = seq->ctx;
+	k->ha = il_ha_find(k->app);
 	return 0;
 }
 

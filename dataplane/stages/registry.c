@@ -14,6 +14,8 @@ extern const struct il_stage_type il_stage_fec_enc;
 extern const struct il_stage_type il_stage_fec_dec;
 extern const struct il_stage_type il_stage_ftcp;
 extern const struct il_stage_type il_stage_control;
+extern const struct il_stage_type il_stage_lec;
+extern const struct il_stage_type il_stage_ha;
 
 static const struct il_stage_type *const types[] = {
 	&il_stage_classify,
@@ -24,6 +26,8 @@ static const struct il_stage_type *const types[] = {
 	&il_stage_fec_dec,
 	&il_stage_ftcp,
 	&il_stage_control,
+	&il_stage_lec,
+	&il_stage_ha,
 };
 
 const struct il_stage_type *il_stage_type_find(const char *name)

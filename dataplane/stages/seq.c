@@ -483,6 +483,30 @@ static void seq_state(const struct il_stage *st, struct il_state_sink *out)
 	}
 }
 
+/* A new epoch at run time (the ha stage, docs/ha.md): the sequence space
+ * starts again at 1, the history of the old one is let go (a standby's
+ * shadow serves it, not this), and every sender's FIFO is learnt again
+ * from its next frame, as after a restart. */
+void il_seq_restart(struct il_seq *s, uint32_t epoch)
+{
+	for (unsigned gi = 0; gi < s->app->n_groups; gi++) {
+		struct il_seq_group *g = &s->groups[gi];
+
+		for (uint32_t i = 0; i < g->n; i++)
+			rte_pktmbuf_free(g->ring[(g->head - g->n + i) & s->mask].m);
+		g->n = g->head = g->pf = 0;
+		g->next = 1;
+		g->stable = g->carried = 0;
+		g->stamped_frames = 0;
+		memset(g->fifo, 0, sizeof(*g->fifo) * IL_SEQ_FIFO_SLOTS);
+		g->n_fifo = 0;
+	}
+	if (s->raw_senders != NULL)
+		rte_hash_reset(s->raw_senders);
+	s->resume_due = s->inc_due = false;
+	s->epoch = epoch;
+}
+
 const struct il_stage_type il_stage_sequencer = {
 	.name = "sequencer",
 	.help = "stamp epoch + per-group global sequence on DATA (native and raw), keep history",

@@ -95,6 +95,9 @@ enum seq_ctr {
 	SEQ_C_COUNT
 };
 
+/* Start epoch `epoch` at global sequence 1 in every group (seq.c). */
+void il_seq_restart(struct il_seq *s, uint32_t epoch);
+
 /* Oldest global sequence still held for group gi (next if none). */
 static inline uint64_t il_seq_hist_low(const struct il_seq *s, unsigned gi)
 {

@@ -20,6 +20,7 @@ struct opts {
 	uint32_t id, keys;
 	uint16_t group;
 	uint64_t count, seed, rate; /* rate: PUTs/s per writer, 0 = credits only */
+	uint64_t bursts;            /* rate: in this many bursts a second (default 10) */
 	struct sockaddr_in listen, peers[KV_MAX_PEERS];
 	unsigned n_peers;
 	bool has_listen, recover;

@@ -2,7 +2,7 @@
  * il-kvstore: a replicated key-value store on libinterlink (docs/libinterlink.md).
  *
  *   il-kvstore writer  --tx IF --rx IF --id N --count C [--keys K] [--seed S]
- *                      [--rate PUTS_PER_S] [--status FILE]
+ *                      [--rate PUTS_PER_S [--bursts N]] [--status FILE]
  *   il-kvstore replica --tx IF --rx IF --id N --listen IP:PORT [--peer IP:PORT]...
  *                      [--recover] [--keys K] [--status FILE] [--log FILE]
  *
@@ -75,14 +75,16 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: il-kvstore writer|replica --tx IF --rx IF --id N [--group G] [--mcast ADDR]\n"
-		"       writer:  --count C [--keys K] [--seed S] [--rate PUTS_PER_S] [--status FILE]\n"
+		"       writer:  --count C [--keys K] [--seed S] [--rate PUTS_PER_S [--bursts N]]\n"
+		"                [--status FILE]\n"
 		"       replica: --listen IP:PORT [--peer IP:PORT]... [--recover] [--keys K]\n"
 		"                [--status FILE] [--log FILE]\n"
 		"       il-kvstore --version\n");
 	exit(2);
 }
 
-struct opts kv_opts = { .group = 1, .mcast = "239.1.1.1", .keys = 10000, .seed = 1 };
+struct opts kv_opts = { .group = 1, .mcast = "239.1.1.1", .keys = 10000, .seed = 1,
+			.bursts = 10 };
 
 static void parse(int argc, char **argv)
 {
@@ -91,7 +93,7 @@ static void parse(int argc, char **argv)
 		{ "group", 1, 0, 'g' },	 { "mcast", 1, 0, 'm' },  { "count", 1, 0, 'c' },
 		{ "keys", 1, 0, 'k' },	 { "seed", 1, 0, 's' },	  { "status", 1, 0, 'S' },
 		{ "listen", 1, 0, 'l' }, { "peer", 1, 0, 'p' },	  { "recover", 0, 0, 'R' },
-		{ "rate", 1, 0, 'q' },	 { "log", 1, 0, 'L' },
+		{ "rate", 1, 0, 'q' },	 { "log", 1, 0, 'L' },	  { "bursts", 1, 0, 'b' },
 		{ 0, 0, 0, 0 },
 	};
 	struct opts *o = &kv_opts;
@@ -120,6 +122,14 @@ static void parse(int argc, char **argv)
 			o->n_peers++;
 			break;
 		case 'R': o->recover = true; break;
+		case 'b':
+			o->bursts = strtoull(optarg, NULL, 0);
+			if (o->bursts < 1 || o->bursts > 1000) {
+				fprintf(stderr, "il-kvstore: --bursts wants 1 to 1000 a second, not "
+					"'%s'\n", optarg);
+				exit(2);
+			}
+			break;
 		case 'q': {
 			char *end;
 
@@ -213,7 +223,7 @@ static int writer(void)
 	const struct opts *o = &kv_opts;
 	struct il_ep *ep = open_ep();
 	uint64_t rng = o->seed * 1000003u + o->id, sent = 0, t0 = now_ms(), shown = 0;
-	uint64_t burst = o->rate >= 10 ? o->rate / 10 : 1;
+	uint64_t burst = o->rate >= o->bursts ? o->rate / o->bursts : 1;
 	int rc = il_ep_join(ep, o->group, o->mcast, IL_EP_SENDER, NULL, NULL);
 
 	if (rc) {
@@ -228,8 +238,8 @@ static int writer(void)
 			shown = now_ms();
 		}
 		if (o->rate && sent % burst == 0) {
-			/* Ten bursts a second: burst number sent/burst is due
-			 * sent/rate seconds after t0. */
+			/* --bursts a second (ten by default): burst number
+			 * sent/burst is due sent/rate seconds after t0. */
 			uint64_t due = t0 + sent * 1000u / o->rate, now = now_ms();
 
 			if (now < due) {

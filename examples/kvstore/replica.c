@@ -54,6 +54,7 @@ static struct {
 	size_t xgot;
 	uint64_t want, retry_ms;
 	unsigned peer_i, transfers, served, epochs;
+	uint32_t uto_epoch; /* the epoch of the last U-delivery */
 	/* serving snapshots */
 	int lfd;
 	struct {
@@ -142,6 +143,16 @@ static void on_uto(void *user, const struct il_ep_msg *m)
 	if (key >= kv_opts.keys || val == 0) {
 		R.bad++;
 		return;
+	}
+	if (m->epoch != R.uto_epoch) {
+		/* When an epoch's first message was U-delivered, on the clock the
+		 * tests' fault times are taken on (a pair's takeover, docs/ha.md). */
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		printf("replica %u: first delivery in epoch %u at %ld.%09ld\n", kv_opts.id,
+		       m->epoch, (long)ts.tv_sec, ts.tv_nsec);
+		R.uto_epoch = m->epoch;
 	}
 	if (m->global_seq < R.skip_below)
 		return; /* already in the snapshot we loaded */
@@ -402,6 +413,10 @@ static void write_status(struct il_ep *ep, uint64_t pos)
 	il_json_u64(&j, "epochs", R.epochs);
 	il_json_u64(&j, "lost_stable", st.lost_stable);
 	il_json_u64(&j, "fifo_dup", st.fifo_dup);
+	il_json_u64(&j, "stale_epoch_frames", st.stale_epoch_frames);
+	il_json_u64(&j, "epoch_reports", st.epoch_reports);
+	il_json_u64(&j, "cut_repairs", st.cut_repairs);
+	il_json_u64(&j, "cut_incomplete", st.cut_incomplete);
 	il_json_end(&j);
 	bool ok = il_json_finish(&j) == 0;
 	/* A partial file never replaces a whole one. */

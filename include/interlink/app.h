@@ -101,6 +101,13 @@ struct il_app {
 	unsigned pool_size;
 	struct il_rt_cmd rt;
 	volatile bool quit;
+	/* An appliance of a pair that is not the active one with authority
+	 * (the ha stage, docs/ha.md): the pipeline sends nothing. */
+	volatile bool tx_mute;
+	/* One of a pair: its role (enum il_ha_role, chan.h; 0: not a pair),
+	 * written by the ha stage; `epoch` is then the epoch it owns (0 while
+	 * standby). The main lcore reads both for the status line. */
+	volatile uint32_t ha_role;
 	uint64_t start_tsc;
 	uint64_t first_rx_tsc, last_rx_tsc; /* seen by the main lcore (0: no traffic yet) */
 };

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define IL_CHAN_MAGIC 0x314e414843324c49ULL /* "IL2CHAN1" little-endian */
-#define IL_CHAN_LAYOUT_VERSION 4u
+#define IL_CHAN_LAYOUT_VERSION 5u
 #define IL_CHAN_MSG_SIZE 64u
 #define IL_CHAN_PATH_DEFAULT "/dev/shm/interlink-chan"
 #define IL_CHAN_UP_SLOTS_DEFAULT 16384u
@@ -63,7 +63,16 @@ enum il_cm_type {
 	IL_CM_VIEW_MEMBERS = 8, /* down: up to IL_CM_VIEW_CHUNK members of a view */
 	IL_CM_CREDIT = 9,    /* down: a group's flow-control window */
 	IL_CM_RESYNC = 10,   /* up: a group's state, after a control restart */
-	IL_CM_ALIVE = 11,    /* up: the data plane's own heartbeat (every 10 ms) */
+	IL_CM_ALIVE = 11,    /* up: the data plane's own heartbeat (every 10 ms);
+			      * with an ha stage it carries il_cm_alive */
+	/* An active/standby pair (docs/ha.md). */
+	IL_CM_ROLE = 12,     /* down: the data plane's role and epoch */
+	IL_CM_AUTHORITY = 13, /* down: the active may stamp and forward until */
+	IL_CM_QUIESCE = 14,  /* down: stop (or go on) stamping new DATA: a hand-over */
+	IL_CM_EPOCH_REPORT = 15, /* up: a receiver's EPOCH_REPORT */
+	IL_CM_SHADOW = 16,   /* up: a group's shadow run of the previous epoch */
+	IL_CM_SUPERSEDED = 17, /* up: an active saw a newer epoch on "out" */
+	IL_CM_QUIESCED = 18, /* up: a group's next sequence once quiesced */
 	IL_CM_TYPE_COUNT,
 	/* 0x8000..0xffff: private to tests and experiments. */
 	IL_CM_PRIVATE = 0x8000,
@@ -167,6 +176,83 @@ struct il_cm_resync {
 	uint32_t n_members;
 };
 
+/* An active/standby pair (docs/ha.md). The data plane's role: */
+enum il_ha_role {
+	IL_HA_STANDBY = 1, /* consume both ports, forward and send nothing, keep a shadow */
+	IL_HA_ACTIVE = 2,  /* stamp and forward in `epoch` while the authority lasts */
+};
+
+struct il_cm_role {
+	uint32_t role;       /* enum il_ha_role */
+	uint32_t epoch;      /* ACTIVE: the epoch it owns (committed in etcd) */
+	uint32_t prev_epoch; /* ACTIVE: the epoch whose cut it establishes (its
+			      * shadow serves NAKs of it); 0: none */
+	uint32_t reserved;
+	uint64_t authority_until_ns; /* CLOCK_MONOTONIC */
+};
+
+struct il_cm_authority {
+	uint32_t epoch;      /* ignored unless the data plane's own */
+	uint32_t reserved;
+	uint64_t until_ns;   /* CLOCK_MONOTONIC: stamp and forward no later */
+};
+
+struct il_cm_quiesce {
+	uint32_t epoch;
+	uint32_t on;         /* 1: refuse new DATA; 0: stamp again */
+};
+
+/* Up: a receiver's EPOCH_REPORT (wire type 14), as the data plane got it. */
+struct il_cm_epoch_report {
+	uint32_t receiver;
+	uint32_t epoch;      /* the epoch reported on */
+	uint32_t new_epoch;  /* the newer one it answers */
+	uint32_t view_id;
+	uint64_t cum;        /* exclusive: it holds every seq below, in `epoch` */
+	uint64_t stable_seen;
+	uint64_t high;
+	uint64_t rx_ns;
+};
+
+/* Up, at ROLE active: per group, what the shadow holds of `epoch` (the
+ * previous one): every frame of [lo, hi) without a gap; frames = held. */
+struct il_cm_shadow {
+	uint32_t epoch;
+	uint32_t reserved;
+	uint64_t lo, hi;
+	uint64_t frames;
+	uint64_t stable;     /* the highest watermark seen published in `epoch` */
+};
+
+struct il_cm_superseded {
+	uint32_t own_epoch;
+	uint32_t epoch_seen;
+};
+
+struct il_cm_quiesced {
+	uint32_t epoch;
+	uint32_t reserved;
+	uint64_t next;       /* the group's next global sequence: nothing at or
+			      * above it will be stamped in `epoch` */
+};
+
+/* IL_CM_ALIVE's payload when the data plane has an ha stage (all zero
+ * otherwise). Times are CLOCK_MONOTONIC ns, 0: never. */
+struct il_cm_alive {
+	uint64_t last_peer_frame_ns; /* last frame on "out" stamped by another appliance */
+	uint64_t last_host_in_ns;    /* last frame from a host on "in" */
+	uint64_t tx_out;             /* frames sent on "out" so far (the active's proof) */
+	uint32_t peer_epoch;         /* the epoch of that last frame */
+	uint32_t epoch;              /* its own epoch (0: standby) */
+	uint8_t ha;                  /* 1: the payload is filled in */
+	uint8_t role;                /* enum il_ha_role */
+	uint8_t ports_up;            /* every port has its link */
+	uint8_t authority_ok;        /* active: the authority has not run out */
+	uint8_t superseded;          /* active: a newer epoch was seen on "out" */
+	uint8_t quiescing;
+	uint8_t reserved[2];
+};
+
 #define IL_CM_PAYLOAD_SIZE (IL_CHAN_MSG_SIZE - 8u)
 
 struct il_cmsg {
@@ -183,6 +269,14 @@ struct il_cmsg {
 		struct il_cm_view_members vm;
 		struct il_cm_credit credit;
 		struct il_cm_resync resync;
+		struct il_cm_role role;
+		struct il_cm_authority auth;
+		struct il_cm_quiesce quiesce;
+		struct il_cm_epoch_report report;
+		struct il_cm_shadow shadow;
+		struct il_cm_superseded superseded;
+		struct il_cm_quiesced quiesced;
+		struct il_cm_alive alive;
 		uint64_t u64[IL_CM_PAYLOAD_SIZE / 8];
 		uint8_t raw[IL_CM_PAYLOAD_SIZE];
 	} u;

@@ -59,6 +59,23 @@ struct il_ep_config {
 	unsigned resend_ms;     /* senders: our oldest message not known stable for this
 				 * long: send again from it (1000; 0: never). The
 				 * appliance's resume notice is the fast path. */
+	/* Ricochet lateral error correction (docs/libinterlink.md, "LEC"); a
+	 * group turns it on with il_ep_lec(). */
+	unsigned lec_r;            /* frames per repair, 2..32 (8) */
+	double lec_c;              /* repairs per frame per group, (0, 64] (5) */
+	unsigned lec_stagger;      /* instances per repair bin, 1..64 (1) */
+	uint32_t lec_store_msgs;   /* frames the decoder holds or awaits (4096) */
+	uint32_t lec_store_repairs; /* repairs kept until usable (1024) */
+	unsigned lec_nak_delay_us; /* LEC groups: a gap is NAKed after this long (100000) */
+	unsigned lec_nak_retry_us; /* and again this often (50000) */
+	/* Tests and measurements: called with every datagram the RX socket
+	 * receives, before anything else; returning true drops it as if the
+	 * host had lost it (NULL: none). */
+	bool (*rx_filter)(void *arg, const uint8_t *d, size_t len);
+	void *rx_filter_arg;
+	/* Measurements: count the thread CPU time spent in LEC (lec_ns); two
+	 * clock readings, system calls, per LEC call (false) */
+	bool lec_cpu_stats;
 };
 
 /* One delivered message. data points into the library's buffer: valid
@@ -71,7 +88,13 @@ struct il_ep_msg {
 	uint64_t global_seq;
 	const void *data;
 	uint16_t len;
+	uint8_t via;         /* how its frame reached us: IL_EP_VIA_* */
+	uint64_t rx_ns;      /* when (CLOCK_MONOTONIC) its frame arrived or was rebuilt */
 };
+
+#define IL_EP_VIA_DATA 0 /* the frame as first sent */
+#define IL_EP_VIA_NAK 1  /* a retransmission that filled a gap we knew of */
+#define IL_EP_VIA_LEC 2  /* rebuilt from LEC repairs */
 
 enum il_ep_view_event {
 	IL_EP_VIEW_JOINED,   /* a VIEW named us: delivery starts at start_seq */
@@ -121,6 +144,25 @@ struct il_ep_stats {
 	uint64_t resume_rx, resent_resume, resend_timeouts, resent_timeout;
 	/* senders: VIEWs and CREDITs for a previous incarnation of our id, ignored */
 	uint64_t view_stale, credit_stale;
+	/* datagrams the config's rx_filter dropped */
+	uint64_t rx_filtered;
+	/* DATA frames that filled a gap we knew of (NAK repairs, ours or another
+	 * receiver's) and those LEC rebuilt, with their messages */
+	uint64_t nak_filled, nak_filled_msgs, lec_recovered, lec_recovered_msgs;
+	/* LEC repairs: datagrams sent, failed, not sent for want of the
+	 * target's address; received, and dropped as malformed */
+	uint64_t lec_tx, lec_tx_fail, lec_tx_noaddr, lec_rx, lec_rx_bad;
+	/* frames rebuilt that were not the stamped DATA frame their id named
+	 * (a peer's corrupt or forged repair): dropped */
+	uint64_t lec_rebuilt_bad;
+	/* with lec_cpu_stats: thread CPU nanoseconds spent in LEC (encoding,
+	 * decoding, building and queueing repairs; the kernel's sends not) */
+	uint64_t lec_ns;
+	/* a pair of appliances (docs/ha.md): frames of an epoch older than the
+	 * newest seen, ignored; EPOCH_REPORTs sent; old-epoch repairs taken
+	 * below a cut; cuts this receiver could not complete (it rejoined as a
+	 * new incarnation rather than deliver a different prefix) */
+	uint64_t stale_epoch_frames, epoch_reports, cut_repairs, cut_incomplete;
 };
 
 void il_ep_config_init(struct il_ep_config *cfg);
@@ -177,6 +219,38 @@ struct il_ep_tfrc {
 /* 0, or -ENOENT. */
 int il_ep_tfrc_stats(const struct il_ep *ep, uint16_t group, struct il_ep_tfrc *out);
 uint32_t il_ep_member_id(const struct il_ep *ep);
+
+/* ---- lateral error correction (Ricochet; docs/libinterlink.md, "LEC") ---- */
+#define IL_EP_LEC_OFF 0
+#define IL_EP_LEC_PEERS 1     /* receiver-side: repairs to and from the group's members */
+#define IL_EP_LEC_APPLIANCE 2 /* decode the repairs the appliance's `lec` stage sends */
+#define IL_EP_LEC_BOTH 3
+
+/* Turns LEC on or off for a group we joined as a receiver, at any time
+ * (views arriving later are applied as they come). c: repairs per frame
+ * for IL_EP_LEC_PEERS (<= 0: cfg.lec_c). 0, -ENOENT, -EINVAL (mode, c,
+ * not a receiver, the LEC config), -ENOMEM. */
+int il_ep_lec(struct il_ep *ep, uint16_t group, unsigned mode, double c);
+/* Where repairs to member_id go (IPv4, dotted quad; port: cfg.port).
+ * Without one, a member id is read as its IPv4 address, which is what
+ * the library's default member id is. 0, -EINVAL, -ENOSPC. */
+int il_ep_lec_peer(struct il_ep *ep, uint32_t member_id, const char *ipv4);
+
+/* LEC counters (docs/lec.md, "Counters"), zero while no group uses LEC. */
+struct il_ep_lec {
+	uint64_t data_new, data_dup, data_unprotected; /* frames handed to LEC */
+	uint64_t bin_adds, xor_ops, copy_ops;          /* encoding work */
+	uint64_t repairs_sent, repair_targets, repairs_skipped;
+	uint64_t repairs_in, rep_recovered, rep_stored, rep_useless, rep_stale, rep_foreign,
+		rep_bad, rep_inconsistent;             /* repairs received, by result */
+	uint64_t recovered, recovered_immediate, recovered_cascade, recovered_pair;
+	uint64_t recover_xor_ops;
+	uint64_t evict_msgs, evict_repairs, unrecoverable; /* bounded stores */
+	uint32_t msgs_live, msgs_hwm, repairs_live, repairs_hwm;
+	uint64_t applies, apply_fail;
+	uint32_t regions, bins;                        /* in force */
+};
+int il_ep_lec_stats(const struct il_ep *ep, struct il_ep_lec *out);
 
 /* The library's version, "MAJOR.MINOR.PATCH", the same as its package's and
  * pkg-config's: what a program was actually loaded with. */

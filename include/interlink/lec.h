@@ -95,6 +95,11 @@ struct il_lec_cfg {
 	uint32_t self_id; /* this node's member id, left out of every view;
 	                   * IL_LEC_OBSERVER for a node in none (0) */
 	uint32_t max_len; /* longest payload protected, 1..65535 (1500) */
+	uint32_t src_slack; /* defer_xor: bytes before every payload that LEC may read
+	                     * (an mbuf's headroom), 0..31 used (0). When all
+	                     * the payloads of a repair sit at one offset from a
+	                     * 32-byte boundary, ISA-L then XORs them from that
+	                     * boundary instead of the plain C path */
 
 	uint32_t max_groups;     /* groups at once (64) */
 	uint32_t max_group_size; /* members in one group's view (256) */
@@ -163,10 +168,15 @@ size_t il_lec_footprint(const struct il_lec *l); /* bytes allocated */
 
 /* ---- views -------------------------------------------------------------- */
 
+/* c of a group whose messages this node decodes but sends no repairs
+ * for (a host whose repairs for that group come from the appliance). */
+#define IL_LEC_DECODE_ONLY (-1.0)
+
 /* Record group's view: its members (self_id is skipped wherever it
  * appears, duplicates are ignored) and c, its repair targets per message
- * (<= 0: cfg.c). A group not seen before is joined. Takes effect at
- * il_lec_apply(). 0, or -1 with err naming the limit exceeded. */
+ * (IL_LEC_DECODE_ONLY: none; other values <= 0: cfg.c). A group not seen
+ * before is joined. Takes effect at il_lec_apply(). 0, or -1 with err
+ * naming the limit exceeded. */
 int il_lec_group_set(struct il_lec *l, uint16_t group, double c, const uint32_t *members,
 		     uint32_t n, char *err, size_t errlen);
 /* Leave group (effective at il_lec_apply()); -1 when not a member. */

@@ -104,6 +104,7 @@ struct il_lcore_io {
 	uint64_t tx_dropped[IL_MAX_PORTS]; /* tx ring full: counted drops */
 	uint64_t tx_queued[IL_MAX_PORTS];  /* handed to the tx buffer */
 	uint64_t rx[IL_MAX_PORTS];         /* received by this lcore */
+	uint64_t tx_muted;                 /* not sent: the appliance is muted (app.h) */
 	/* Packets stages emit go out after the survivors of the burst that
 	 * produced them, so a retransmission never overtakes its original. */
 	uint16_t n_defer;
@@ -228,6 +229,18 @@ static inline void il_emit_flush(struct il_lcore_io *io)
 {
 	for (uint16_t i = 0; i < io->n_defer; i++)
 		il_tx(io, io->defer_port[i], io->defer[i]);
+	io->n_defer = 0;
+}
+
+/* A muted appliance (a pair's standby, an active without authority):
+ * the chain's survivors and everything emitted are freed, not sent. */
+static inline void il_tx_mute(struct il_lcore_io *io, struct rte_mbuf **pkts, uint16_t n)
+{
+	if (n)
+		rte_pktmbuf_free_bulk(pkts, n);
+	if (io->n_defer)
+		rte_pktmbuf_free_bulk(io->defer, io->n_defer);
+	io->tx_muted += n + io->n_defer;
 	io->n_defer = 0;
 }
 

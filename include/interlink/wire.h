@@ -43,8 +43,10 @@ enum il_type {
 	IL_T_VIEW = 9,       /* reserved: new view (membership) */
 	IL_T_CREDIT = 10,    /* reserved: flow-control credit grant */
 	IL_T_FEC_REPAIR = 11, /* reserved: Maelstrom layered-XOR repair */
-	IL_T_LEC_REPAIR = 12, /* reserved: Ricochet lateral repair */
+	IL_T_LEC_REPAIR = 12, /* Ricochet lateral repair (lec_wire.h) */
 	IL_T_FTCP_LOG = 13,  /* reserved: FT-TCP log record / logger ack */
+	IL_T_EPOCH_REPORT = 14, /* receiver -> appliance: where it stands in an
+				 * epoch that a newer one replaces (docs/ha.md) */
 	IL_T_COUNT           /* first unassigned number */
 };
 
@@ -222,6 +224,28 @@ IL_STATIC_ASSERT(sizeof(struct il_auth_opt) == IL_AUTH_OPT_LEN, "il_auth_opt siz
 IL_STATIC_ASSERT(IL_OFF_AUTH_MAC - IL_HDR_LEN == __builtin_offsetof(struct il_auth_opt, mac),
 		 "auth mac offset");
 
+/* EPOCH_REPORT body (docs/ha.md, "The cut of the old epoch"). A receiver
+ * that sees a newer epoch than its own reports, per group it receives in,
+ * where it stands in its own (older) epoch. Header: epoch = the epoch
+ * reported on; group_id; sender_id = the receiver; global_seq = its
+ * cumulative point in that epoch (it holds every sequence below). */
+struct il_epoch_report {
+	uint32_t new_epoch;   /* the newer epoch it answers */
+	uint32_t view_id;     /* the view it was in */
+	uint64_t stable_seen; /* the highest watermark it saw in the reported epoch */
+	uint64_t high;        /* one past the highest sequence it holds */
+} __attribute__((packed));
+#define IL_EPOCH_REPORT_LEN 24u
+IL_STATIC_ASSERT(sizeof(struct il_epoch_report) == IL_EPOCH_REPORT_LEN, "il_epoch_report size");
+
+/* Epochs compare in serial-number arithmetic (RFC 1982, 32 bits): a is
+ * newer than b when it is ahead by less than 2^31. Epochs are seconds
+ * since 1970 or a successor's +1, so this stays right when that wraps. */
+static inline int il_epoch_after(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) > 0;
+}
+
 /* Limits the parser enforces. */
 #define IL_MAX_MSGS_PER_FRAME 4096u
 #define IL_NAK_MAX_SPAN 65536u /* at most this many seqs per NAK */
@@ -317,6 +341,7 @@ static inline const char *il_type_name(unsigned t)
 	case IL_T_FEC_REPAIR: return "FEC_REPAIR";
 	case IL_T_LEC_REPAIR: return "LEC_REPAIR";
 	case IL_T_FTCP_LOG: return "FTCP_LOG";
+	case IL_T_EPOCH_REPORT: return "EPOCH_REPORT";
 	default: return "unknown";
 	}
 }

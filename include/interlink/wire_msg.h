@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
  * Interlink messages (part of the il_wire library, DPDK-free): the common
- * header and every body of wire.h and fec_wire.h, each with its builder
+ * header and every body of wire.h, fec_wire.h and lec_wire.h, each with its builder
  * (_put) and its reader (_get) side by side, and a whole Ethernet/IPv4/
  * UDP/Interlink frame in one call. Whether a frame or a UDP payload is a
  * valid message at all is parse.h's verdict; the readers here assume it.
@@ -23,6 +23,7 @@
 
 #include <interlink/fec_wire.h>
 #include <interlink/frame.h>
+#include <interlink/lec_wire.h>
 #include <interlink/wire.h>
 
 /* The common header's fields, host byte order. version and hdr_len are
@@ -233,6 +234,35 @@ static inline int il_credit_get(const uint8_t *b, uint32_t len, struct il_credit
 	return 0;
 }
 
+/* EPOCH_REPORT (docs/ha.md): the header carries the reported epoch, the
+ * group, the receiver (sender_id) and its cumulative point (global_seq). */
+static inline uint8_t *il_epoch_report_put(uint8_t *b, uint32_t new_epoch, uint32_t view_id,
+					   uint64_t stable_seen, uint64_t high)
+{
+	il_put32(b, new_epoch);
+	il_put32(b + 4, view_id);
+	il_put64(b + 8, stable_seen);
+	il_put64(b + 16, high);
+	return b + IL_EPOCH_REPORT_LEN;
+}
+
+struct il_epoch_report_body {
+	uint32_t new_epoch, view_id;
+	uint64_t stable_seen, high;
+};
+
+static inline int il_epoch_report_get(const uint8_t *b, uint32_t len,
+				      struct il_epoch_report_body *r)
+{
+	if (len < IL_EPOCH_REPORT_LEN)
+		return -1;
+	r->new_epoch = il_get32(b);
+	r->view_id = il_get32(b + 4);
+	r->stable_seen = il_get64(b + 8);
+	r->high = il_get64(b + 16);
+	return 0;
+}
+
 /* VIEW: the fixed part, then n_members il_view_member_put, then n_senders
  * il_view_sender_put. */
 static inline uint32_t il_view_len(uint16_t n_members, uint16_t n_senders)
@@ -373,6 +403,81 @@ static inline int il_fec_body_get(const uint8_t *b, uint32_t len, struct il_fec_
 	f->len_code = il_get16(b + IL_FEC_OFF_LEN_CODE);
 	f->x_first = il_get64(b + IL_FEC_OFF_X_FIRST);
 	return 0;
+}
+
+/* LEC_REPAIR: the body's fields, host byte order (lec_wire.h). The
+ * builder writes id_len as IL_LEC_ID_LEN. */
+struct il_lec_fields {
+	uint8_t count;
+	uint8_t id_len; /* as read; ignored by the builder */
+	uint8_t rate_r;
+	uint8_t origin;
+	uint16_t len;
+	uint16_t len_xor;
+};
+
+/* The LEC body; the ids (il_lec_id_put) and the payload follow it. */
+static inline uint8_t *il_lec_body_put(uint8_t *b, const struct il_lec_fields *f)
+{
+	b[IL_LEC_OFF_COUNT] = f->count;
+	b[IL_LEC_OFF_ID_LEN] = IL_LEC_ID_LEN;
+	b[IL_LEC_OFF_RATE_R] = f->rate_r;
+	b[IL_LEC_OFF_ORIGIN] = f->origin;
+	il_put16(b + IL_LEC_OFF_LEN, f->len);
+	il_put16(b + IL_LEC_OFF_LEN_XOR, f->len_xor);
+	return b + IL_LEC_BODY_LEN;
+}
+
+static inline uint8_t *il_lec_id_put(uint8_t *b, uint16_t group, uint32_t epoch, uint64_t seq)
+{
+	il_put16(b, group);
+	il_put16(b + 2, 0);
+	il_put32(b + 4, epoch);
+	il_put64(b + 8, seq);
+	return b + IL_LEC_ID_LEN;
+}
+
+/* A LEC body as read: its fields and where its ids and payload are. */
+struct il_lec_body_view {
+	struct il_lec_fields f;
+	const uint8_t *ids;     /* f.count entries: il_lec_id_at */
+	const uint8_t *payload; /* f.len bytes */
+};
+
+/* -1 unless the body is whole and exact: id_len IL_LEC_ID_LEN, count
+ * 1..IL_LEC_WIRE_MAX_IDS, len at least 1, and len bytes of payload
+ * ending the datagram. What the ids mean is the decoder's to judge. */
+static inline int il_lec_body_get(const uint8_t *b, uint32_t len, struct il_lec_body_view *v)
+{
+	v->ids = v->payload = NULL;
+	if (len < IL_LEC_BODY_LEN)
+		return -1;
+	v->f.count = b[IL_LEC_OFF_COUNT];
+	v->f.id_len = b[IL_LEC_OFF_ID_LEN];
+	v->f.rate_r = b[IL_LEC_OFF_RATE_R];
+	v->f.origin = b[IL_LEC_OFF_ORIGIN];
+	v->f.len = il_get16(b + IL_LEC_OFF_LEN);
+	v->f.len_xor = il_get16(b + IL_LEC_OFF_LEN_XOR);
+	if (v->f.id_len != IL_LEC_ID_LEN || v->f.count == 0 ||
+	    v->f.count > IL_LEC_WIRE_MAX_IDS || v->f.len == 0 ||
+	    len != IL_LEC_BODY_LEN + (uint32_t)v->f.count * IL_LEC_ID_LEN + v->f.len)
+		return -1;
+	v->ids = b + IL_LEC_BODY_LEN;
+	v->payload = v->ids + (uint32_t)v->f.count * IL_LEC_ID_LEN;
+	return 0;
+}
+
+/* Id i of a body read by il_lec_body_get (reserved: what the sender put
+ * there, 0 when well-formed). */
+static inline void il_lec_id_at(const struct il_lec_body_view *v, unsigned i, uint16_t *group,
+				uint16_t *reserved, uint32_t *epoch, uint64_t *seq)
+{
+	const uint8_t *p = v->ids + (size_t)i * IL_LEC_ID_LEN;
+
+	*group = il_get16(p);
+	*reserved = il_get16(p + 2);
+	*epoch = il_get32(p + 4);
+	*seq = il_get64(p + 8);
 }
 
 #endif /* INTERLINK_WIRE_MSG_H */

@@ -195,8 +195,11 @@ static enum coord_verdict attempt(struct il_coord *c, const char *path, const ch
 			*resp = j;
 			return COORD_ANSWER;
 		}
+		/* msg lives in j: judge it before letting j go. */
+		enum coord_verdict v = coord_classify_error(code, msg);
+
 		json_decref(j);
-		return coord_classify_error(code, msg);
+		return v;
 	}
 	*resp = j;
 	return COORD_ANSWER;

@@ -8,7 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef IL_LEC_NO_ISAL
+/* The copy libinterlink carries (endpoint/meson.build): a host library
+ * that needs nothing beyond liburing and libc, so every XOR takes the
+ * plain C path, the same one `xor_impl = ref` selects. */
+#define IL_LEC_HAVE_ISAL 0
+static inline int xor_gen(int vects, int len, void **array)
+{
+	(void)vects;
+	(void)len;
+	(void)array;
+	return -1;
+}
+#else
+#define IL_LEC_HAVE_ISAL 1
 #include <isa-l/raid.h>
+#endif
 
 #include "lec_internal.h"
 
@@ -207,8 +222,9 @@ struct il_lec *il_lec_create(const struct il_lec_cfg *cfg, const struct il_lec_o
 	l->cfg = *cfg;
 	l->ops = *ops;
 	l->W = (cfg->max_groups + 63) / 64;
-	l->slot_size = lec_round(cfg->max_len, LEC_ALIGN);
-	l->isal = cfg->xor_impl == IL_LEC_XOR_ISAL;
+	/* a deferred repair may be gathered 31 bytes into its slot */
+	l->slot_size = lec_round(cfg->max_len + (cfg->defer_xor ? 32u : 0u), LEC_ALIGN);
+	l->isal = IL_LEC_HAVE_ISAL && cfg->xor_impl == IL_LEC_XOR_ISAL;
 	l->rng = cfg->seed ? cfg->seed : 0x5eed1ec0ffeeull;
 
 	layout(l, &cv);
@@ -338,9 +354,9 @@ static void gather_c(uint8_t *dst, const uint8_t *const *src, unsigned n, uint32
 }
 
 void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
-		const uint16_t *len, unsigned n)
+		const uint16_t *len, unsigned n, uint32_t *off)
 {
-	uint32_t lo = len[0], hi = len[0], done = 0;
+	uint32_t lo = len[0], hi = len[0], done = 0, a = (uint32_t)((uintptr_t)src[0] & 31);
 	bool aligned = l->isal && n >= 2;
 
 	for (unsigned j = 1; j < n; j++) {
@@ -349,27 +365,36 @@ void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8
 		if (len[j] > hi)
 			hi = len[j];
 	}
+	/* Every source at the same distance a from a 32-byte boundary (mbufs
+	 * with their frames at one offset): with a bytes of slack before each
+	 * we may start a from the boundary, and the XOR lands at dst + a. */
 	for (unsigned j = 0; aligned && j < n; j++)
-		aligned = ((uintptr_t)src[j] & 31) == 0;
+		aligned = ((uintptr_t)src[j] & 31) == a;
+	aligned = aligned && a <= l->cfg.src_slack;
+	if (!aligned)
+		a = 0;
+	*off = a;
+	dst += a;
 	/* the common prefix in one pass over every source; xor_gen only over
 	 * whole 32-byte blocks of it, since the caller's bytes beyond a
 	 * message are not ours to read */
-	if (aligned && lo >= 32) {
+	if (aligned && lo + a >= 32) {
 		void *v[IL_LEC_MAX_R + 1];
+		uint32_t span = (lo + a) & ~31u;
 
 		for (unsigned j = 0; j < n; j++)
-			v[j] = (void *)(uintptr_t)src[j];
-		v[n] = dst;
-		if (xor_gen((int)n + 1, (int)(lo & ~31u), v) == 0)
-			done = lo & ~31u;
+			v[j] = (void *)(uintptr_t)(src[j] - a);
+		v[n] = dst - a;
+		if (xor_gen((int)n + 1, (int)span, v) == 0)
+			done = span - a;
 	}
 	gather_c(dst, src, n, done, lo);
 	/* the longer messages' tails (dst is zero there) */
 	for (unsigned j = 0; j < n; j++)
 		if (len[j] > lo)
 			il_xor(dst + lo, src[j] + lo, len[j] - lo);
-	if (*ext < hi)
-		*ext = hi;
+	if (*ext < a + hi)
+		*ext = a + hi;
 }
 
 bool lec_zero(const uint8_t *buf, uint32_t from, uint32_t to)

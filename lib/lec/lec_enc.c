@@ -108,14 +108,16 @@ static void fire(struct il_lec *l, struct lec_bin *b, struct lec_inst *in, bool 
 		if (n == 0) {
 			l->st.drop_repair_view++;
 		} else {
+			uint32_t off = 0;
+
 			if (l->cfg.defer_xor) {
-				lec_gather(l, in->acc, &in->ext, in->src, in->lens, in->nx);
+				lec_gather(l, in->acc, &in->ext, in->src, in->lens, in->nx, &off);
 				l->st.copy_ops++;
 				l->st.xor_ops += in->nx - 1;
 			}
 			struct il_lec_repair rep = {
 				.ids = in->ids,
-				.payload = in->acc,
+				.payload = in->acc + off,
 				.count = (uint16_t)in->nx,
 				.len = in->len_max,
 				.len_xor = in->len_xor,

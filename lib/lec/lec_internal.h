@@ -62,7 +62,7 @@ enum lec_gstate {
 struct lec_group {
 	uint8_t state;
 	uint16_t id;
-	double c;          /* as asked */
+	double c;          /* as asked; 0: decode only */
 	uint32_t n;        /* members in the view, self excluded */
 	uint32_t *members; /* max_group_size entries */
 	/* bins a message of this group enters, in force */
@@ -269,10 +269,13 @@ void lec_fill(uint8_t *dst, uint32_t *ext, const void *src, uint32_t len);
  * is zero beyond (ISA-L: aligned slots); *ext grows to cover len. */
 void lec_xor(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
 	     unsigned n, uint32_t len);
-/* dst := src[0] ^ ... ^ src[n-1] (n >= 1), each of its own length, any
- * alignment; dst must be zero beyond *ext, which becomes the longest. */
+/* dst + *off := src[0] ^ ... ^ src[n-1] (n >= 1), each of its own length,
+ * any alignment; dst must be zero beyond *ext, which becomes the end of
+ * what was written. *off is 0, or (cfg.src_slack) the sources' common
+ * offset from a 32-byte boundary, whose bytes before dst + *off are junk:
+ * slots have 32 bytes of room for it. */
 void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
-		const uint16_t *len, unsigned n);
+		const uint16_t *len, unsigned n, uint32_t *off);
 /* true when buf[from, to) is all zero */
 bool lec_zero(const uint8_t *buf, uint32_t from, uint32_t to);
 

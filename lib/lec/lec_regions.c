@@ -63,7 +63,10 @@ int il_lec_group_set(struct il_lec *l, uint16_t group, double c, const uint32_t 
 	struct lec_group *g = lec_group_of(l, group);
 	uint32_t others = 0, k = 0;
 
-	if (c <= 0.0)
+	/* decode only: no share of any region, so no bin takes its messages */
+	if (c == IL_LEC_DECODE_ONLY)
+		c = 0.0;
+	else if (c <= 0.0)
 		c = l->cfg.c;
 	if (!(c <= IL_LEC_MAX_C))
 		return ERR("lec group %u: c = %g is out of range; allowed: above 0, at most %g",

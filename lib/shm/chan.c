@@ -486,6 +486,10 @@ const char *il_cm_type_name(uint16_t type)
 		[IL_CM_WATERMARK] = "watermark", [IL_CM_VIEW] = "view",
 		[IL_CM_VIEW_MEMBERS] = "view_members", [IL_CM_CREDIT] = "credit",
 		[IL_CM_RESYNC] = "resync", [IL_CM_ALIVE] = "alive",
+		[IL_CM_ROLE] = "role", [IL_CM_AUTHORITY] = "authority",
+		[IL_CM_QUIESCE] = "quiesce", [IL_CM_EPOCH_REPORT] = "epoch_report",
+		[IL_CM_SHADOW] = "shadow", [IL_CM_SUPERSEDED] = "superseded",
+		[IL_CM_QUIESCED] = "quiesced",
 	};
 
 	if (type < IL_CM_TYPE_COUNT)

@@ -1,4 +1,5 @@
-"""Scapy layers for the Interlink wire format (include/interlink/wire.h, fec_wire.h).
+"""Scapy layers for the Interlink wire format (include/interlink/wire.h, fec_wire.h,
+lec_wire.h).
 
 Importing them binds UDP port 7400 (and 7401, the default port of FEC repairs), so frames read
 with rdpcap() or caught with sniff() dissect as Interlink:
@@ -20,7 +21,7 @@ IL_HDR_LEN = 40
 IL_TYPES = {
     1: "DATA", 2: "NAK", 3: "UNAVAIL", 4: "ACK", 5: "STABLE", 6: "JOIN", 7: "LEAVE",
     8: "HEARTBEAT", 9: "VIEW", 10: "CREDIT", 11: "FEC_REPAIR", 12: "LEC_REPAIR",
-    13: "FTCP_LOG",
+    13: "FTCP_LOG", 14: "EPOCH_REPORT",
 }
 # Bit i of the flags byte, least significant first.
 IL_FLAGS = ["STAMPED", "RETRANS", "STABLE_VALID", "RAW", "FIFO_START", "AUTH", "R6", "R7"]
@@ -122,6 +123,17 @@ class ILView(Packet):
         return b"", s
 
 
+class ILEpochReport(Packet):
+    """EPOCH_REPORT body (docs/ha.md): a receiver's standing in the epoch its header names,
+    answering a newer one; the header's global_seq is its cumulative point there."""
+    name = "InterlinkEpochReport"
+    fields_desc = [IntField("new_epoch", 0), IntField("view_id", 0), LongField("stable_seen", 0),
+                   LongField("high", 0)]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
 class ILCredit(Packet):
     name = "InterlinkCredit"
     fields_desc = [LongField("limit_seq", 0), IntField("window", 0), IntField("rate_kbps", 0)]
@@ -168,6 +180,54 @@ class ILFecRepair(Packet):
         return b"", s
 
 
+IL_LEC_ID_LEN = 16
+IL_LEC_ORIGINS = {0: "MEMBER", 1: "APPLIANCE"}
+
+
+class ILLecId(Packet):
+    """One id of a LEC repair: a stamped DATA frame of a group, named by its first message's
+    global sequence."""
+    name = "InterlinkLecId"
+    fields_desc = [ShortField("group", 0), ShortField("reserved", 0), IntField("epoch", 0),
+                   LongField("seq", 0)]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class ILLecRepair(Packet):
+    """LEC_REPAIR body (include/interlink/lec_wire.h): the 8-byte LEC header, `count` ids, then
+    `len` bytes: the XOR of the frames the ids name (UDP payloads), each zero-padded to the
+    longest."""
+    name = "InterlinkLecRepair"
+    fields_desc = [
+        FieldLenField("count", None, count_of="ids", fmt="B"),
+        ByteField("id_len", IL_LEC_ID_LEN),
+        ByteField("rate_r", 8),
+        ByteEnumField("origin", 0, IL_LEC_ORIGINS),
+        FieldLenField("len", None, length_of="data", fmt="!H"),
+        ShortField("len_xor", 0),
+        PacketListField("ids", [], ILLecId, count_from=lambda p: p.count),
+        StrLenField("data", b"", length_from=lambda p: p.len),
+    ]
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+def il_lec_xor(frames):
+    """The repair payload, len and len_xor of frames (bytes: UDP payloads of stamped DATA), as
+    a LEC node computes them: the XOR of all, each zero-padded to the longest."""
+    n = max(len(f) for f in frames)
+    acc = bytearray(n)
+    lx = 0
+    for f in frames:
+        for i, b in enumerate(f):
+            acc[i] ^= b
+        lx ^= len(f)
+    return bytes(acc), n, lx
+
+
 class ILAuth(Packet):
     """The AUTH option (flag AUTH): the 28 bytes after the fixed header, in the `options`
     field of Interlink. ILAuth(bytes(pkt[Interlink].options)) reads it."""
@@ -199,7 +259,8 @@ def il_auth_seal(msg, key, key_id, counter):
 
 
 IL_BODIES = {2: "ILRange", 3: "ILRange", 4: "ILAck", 5: "ILStable", 6: "ILMember",
-             7: "ILMember", 8: "ILMember", 9: "ILView", 10: "ILCredit", 11: "ILFecRepair"}
+             7: "ILMember", 8: "ILMember", 9: "ILView", 10: "ILCredit", 11: "ILFecRepair",
+             12: "ILLecRepair", 14: "ILEpochReport"}
 ROLE_SENDER, ROLE_RECEIVER = 1, 2
 
 

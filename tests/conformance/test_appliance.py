@@ -298,7 +298,7 @@ def malformed_cases():
         "drop_truncated_packing": [with_il(hdr + body[:-1]), with_il(hdr + body[:6]),
                                    with_il(hdr + b"\x00")],
         "drop_bad_packing": [with_il(hdr + body + b"extra"), with_il(h(set=[(7, 0)]) + body)],
-        "drop_unknown_type": [with_il(h(set=[(1, 0)]) + body), with_il(h(set=[(1, 14)]) + body),
+        "drop_unknown_type": [with_il(h(set=[(1, 0)]) + body), with_il(h(set=[(1, 15)]) + body),
                               with_il(h(set=[(1, 200)]) + body)],
         "drop_bad_flags": [with_il(h(set=[(3, 0x80)]) + body)],
         "drop_bad_nak": [Ether() / IP() / UDP(dport=7400) / il_nak(1, 1, 9, 3),

@@ -3,8 +3,9 @@ field, on captures of what the real appliance sends: Debian's tshark decodes the
 script (PDML output), Scapy decodes the same frames, and every field of every Interlink frame
 must agree, in order. Every message type is in the captures: stamped DATA (native and raw mode,
 with and without the watermark), retransmissions, UNAVAIL, STABLE made by the control stage,
-FEC repairs made by the fec_enc stage, and ACK (both forms), JOIN, LEAVE, HEARTBEAT, VIEW,
-CREDIT, LEC_REPAIR and FTCP_LOG passed through by an appliance without a control stage."""
+FEC repairs made by the fec_enc stage, LEC repairs made by the lec stage, and ACK (both forms),
+JOIN, LEAVE, HEARTBEAT, VIEW, CREDIT, LEC_REPAIR and FTCP_LOG passed through by an appliance
+without a control stage."""
 import shutil
 import subprocess
 import uuid
@@ -18,9 +19,9 @@ from scapy.packet import Raw
 from scapy.utils import wrpcap
 
 from conftest import ROOT
-from interlink_scapy import (ILAck, ILAckTfrc, ILAuth, ILCredit, ILFecId, ILFecRepair, ILMember,
+from interlink_scapy import (ILAck, ILAckTfrc, ILAuth, ILCredit, ILEpochReport, ILFecId, ILFecRepair, ILMember,
                              ILMsg, ILRange, ILStable, ILView, ILViewMember, ILViewSender,
-                             Interlink, IL_TYPES, il_auth_seal, il_data)
+                             ILLecId, ILLecRepair, Interlink, IL_TYPES, il_auth_seal, il_data)
 from test_appliance import MC, data_frame, mcast_mac, nak_frame
 
 LUA = ROOT / "tools" / "wireshark" / "interlink.lua"
@@ -33,11 +34,13 @@ pytestmark = pytest.mark.skipif(TSHARK is None,
 PREFIX = {ILMsg: "msg", ILRange: "range", ILAck: "ack", ILAckTfrc: "ack", ILStable: "stable",
           ILMember: "member", ILView: "view", ILViewMember: "view.member",
           ILViewSender: "view.sender", ILCredit: "credit", ILFecRepair: "fec",
-          ILFecId: "fec.id"}
-BYTES = {"ilink.options", "ilink.auth.mac", "ilink.msg.data", "ilink.fec.data", "ilink.body", "ilink.trailing"}
+          ILEpochReport: "epoch_report",
+          ILFecId: "fec.id", ILLecRepair: "lec", ILLecId: "lec.id"}
+BYTES = {"ilink.options", "ilink.auth.mac", "ilink.msg.data", "ilink.fec.data", "ilink.lec.data",
+         "ilink.body", "ilink.trailing"}
 IPV4 = {"ilink.fec.id.src", "ilink.fec.id.dst"}
 # Containers and values the dissector computes (not on the wire) are not compared.
-SKIP = {"ilink.msg", "ilink.view.member", "ilink.view.sender", "ilink.fec.id",
+SKIP = {"ilink.msg", "ilink.view.member", "ilink.view.sender", "ilink.fec.id", "ilink.lec.id",
         "ilink.msg.global_seq", "ilink.fec.id.packet"}
 FLAG_BITS = [("stamped", 0x01), ("retrans", 0x02), ("stable_valid", 0x04), ("raw", 0x08),
              ("fifo_start", 0x10), ("auth", 0x20)]
@@ -159,7 +162,12 @@ def control_frames():
         frame(Interlink(type=9, group_id=2, global_seq=1) / ILView(view_id=1), group=2),
         frame(Interlink(type=10, group_id=1, sender_id=3, sender_seq=17) /
               ILCredit(limit_seq=300, window=256, rate_kbps=12000)),
-        frame(Interlink(type=12, group_id=1, sender_id=4) / Raw(b"lateral repair")),
+        frame(Interlink(type=14, group_id=1, sender_id=0x10001, epoch=5, global_seq=77) /
+              ILEpochReport(new_epoch=9, view_id=4, stable_seen=70, high=1 << 35)),
+        frame(Interlink(type=12, group_id=1, sender_id=4, sender_seq=3) /
+              ILLecRepair(rate_r=8, len_xor=0x1234,
+                          ids=[ILLecId(group=1, epoch=9, seq=1 << 35),
+                               ILLecId(group=2, epoch=9, seq=7)], data=b"lateral repair")),
         frame(Interlink(type=13, group_id=1, sender_id=4, options=b"\x01\x02\x03\x04") /
               Raw(b"log record")),
     ]
@@ -196,6 +204,16 @@ def captures(run_pcap, tmp_path):
             "local_ip: 192.0.2.1, peer_ip: 192.0.2.2, port: 7401}}",
             "pipeline=[{lcore: 1, chains: [{rx: in, stages: [enc], tx: out}]}]"])
         frames += r.out
+        # 4. The lec stage: the appliance's LEC repairs, back out of "in" to the members.
+        from test_lec_stage import LEC, VIEWS, heartbeat, view_frame
+        ins = [view_frame(g, m) for g, m in VIEWS.items()]
+        ins += [heartbeat(1 if i < 14 else 2, i) for i in (11, 12, 13, 14)]
+        ins += [data_frame(1 + i % 2, 1, i // 2 + 1, [bytes([i]) * (5 + 11 * i)])
+                for i in range(32)]
+        r = run_pcap(ins, sets=LEC)
+        lec = [p for p in r.back if Interlink in p and p[Interlink].type == 12]
+        assert lec
+        frames += lec
     finally:
         for suffix in ("", ".sock", ".mgmt"):
             Path(chan + suffix).unlink(missing_ok=True)

@@ -8,13 +8,15 @@ from scapy.packet import NoPayload
 from conftest import ROOT, WIRE_DUMP
 from interlink_scapy import (HEADER_FIELDS, IL_FLAGS, IL_HDR_LEN, IL_TYPES, IL_UDP_PORT, IL_VERSION,
                        ROLE_RECEIVER, ROLE_SENDER, IL_ACK_TFRC_LEN, IL_FEC_CODES, IL_FEC_ID_LEN,
-                       ILAck, ILAckTfrc, ILCredit, ILFecId, ILFecRepair, ILMember, ILMsg, ILRange,
+                       ILAck, ILAckTfrc, ILCredit, ILEpochReport, ILFecId, ILFecRepair, ILMember, ILMsg, ILRange,
                        ILStable, ILView, ILViewMember, ILViewSender, Interlink, ILAuth,
-                       il_auth_seal)
+                       il_auth_seal, IL_LEC_ID_LEN, IL_LEC_ORIGINS, ILLecId, ILLecRepair,
+                       il_lec_xor)
 
 DOC = ROOT / "docs" / "wire-format.md"
 FEC_DOC = ROOT / "docs" / "fec.md"
 FEC_H = ROOT / "include" / "interlink" / "fec_wire.h"
+LEC_H = ROOT / "include" / "interlink" / "lec_wire.h"
 
 
 def c_wire():
@@ -130,7 +132,8 @@ BODIES = [("## ACK body", "ack", ILAck), ("## ACK body, long form", "ack_tfrc", 
           ("## STABLE body", "stable", ILStable),
           ("## MEMBER body", "member", ILMember), ("## VIEW body", "view", None),
           ("Member entry", "view_member", ILViewMember), ("Sender entry", "view_sender", ILViewSender),
-          ("## CREDIT body", "credit", ILCredit), ("## AUTH option", "auth", None)]
+          ("## CREDIT body", "credit", ILCredit), ("## EPOCH_REPORT body", "epoch_report", ILEpochReport),
+          ("## AUTH option", "auth", None)]
 
 
 def test_auth_mac_agrees():
@@ -255,12 +258,52 @@ def test_fec_repair_c_vs_doc_vs_scapy():
     assert back.recipe[1].src == "10.0.0.3"
 
 
+def test_lec_repair_c_vs_doc_vs_scapy():
+    """LEC_REPAIR (type 12): lec_wire.h (through il-wire-dump and parsed as text), the tables of
+    docs/wire-format.md and the Scapy layer agree on the body, the id, the origins and the
+    dissection behind a header; the XOR the Scapy package computes is the C library's."""
+    c = c_wire()
+    text = LEC_H.read_text()
+    for key, struct in (("lec_body", "il_lec_body"), ("lec_id", "il_lec_id_wire")):
+        assert c_struct(text, struct) == c[key], key
+    for f in c["lec_body"]:
+        m = re.search(r"#define IL_LEC_OFF_%s (\d+)" % f["name"].upper(), text)
+        assert m and int(m.group(1)) == f["offset"], f
+    for heading, key, cls in (("## LEC_REPAIR body", "lec_body", ILLecRepair),
+                              ("LEC id (16 bytes)", "lec_id", ILLecId)):
+        rows = doc_table(heading)
+        assert [(int(r[0]), int(r[1]), r[2]) for r in rows] == \
+            [(f["offset"], f["size"], f["name"]) for f in c[key]], heading
+        names = [f["name"] for f in c[key]]
+        lay = scapy_layout(cls, names) if cls is ILLecId else \
+            scapy_layout(lambda **kw: cls(ids=[], data=b"x", **kw),
+                         [n for n in names if n not in ("count", "len")])
+        for f in c[key]:
+            if f["name"] in lay:
+                assert lay[f["name"]] == (f["offset"], f["size"]), (key, f["name"])
+    assert sum(f["size"] for f in c["lec_id"]) == IL_LEC_ID_LEN
+    assert {v: k for k, v in c["lec_origins"].items()} == IL_LEC_ORIGINS
+    assert c["lec_max_ids"] == 32 and "| 0 | 1 | count | Ids that follow, 1..32. |" in \
+        DOC.read_text()
+    # count and len follow the lists; the length is exact
+    rep = ILLecRepair(rate_r=8, origin=1, len_xor=0x33,
+                      ids=[ILLecId(group=1, epoch=2, seq=3), ILLecId(group=4, epoch=5, seq=6)],
+                      data=b"abcd")
+    raw = bytes(Interlink(type=12, group_id=1, sender_seq=1) / rep)
+    assert raw[40] == 2 and raw[44:46] == (4).to_bytes(2, "big")
+    assert len(raw) == 40 + 8 + 2 * 16 + 4
+    back = Interlink(raw)[ILLecRepair]
+    assert (back.count, back.len, back.origin, back.data) == (2, 4, 1, b"abcd")
+    assert [(i.group, i.epoch, i.seq) for i in back.ids] == [(1, 2, 3), (4, 5, 6)]
+    assert il_lec_xor([b"\x01\x02", b"\x10\x20\x30"]) == (b"\x11\x22\x30", 3, 1)
+
+
 def test_every_type_has_a_decoder():
     """Every type of wire.h either has a Scapy body or none by design (DATA's records are part
-    of the header layer; LEC_REPAIR and FTCP_LOG have no body format yet)."""
+    of the header layer; FTCP_LOG has no body format yet)."""
     from interlink_scapy.layers import IL_BODIES
     c = c_wire()
-    no_body = {"DATA", "LEC_REPAIR", "FTCP_LOG"}
+    no_body = {"DATA", "FTCP_LOG"}
     assert {n for n, v in c["types"].items() if v not in IL_BODIES} == no_body
 
 
@@ -299,12 +342,17 @@ def test_library_frames_dissect_as_built():
         else:
             layer = il.payload
             for k, v in body.items():
-                assert int(getattr(layer, k)) == v, (t, k)
+                if k not in ("ids", "data"):
+                    assert int(getattr(layer, k)) == v, (t, k)
             if t == "FEC_REPAIR":
                 assert len(layer.recipe) == body["count"] and len(layer.data) == body["xor_len"]
+            if t == "LEC_REPAIR":
+                assert [[i.group, i.epoch, i.seq] for i in layer.ids] == body["ids"]
+                assert all(i.reserved == 0 for i in layer.ids)
+                assert bytes(layer.data).hex() == body["data"]
             assert isinstance(layer.payload, NoPayload), t
         seen.add(t)
-    assert seen == set(IL_TYPES.values()) - {"LEC_REPAIR", "FTCP_LOG"}
+    assert seen == set(IL_TYPES.values()) - {"FTCP_LOG"}
 
 
 def test_library_tcp_segment_as_built():

@@ -24,6 +24,10 @@ GAUGE_COUNTERS = frozenset({
 CONTROL_STATE_KEYS = frozenset({
     "incarnation", "dp_incarnation", "dp_epoch", "groups", "last_excluded",
     "last_excluded_quiet_ms",
+    # one of a pair (docs/ha.md): role (1 standby, 2 active/cut, 3 active, 4 quiescing),
+    # epochs, the record's revision, the peer
+    "ha_role", "ha_epoch", "ha_record_epoch", "ha_record_rev", "ha_peer_heard_ms",
+    "ha_peer_role",
 })
 GROUP_KEY = re.compile(r"^group(\d+)_(.+)$")
 

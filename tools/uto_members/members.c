@@ -520,8 +520,12 @@ static void on_frame(const uint8_t *f, unsigned len, uint64_t now)
 		return;
 	}
 	if (e != epoch) {
-		if (epoch != 0 && e < epoch)
-			return; /* a late frame of an older epoch */
+		if (epoch != 0 && !il_epoch_after(e, epoch)) {
+			/* A late frame of an older epoch (an appliance that was
+			 * replaced, docs/ha.md): ignored, counted. */
+			c.stale_epoch++;
+			return;
+		}
 		if (epoch != 0) {
 			/* The sequencer restarted: hold the new stream until the
 			 * old one's final watermark says what was stable. */

@@ -90,6 +90,7 @@ struct counters {
 	uint64_t disagreements, uniform_violations, restamped, epochs, max_g;
 	uint64_t max_gap_ns; /* longest time between two loop iterations */
 	uint64_t lost_stable, finals;
+	uint64_t stale_epoch; /* frames of an epoch older than the newest seen (docs/ha.md) */
 	uint64_t auth_bad_mac, auth_replay; /* --auth-keys: appliance frames refused */
 	uint64_t loops, waits, rx_calls, tx_calls, frames_tx; /* the emulator's own cost */
 };

@@ -220,6 +220,7 @@ void report(double elapsed, double t_first, double t_last)
 	il_json_u64(&j, "data_dup", c.data_dup);
 	il_json_u64(&j, "send_fail", c.send_fail);
 	il_json_u64(&j, "epochs", c.epochs);
+	il_json_u64(&j, "stale_epoch", c.stale_epoch);
 	il_json_obj(&j, "ctl");
 	il_json_u64(&j, "ack_tx", c.ack_tx);
 	il_json_u64(&j, "hb_tx", c.hb_tx);

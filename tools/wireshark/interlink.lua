@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: BSD-3-Clause
 --
 -- Wireshark / tshark dissector for the Interlink wire format, version 1
--- (include/interlink/wire.h, include/interlink/fec_wire.h, docs/wire-format.md).
+-- (include/interlink/wire.h, fec_wire.h, lec_wire.h, docs/wire-format.md).
 --
 --   tshark -X lua_script:tools/wireshark/interlink.lua -r capture.pcap -Y ilink
 --   wireshark -X lua_script:tools/wireshark/interlink.lua capture.pcap
@@ -10,8 +10,8 @@
 -- It decodes every field of every message type: the common header and its
 -- flags, DATA's packed messages, NAK and UNAVAIL ranges, both ACK forms,
 -- STABLE, JOIN/LEAVE/HEARTBEAT, VIEW with its member and sender lists, CREDIT,
--- and FEC repairs with their recipes; LEC_REPAIR and FTCP_LOG (no body format
--- yet) show their body as bytes. Malformed frames get expert info naming what
+-- EPOCH_REPORT, FEC repairs with their recipes and LEC repairs with their ids;
+-- FTCP_LOG (no body format yet) shows its body as bytes. Malformed frames get expert info naming what
 -- is wrong, as the appliance's drop counters would.
 --
 -- Filter fields are ilink.<header field> and ilink.<body>.<field>, e.g.
@@ -29,8 +29,10 @@ local types = {
 	[1] = "DATA", [2] = "NAK", [3] = "UNAVAIL", [4] = "ACK", [5] = "STABLE",
 	[6] = "JOIN", [7] = "LEAVE", [8] = "HEARTBEAT", [9] = "VIEW", [10] = "CREDIT",
 	[11] = "FEC_REPAIR", [12] = "LEC_REPAIR", [13] = "FTCP_LOG",
+	[14] = "EPOCH_REPORT",
 }
 local fec_codes = { [1] = "XOR", [2] = "RS" }
+local lec_origins = { [0] = "MEMBER", [1] = "APPLIANCE" }
 
 local F = {
 	-- common header
@@ -104,6 +106,11 @@ local F = {
 	cr_limit = ProtoField.uint64("ilink.credit.limit_seq", "Limit", base.DEC),
 	cr_window = ProtoField.uint32("ilink.credit.window", "Window", base.DEC),
 	cr_rate = ProtoField.uint32("ilink.credit.rate_kbps", "Rate (kbit/s)", base.DEC),
+	-- EPOCH_REPORT
+	er_new = ProtoField.uint32("ilink.epoch_report.new_epoch", "New epoch", base.DEC),
+	er_view = ProtoField.uint32("ilink.epoch_report.view_id", "View", base.DEC),
+	er_stable = ProtoField.uint64("ilink.epoch_report.stable_seen", "Watermark seen", base.DEC),
+	er_high = ProtoField.uint64("ilink.epoch_report.high", "Highest held + 1", base.DEC),
 	-- FEC_REPAIR
 	fec_code = ProtoField.uint8("ilink.fec.code", "Code", base.DEC, fec_codes),
 	fec_layer = ProtoField.uint8("ilink.fec.layer", "Layer", base.DEC),
@@ -124,6 +131,19 @@ local F = {
 	fid_csum = ProtoField.uint32("ilink.fec.id.csum", "Payload check", base.HEX),
 	fid_pkt = ProtoField.uint64("ilink.fec.id.packet", "Packet number", base.DEC),
 	fec_data = ProtoField.bytes("ilink.fec.data", "Repair data"),
+	-- LEC_REPAIR
+	lec_count = ProtoField.uint8("ilink.lec.count", "Ids", base.DEC),
+	lec_id_len = ProtoField.uint8("ilink.lec.id_len", "Id length", base.DEC),
+	lec_r = ProtoField.uint8("ilink.lec.rate_r", "r", base.DEC),
+	lec_origin = ProtoField.uint8("ilink.lec.origin", "Origin", base.DEC, lec_origins),
+	lec_len = ProtoField.uint16("ilink.lec.len", "Repair data length", base.DEC),
+	lec_len_xor = ProtoField.uint16("ilink.lec.len_xor", "Length XOR", base.HEX),
+	lid = ProtoField.none("ilink.lec.id", "Id"),
+	lid_group = ProtoField.uint16("ilink.lec.id.group", "Group", base.DEC),
+	lid_res = ProtoField.uint16("ilink.lec.id.reserved", "Reserved", base.HEX),
+	lid_epoch = ProtoField.uint32("ilink.lec.id.epoch", "Epoch", base.DEC),
+	lid_seq = ProtoField.uint64("ilink.lec.id.seq", "Global sequence", base.DEC),
+	lec_data = ProtoField.bytes("ilink.lec.data", "Repair data"),
 	-- reserved types, and anything after a body
 	body = ProtoField.bytes("ilink.body", "Body"),
 	trailing = ProtoField.bytes("ilink.trailing", "Trailing bytes"),
@@ -254,6 +274,48 @@ local function dissect_fec(tvb, tree, off)
 	return off + xor_len
 end
 
+local function dissect_lec(tvb, tree, off)
+	if not need(tvb, tree, off, 8) then
+		return tvb:len(), ""
+	end
+	tree:add(F.lec_count, tvb(off, 1))
+	tree:add(F.lec_id_len, tvb(off + 1, 1))
+	tree:add(F.lec_r, tvb(off + 2, 1))
+	tree:add(F.lec_origin, tvb(off + 3, 1))
+	tree:add(F.lec_len, tvb(off + 4, 2))
+	tree:add(F.lec_len_xor, tvb(off + 6, 2))
+	local count, id_len, len = tvb(off, 1):uint(), tvb(off + 1, 1):uint(), tvb(off + 4, 2):uint()
+	local info = " " .. count .. " ids from " .. (lec_origins[tvb(off + 3, 1):uint()] or "?")
+	off = off + 8
+	if id_len ~= 16 or count == 0 or count > 32 or len == 0 then
+		tree:add_proto_expert_info(E.body, "count " .. count .. ", id_len " .. id_len ..
+			", len " .. len .. " (1..32 ids of 16 bytes, len >= 1 expected)")
+		if id_len ~= 16 then
+			return tvb:len(), info
+		end
+	end
+	for k = 0, count - 1 do
+		if not need(tvb, tree, off, 16) then
+			return tvb:len(), info
+		end
+		local t = tree:add(F.lid, tvb(off, 16))
+		t:append_text(" " .. k .. ": group " .. tvb(off, 2):uint() .. " seq " ..
+			tostring(tvb(off + 8, 8):uint64()))
+		t:add(F.lid_group, tvb(off, 2))
+		t:add(F.lid_res, tvb(off + 2, 2))
+		t:add(F.lid_epoch, tvb(off + 4, 4))
+		t:add(F.lid_seq, tvb(off + 8, 8))
+		off = off + 16
+	end
+	if len > 0 then
+		if not need(tvb, tree, off, len) then
+			return tvb:len(), info
+		end
+		tree:add(F.lec_data, tvb(off, len))
+	end
+	return off + len, info
+end
+
 -- The body after the header; returns where it ends and a summary for the Info column.
 local function dissect_body(tvb, tree, t, off, gseq)
 	local left = tvb:len() - off
@@ -342,8 +404,19 @@ local function dissect_body(tvb, tree, t, off, gseq)
 		return off + 16, " limit " .. tostring(tvb(off, 8):uint64())
 	elseif t == 11 then
 		return dissect_fec(tvb, tree, off), ""
+	elseif t == 12 then
+		return dissect_lec(tvb, tree, off)
+	elseif t == 14 then
+		if not need(tvb, tree, off, 24) then
+			return tvb:len(), ""
+		end
+		tree:add(F.er_new, tvb(off, 4))
+		tree:add(F.er_view, tvb(off + 4, 4))
+		tree:add(F.er_stable, tvb(off + 8, 8))
+		tree:add(F.er_high, tvb(off + 16, 8))
+		return off + 24, " new epoch " .. tvb(off, 4):uint()
 	end
-	-- LEC_REPAIR, FTCP_LOG: no body format yet.
+	-- FTCP_LOG: no body format yet.
 	if left > 0 then
 		tree:add(F.body, tvb(off, left))
 	end

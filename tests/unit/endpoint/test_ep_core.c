@@ -275,13 +275,15 @@ static void test_gap_nak(void **state)
 	/* The retry timer: not again before 3 ms, then again. */
 	assert_false(ep_rxw_nak_due(&w, t + 2 * MS, 300 * US, 3 * MS, 65536, &f, &l));
 	assert_true(ep_rxw_nak_due(&w, t + 3300 * US, 300 * US, 3 * MS, 65536, &f, &l));
-	/* Part of it repaired: the next NAK asks only for what is still missing. */
+	/* Part of it repaired: the next NAK, on the gap's own retry timer,
+	 * asks only for what is still missing. */
 	put(&w, 110);
 	put(&w, 111);
 	po_advance(&w);
 	assert_int_equal(w.po, 112);
 	assert_false(ep_rxw_nak_due(&w, t + 4 * MS, 300 * US, 3 * MS, 65536, &f, &l));
-	assert_true(ep_rxw_nak_due(&w, t + 4500 * US, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_false(ep_rxw_nak_due(&w, t + 6200 * US, 300 * US, 3 * MS, 65536, &f, &l));
+	assert_true(ep_rxw_nak_due(&w, t + 6300 * US, 300 * US, 3 * MS, 65536, &f, &l));
 	assert_int_equal(f, 112);
 	assert_int_equal(l, 114);
 	/* Duplicates (a retransmission of what we hold) are refused. */
@@ -300,6 +302,68 @@ static void test_gap_nak(void **state)
 	assert_true(ep_rxw_nak_due(&w, t + 12 * MS, 300 * US, 3 * MS, 16, &f, &l));
 	assert_int_equal(f, 120);
 	assert_int_equal(l, 135);
+	ep_rxw_free(&w);
+}
+
+/* Ricochet's timers per gap: a gap behind the first one is NAKed its own
+ * delay after it was found, not after the first one is repaired; a gap
+ * repaired in its middle is asked for in two runs; each retries alone. */
+static void test_gaps_have_their_own_timers(void **state)
+{
+	struct ep_rxw w;
+	uint64_t f, l, t = 1000 * MS, d = 100 * MS, r = 50 * MS;
+
+	(void)state;
+	assert_int_equal(ep_rxw_init(&w, 1024), 0);
+	ep_rxw_reset(&w, 1);
+	put(&w, 1);
+	put(&w, 4); /* 2, 3 missing, found at t */
+	po_advance(&w);
+	assert_false(ep_rxw_nak_due(&w, t, d, r, 65536, &f, &l));
+	assert_int_equal(ep_rxw_nak_wait(&w, t, d, r), d);
+	put(&w, 7); /* 5, 6 missing, found at t + 30 ms */
+	assert_false(ep_rxw_nak_due(&w, t + 30 * MS, d, r, 65536, &f, &l));
+	assert_int_equal(ep_rxw_nak_wait(&w, t + 30 * MS, d, r), 70 * MS);
+	assert_true(ep_rxw_nak_due(&w, t + d, d, r, 65536, &f, &l));
+	assert_int_equal(f, 2);
+	assert_int_equal(l, 3);
+	assert_false(ep_rxw_nak_due(&w, t + d, d, r, 65536, &f, &l));
+	/* the second gap on its own delay, although the first is not repaired */
+	assert_false(ep_rxw_nak_due(&w, t + 129 * MS, d, r, 65536, &f, &l));
+	assert_true(ep_rxw_nak_due(&w, t + 130 * MS, d, r, 65536, &f, &l));
+	assert_int_equal(f, 5);
+	assert_int_equal(l, 6);
+	/* the first retries every 50 ms alone */
+	assert_true(ep_rxw_nak_due(&w, t + 150 * MS, d, r, 65536, &f, &l));
+	assert_int_equal(f, 2);
+	assert_false(ep_rxw_nak_due(&w, t + 150 * MS, d, r, 65536, &f, &l));
+	/* 8..19 lost (found at t + 160 ms), then 15 comes back */
+	put(&w, 20);
+	assert_false(ep_rxw_nak_due(&w, t + 160 * MS, d, r, 65536, &f, &l));
+	put(&w, 15);
+	assert_true(ep_rxw_nak_due(&w, t + 180 * MS, d, r, 65536, &f, &l));
+	assert_int_equal(f, 5); /* the second gap's retry */
+	assert_false(ep_rxw_nak_due(&w, t + 180 * MS, d, r, 65536, &f, &l));
+	/* at t + 260 ms both retries and the new gap, as two runs */
+	static const uint64_t want[4][2] = { { 2, 3 }, { 5, 6 }, { 8, 14 }, { 16, 19 } };
+	unsigned n = 0;
+
+	while (ep_rxw_nak_due(&w, t + 260 * MS, d, r, 65536, &f, &l)) {
+		assert_true(n < 4);
+		assert_int_equal(f, want[n][0]);
+		assert_int_equal(l, want[n][1]);
+		n++;
+	}
+	assert_int_equal(n, 4);
+	/* repaired: nothing is due, and po moves past */
+	for (uint64_t g = 2; g < 20; g++)
+		if (g != 4 && g != 7 && g != 15)
+			put(&w, g);
+	po_advance(&w);
+	assert_int_equal(w.po, 21);
+	assert_false(ep_rxw_nak_due(&w, t + 500 * MS, d, r, 65536, &f, &l));
+	assert_int_equal(w.ngap, 0);
+	assert_int_equal(ep_rxw_nak_wait(&w, t + 500 * MS, d, r), UINT64_MAX);
 	ep_rxw_free(&w);
 }
 
@@ -422,6 +486,7 @@ int main(void)
 		cmocka_unit_test(test_go_back),
 		cmocka_unit_test(test_credit),
 		cmocka_unit_test(test_gap_nak),
+		cmocka_unit_test(test_gaps_have_their_own_timers),
 		cmocka_unit_test(test_window_overflow_and_free),
 		cmocka_unit_test(test_unavail_holes),
 		cmocka_unit_test(test_ack_batching),

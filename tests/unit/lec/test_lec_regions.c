@@ -310,6 +310,66 @@ static void test_c_capped(void **state)
 	t_cap_free(&cap);
 }
 
+/* A decode-only group (repairs for it come from elsewhere, e.g. the
+ * appliance): its messages enter no bin and cost no XOR, other groups'
+ * repairs go on as before, and repairs naming it are decoded. */
+static void test_decode_only(void **state)
+{
+	struct il_lec_cfg cfg;
+	struct t_cap cap;
+	struct il_lec *l;
+	uint32_t a[] = { 1, 2, 3, 4, 5, 6, 9 }, b[] = { 3, 4, 7, 8, 9 };
+	struct il_lec_id v[4];
+	struct t_repair r;
+
+	(void)state;
+	il_lec_cfg_defaults(&cfg);
+	cfg.self_id = 9;
+	t_cap_init(&cap, 200, 8);
+	l = t_lec(&cfg, &cap);
+	t_group(l, 1, 3.0, a, 7);
+	t_group(l, 2, IL_LEC_DECODE_ONLY, b, 5);
+	t_apply(l);
+	/* group 1 alone: its members' regions {1} and {1,2}, bins of {1} only */
+	assert_int_equal(il_lec_region_count(l), 3);
+	for (uint32_t i = 0; i < il_lec_bin_count(l); i++) {
+		uint16_t g[4];
+		struct il_lec_bin_info bi;
+
+		assert_int_equal(il_lec_bin_get(l, i, g, 4, &bi), 0);
+		assert_int_equal(bi.ngroups, 1);
+		assert_int_equal(g[0], 1);
+	}
+	for (uint64_t s = 1; s <= 40; s++)
+		assert_int_equal(t_data(l, 2, s, 10), IL_LEC_NEW);
+	assert_int_equal(il_lec_stats(l)->bin_adds, 0);
+	assert_int_equal(cap.nrep, 0);
+	for (uint64_t s = 1; s <= 80; s++)
+		t_data(l, 1, s, 10);
+	assert_int_equal(cap.nrep, 10); /* c = 3 >= 1 per bin: every round is built */
+	for (uint32_t i = 0; i < cap.nrep; i++)
+		for (uint32_t k = 0; k < cap.rep[i].n; k++)
+			assert_true(cap.rep[i].targets[k] <= 6);
+	/* repairs naming group 2 are decoded like any other */
+	for (unsigned k = 0; k < 4; k++)
+		v[k] = t_id(2, 41 + k);
+	t_data(l, 2, 41, 20);
+	t_data(l, 2, 42, 20);
+	t_data(l, 2, 44, 20);
+	t_build(&r, v, 4);
+	assert_int_equal(t_repair_in(l, &r, 30), IL_LEC_REP_RECOVERED);
+	assert_int_equal(cap.nrec, 1);
+	assert_int_equal(cap.rec[0].id.seq, 43);
+	/* and switching it to a sending group gives it bins */
+	t_group(l, 2, 0.0, b, 5);
+	t_apply(l);
+	uint64_t adds = il_lec_stats(l)->bin_adds;
+	t_data(l, 2, 100, 40);
+	assert_true(il_lec_stats(l)->bin_adds > adds);
+	il_lec_free(l);
+	t_cap_free(&cap);
+}
+
 static void test_view_change(void **state)
 {
 	struct il_lec_cfg cfg;
@@ -435,7 +495,10 @@ static void ref_release(void *arg, void *const *cookies, uint32_t n)
 	g_refs->releases += n;
 }
 
-static void test_defer_matches_copy(void **state)
+/* off: where each payload starts in its T_MAXLEN buffer (42: as in an
+ * mbuf, 10 bytes past a 32-byte boundary); slack: cfg.src_slack of the
+ * deferring instance (with 31 it XORs those from the boundary, ISA-L). */
+static void defer_matches_copy(uint32_t off, uint32_t slack)
 {
 	enum { PER_GROUP = 3000, NMSG = 3 * PER_GROUP };
 	struct il_lec_cfg cfg;
@@ -444,10 +507,9 @@ static void test_defer_matches_copy(void **state)
 	struct il_lec_ops ops = { .send = t_send, .hold = ref_hold, .release = ref_release,
 				  .arg = &b };
 	struct refs refs = { 0 };
-	uint8_t *pool = malloc((size_t)NMSG * T_MAXLEN);
+	uint8_t *pool = aligned_alloc(64, (size_t)NMSG * T_MAXLEN + 64);
 	char err[256];
 
-	(void)state;
 	assert_non_null(pool);
 	refs.count = calloc(NMSG, sizeof(int32_t));
 	assert_non_null(refs.count);
@@ -458,6 +520,7 @@ static void test_defer_matches_copy(void **state)
 	copy = t_lec(&cfg, &a);
 	fig7_views(copy);
 	cfg.defer_xor = true;
+	cfg.src_slack = slack;
 	defer = il_lec_create(&cfg, &ops, err, sizeof(err));
 	assert_non_null(defer);
 	fig7_views(defer);
@@ -465,8 +528,10 @@ static void test_defer_matches_copy(void **state)
 		uint16_t g = (uint16_t)(1 + i % 3);
 		struct il_lec_id id = t_id(g, 1 + i / 3);
 		uint32_t len = t_len(id.seq + g);
-		uint8_t *p = pool + (size_t)i * T_MAXLEN;
+		uint8_t *p = pool + (size_t)i * T_MAXLEN + off;
 
+		/* junk around it: LEC must not take any of it into a repair */
+		memset(p - off, 0xee, T_MAXLEN);
 		t_payload(p, g, id.seq, len);
 		assert_int_equal(il_lec_data(copy, &id, p, len, NULL, 0), IL_LEC_NEW);
 		assert_int_equal(il_lec_data(defer, &id, p, len, (void *)(uintptr_t)i, 0),
@@ -501,6 +566,14 @@ static void test_defer_matches_copy(void **state)
 	t_cap_free(&b);
 	free(refs.count);
 	free(pool);
+}
+
+static void test_defer_matches_copy(void **state)
+{
+	(void)state;
+	defer_matches_copy(0, 0);
+	defer_matches_copy(42, 0);  /* misaligned: the plain C gather */
+	defer_matches_copy(42, 31); /* ISA-L from the 32-byte boundary before */
 }
 
 static void expect_cfg_error(const struct il_lec_cfg *cfg, const char *key)
@@ -546,6 +619,7 @@ int main(void)
 		cmocka_unit_test(test_fig7_measured),
 		cmocka_unit_test(test_fractional_targets),
 		cmocka_unit_test(test_c_capped),
+		cmocka_unit_test(test_decode_only),
 		cmocka_unit_test(test_view_change),
 		cmocka_unit_test(test_defer_matches_copy),
 		cmocka_unit_test(test_cfg_errors),

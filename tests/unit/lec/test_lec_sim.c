@@ -8,6 +8,8 @@
  *
  * With --csv the binary prints the sweeps behind docs/lec.md instead:
  *   build/tests/unit/lec/test_lec_sim --csv [nodes groups degree]
+ *   build/tests/unit/lec/test_lec_sim --degrees   (Fig. 10: 2 to 128 groups per node)
+ *   build/tests/unit/lec/test_lec_sim --fig14     (Fig. 14: bursts of 10..100, stagger 6)
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -201,6 +203,69 @@ static int csv(uint32_t n, uint32_t g, uint32_t d)
 	return 0;
 }
 
+/* Fig. 10: recovery and latency against the groups each node is in, 64
+ * nodes in groups of about 10 (n d = g s), 1% uniform loss. Latency is in
+ * messages received by the node, in all its groups: at a fixed aggregate
+ * rate, that is time. */
+static int degrees(void)
+{
+	static const uint32_t deg[] = { 2, 4, 8, 16, 32, 64, 128 };
+	struct lsim_cfg sc;
+	struct lsim_res res;
+
+	printf("# 64 nodes, groups of about 10, 1%% uniform loss\n");
+	printf("degree,groups,lost,recovered_pct,lat_mean_msgs,lat_p50_msgs,lat_p90_msgs,"
+	       "xors_per_msg,copies_per_msg\n");
+	for (unsigned i = 0; i < sizeof(deg) / sizeof(deg[0]); i++) {
+		uint32_t g = (64 * deg[i] + 9) / 10;
+
+		lsim_cfg_defaults(&sc);
+		topology(&sc, 64, g, deg[i]);
+		sc.lec.max_bins = 4096;
+		sc.lec.max_links = 1u << 16;
+		sc.msgs = 40000;
+		sc.loss.p = 0.01;
+		if (lsim_run(&sc, &res))
+			return 1;
+		printf("%u,%u,%llu,%.2f,%.1f,%.0f,%.0f,%.2f,%.2f\n", deg[i], g,
+		       (unsigned long long)res.lost, 100.0 * (double)res.recovered / (double)res.lost,
+		       res.lat_mean, res.lat_p50, res.lat_p90, res.xors_per_msg, res.copies_per_msg);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/* Fig. 14: bursts of 10, 50 and 100 at 1% loss, stagger 1 and 6, in the
+ * paper's shape of network scaled down: 64 nodes, each in 16 groups of
+ * about 10 (so a burst spreads over many bins). */
+static int fig14(void)
+{
+	static const uint32_t burst[] = { 10, 50, 100 };
+	struct lsim_cfg sc;
+	struct lsim_res res;
+
+	printf("burst,stagger,lost,recovered_pct,lat_mean_msgs,lat_p50_msgs,lat_p90_msgs\n");
+	for (unsigned i = 0; i < 3; i++)
+		for (uint8_t stg = 1; stg <= 6; stg += 5) {
+			lsim_cfg_defaults(&sc);
+			topology(&sc, 64, 102, 16);
+			sc.msgs = 100000;
+			sc.tail = 10000;
+			sc.loss.model = IL_LOSS_BURST;
+			sc.loss.p = 0.01;
+			sc.loss.burst_len = burst[i];
+			sc.lec.stagger = stg;
+			if (lsim_run(&sc, &res))
+				return 1;
+			printf("%u,%u,%llu,%.2f,%.1f,%.0f,%.0f\n", burst[i], stg,
+			       (unsigned long long)res.lost,
+			       100.0 * (double)res.recovered / (double)res.lost, res.lat_mean,
+			       res.lat_p50, res.lat_p90);
+			fflush(stdout);
+		}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -210,6 +275,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_isal_matches_ref),
 	};
 
+	if (argc > 1 && !strcmp(argv[1], "--degrees"))
+		return degrees();
+	if (argc > 1 && !strcmp(argv[1], "--fig14"))
+		return fig14();
 	/* --csv [nodes groups degree]: the defaults are the tests' network */
 	if (argc > 1 && !strcmp(argv[1], "--csv"))
 		return argc == 5 ? csv((uint32_t)atoi(argv[2]), (uint32_t)atoi(argv[3]),

@@ -446,6 +446,61 @@ static void test_fec_round_trip(void **state)
 	assert_int_equal(il_fec_body_get(b, IL_FEC_BODY_LEN - 1, &out), -1);
 }
 
+static void test_lec_round_trip(void **state)
+{
+	struct il_hdr_fields h = { .type = IL_T_LEC_REPAIR, .group_id = 7, .sender_id = 0x10003,
+				   .sender_seq = 9 };
+	struct il_lec_fields in = { .count = 2, .rate_r = 8, .origin = IL_LEC_ORIGIN_APPLIANCE,
+				    .len = 5, .len_xor = 0x0102 };
+	struct il_lec_body_view v;
+	uint16_t blen = (uint16_t)(IL_LEC_REPAIR_LEN(2, 5) - IL_HDR_LEN);
+	uint16_t g, res;
+	uint32_t e;
+	uint64_t s;
+
+	(void)state;
+	uint8_t *b = frame_with(&h, blen);
+	uint8_t *p = il_lec_body_put(b, &in);
+	assert_ptr_equal(p, b + IL_LEC_BODY_LEN);
+	p = il_lec_id_put(p, 7, 0x01020304u, 0x1122334455667788ull);
+	p = il_lec_id_put(p, 9, 5, 1);
+	memcpy(p, "abcde", 5);
+	check_parsed(&h, blen, IL_V_CONTROL);
+	/* the id's bytes as docs/wire-format.md lays them out */
+	static const uint8_t id0[16] = { 0, 7, 0, 0, 1, 2, 3, 4,
+					 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88 };
+	assert_memory_equal(b + IL_LEC_BODY_LEN, id0, 16);
+	assert_int_equal(il_lec_body_get(b, blen, &v), 0);
+	assert_int_equal(v.f.count, 2);
+	assert_int_equal(v.f.id_len, IL_LEC_ID_LEN);
+	assert_int_equal(v.f.rate_r, 8);
+	assert_int_equal(v.f.origin, IL_LEC_ORIGIN_APPLIANCE);
+	assert_int_equal(v.f.len, 5);
+	assert_int_equal(v.f.len_xor, 0x0102);
+	assert_memory_equal(v.payload, "abcde", 5);
+	il_lec_id_at(&v, 1, &g, &res, &e, &s);
+	assert_int_equal(g, 9);
+	assert_int_equal(res, 0);
+	assert_int_equal(e, 5);
+	assert_int_equal(s, 1);
+	/* exact length only; the counts and id length in range */
+	assert_int_equal(il_lec_body_get(b, blen - 1, &v), -1);
+	assert_int_equal(il_lec_body_get(b, blen + 1, &v), -1);
+	assert_int_equal(il_lec_body_get(b, IL_LEC_BODY_LEN - 1, &v), -1);
+	b[IL_LEC_OFF_ID_LEN] = 12;
+	assert_int_equal(il_lec_body_get(b, blen, &v), -1);
+	b[IL_LEC_OFF_ID_LEN] = IL_LEC_ID_LEN;
+	b[IL_LEC_OFF_COUNT] = 0;
+	assert_int_equal(il_lec_body_get(b, blen - 2 * IL_LEC_ID_LEN, &v), -1);
+	b[IL_LEC_OFF_COUNT] = IL_LEC_WIRE_MAX_IDS + 1;
+	assert_int_equal(il_lec_body_get(b, IL_LEC_BODY_LEN + (IL_LEC_WIRE_MAX_IDS + 1) *
+						    IL_LEC_ID_LEN + 5, &v), -1);
+	b[IL_LEC_OFF_COUNT] = 2;
+	il_put16(b + IL_LEC_OFF_LEN, 0);
+	assert_int_equal(il_lec_body_get(b, blen - 5, &v), -1);
+	assert_int_equal(IL_LEC_MAX_FRAME(1472u, 8u), 1472 - 40 - 8 - 128);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -463,6 +518,7 @@ int main(void)
 		cmocka_unit_test(test_credit_round_trip),
 		cmocka_unit_test(test_view_round_trip),
 		cmocka_unit_test(test_fec_round_trip),
+		cmocka_unit_test(test_lec_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

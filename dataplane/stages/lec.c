@@ -1,0 +1,736 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Stage `lec`: appliance-side Ricochet lateral error correction (docs/lec.md,
+ * "Appliance-side LEC"). The appliance sees every group's stamped stream
+ * and every view, so it computes the regions and composite repair bins of
+ * Ricochet (lib/lec, an encode-only instance that is a member of no view)
+ * exactly, and no host spends CPU on XOR.
+ *
+ * Placed after the sequencer on the chain towards the receivers (the
+ * frames as stamped, which is what receivers get and what a NAK
+ * retransmits) and before the control stage, which consumes the members'
+ * JOIN, HEARTBEAT and ACK frames: this stage learns from them where each
+ * member is (its Ethernet and IPv4 source: the host's TX interface). Its
+ * repairs go there, unicast, out of port `tx` (by default "in", the
+ * switch the hosts' TX interfaces hang on). Views come from the control
+ * stage named by `control` (same lcore), or from VIEW frames that pass.
+ *
+ * Fast path: every stamped DATA frame of a protected group goes into the
+ * bins by reference (one more mbuf reference per bin instance that will
+ * build a repair); a full bin XORs its frames in one ISA-L pass and each
+ * target gets its own copy from the pool. Fixed memory: the LEC core's one
+ * allocation and the address table, both sized from the config.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_hash.h>
+#include <rte_jhash.h>
+#include <rte_malloc.h>
+
+#include <interlink/app.h>
+#include <interlink/err.h>
+#include <interlink/frame.h>
+#include <interlink/lec.h>
+#include <interlink/lec_wire.h>
+#include <interlink/wire.h>
+#include <interlink/wire_msg.h>
+
+#include "ctrl.h"
+
+enum {
+	LEC_C_DATA,          /* stamped DATA frames seen */
+	LEC_C_PROTECTED,     /* of them, into the bins */
+	LEC_C_UNPROTECTED,   /* in a group this stage does not protect, or no view yet */
+	LEC_C_TOO_LONG,      /* longer than a repair of r of them may carry */
+	LEC_C_REPAIRS,       /* repairs built */
+	LEC_C_REPAIR_COPIES, /* frames sent: one per target */
+	LEC_C_REPAIR_BYTES,  /* their Interlink messages */
+	LEC_C_ADDR_LEARNT,   /* members whose address was learnt */
+	LEC_C_ADDR_MOVED,    /* a member seen at another address */
+	LEC_C_VIEWS,         /* view changes applied */
+	LEC_C_DROP_NO_ADDR,  /* a target whose address is not known yet */
+	LEC_C_DROP_NOMBUF,   /* pool empty */
+	LEC_C_DROP_EMIT_FULL, /* this iteration's emit queue full */
+	LEC_C_DROP_ADDR_FULL, /* address table full */
+	LEC_C_DROP_VIEW,     /* a view LEC's limits refused (the previous one stays) */
+	LEC_C_COUNT
+};
+
+static const char *const lec_counter_names[LEC_C_COUNT] = {
+	[LEC_C_DATA] = "data_frames",
+	[LEC_C_PROTECTED] = "protected",
+	[LEC_C_UNPROTECTED] = "unprotected",
+	[LEC_C_TOO_LONG] = "too_long",
+	[LEC_C_REPAIRS] = "repairs",
+	[LEC_C_REPAIR_COPIES] = "repair_copies",
+	[LEC_C_REPAIR_BYTES] = "repair_bytes",
+	[LEC_C_ADDR_LEARNT] = "addr_learnt",
+	[LEC_C_ADDR_MOVED] = "addr_moved",
+	[LEC_C_VIEWS] = "views",
+	[LEC_C_DROP_NO_ADDR] = "drop_no_addr",
+	[LEC_C_DROP_NOMBUF] = "drop_nombuf",
+	[LEC_C_DROP_EMIT_FULL] = "drop_emit_full",
+	[LEC_C_DROP_ADDR_FULL] = "drop_addr_full",
+	[LEC_C_DROP_VIEW] = "drop_view",
+};
+
+#define LEC_REGION_KEYS 64 /* regions reported one by one; the rest summed */
+#define LEC_NO_REGION UINT32_MAX
+
+struct lec_addr {
+	uint8_t mac[6];
+	uint32_t ip;      /* host order */
+	uint32_t region;  /* in the plan in force; LEC_NO_REGION */
+	uint64_t copies;  /* repairs sent to it */
+};
+
+struct lec_ctx {
+	struct il_lec *l;
+	struct il_app *app;
+	struct il_stage *st;
+	struct il_stage *ctl; /* views from it, when named */
+	char ctl_name[IL_NAME_LEN];
+	uint16_t tx;
+	uint16_t udp_port;
+	uint8_t r;
+	uint32_t max_len;
+	bool want[IL_MAX_GROUPS];     /* by group index */
+	uint32_t view_id[IL_MAX_GROUPS];
+	uint16_t receivers[IL_MAX_GROUPS];
+	uint64_t frames[IL_MAX_GROUPS], too_long[IL_MAX_GROUPS];
+	uint64_t view_tsc, next_view;
+	uint64_t tx_seq;
+	uint16_t ip_id;
+	bool by_ref; /* copies reference one message (the tx port takes chained mbufs) */
+	int fanout;  /* config: auto, copy, reference */
+	/* member addresses: id -> slot */
+	struct rte_hash *h;
+	struct lec_addr *addr;
+	uint32_t n_addr;
+	/* per region of the plan in force (members and groups: a copy made on
+	 * the lcore, for the state report on the main lcore) */
+	uint64_t *region_copies;
+	uint32_t *region_members;
+	uint16_t *region_groups;
+	uint32_t n_regions;
+	uint32_t *vin, *roles, *rcv; /* scratch: a view, its receivers */
+};
+
+/* ---- the LEC core's callbacks ------------------------------------------ */
+
+static void lec_hold(void *arg, void *cookie, uint32_t n)
+{
+	(void)arg;
+	rte_mbuf_refcnt_update(cookie, (int16_t)n);
+}
+
+static void lec_release(void *arg, void *const *cookies, uint32_t n)
+{
+	(void)arg;
+	rte_pktmbuf_free_bulk((struct rte_mbuf **)(uintptr_t)cookies, n);
+}
+
+/* The repair's Interlink message (header, LEC body, ids, XOR) at b. */
+static void put_msg(uint8_t *b, const struct lec_ctx *x, const struct il_lec_repair *rep,
+		    uint64_t seq)
+{
+	const struct il_hdr_fields h = { .type = IL_T_LEC_REPAIR, .group_id = rep->ids[0].group,
+					 .sender_seq = seq };
+	const struct il_lec_fields lf = { .count = (uint8_t)rep->count, .rate_r = x->r,
+					  .origin = IL_LEC_ORIGIN_APPLIANCE, .len = rep->len,
+					  .len_xor = rep->len_xor };
+
+	b = il_lec_body_put(il_hdr_put(b, &h), &lf);
+	for (unsigned j = 0; j < rep->count; j++)
+		b = il_lec_id_put(b, rep->ids[j].group, rep->ids[j].epoch, rep->ids[j].seq);
+	rte_memcpy(b, rep->payload, rep->len);
+}
+
+static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t *targets,
+		     uint32_t n)
+{
+	struct lec_ctx *x = arg;
+	struct il_stage *st = x->st;
+	const struct il_app *app = x->app;
+	const uint16_t mlen = (uint16_t)IL_LEC_REPAIR_LEN(rep->count, rep->len);
+	const uint64_t seq = ++x->tx_seq;
+	struct il_path path = { .src_ip = app->appliance_ip, .src_port = x->udp_port,
+				.dst_port = x->udp_port, .ttl = 16, .df = true };
+	const void *keys[RTE_HASH_LOOKUP_BULK_MAX];
+	int32_t pos[RTE_HASH_LOOKUP_BULK_MAX];
+	struct rte_mbuf *msg = NULL;
+	uint32_t go = 0;
+
+	st->ctr[LEC_C_REPAIRS]++;
+	memcpy(path.src_mac, app->ports[x->tx].mac, 6);
+	/* the targets' addresses in one bulk lookup (they are few: c or so) */
+	if (n > RTE_HASH_LOOKUP_BULK_MAX) {
+		st->ctr[LEC_C_DROP_NO_ADDR] += n - RTE_HASH_LOOKUP_BULK_MAX;
+		n = RTE_HASH_LOOKUP_BULK_MAX;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = &targets[i];
+	if (rte_hash_lookup_bulk(x->h, keys, n, pos) != 0)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		if (pos[i] < 0)
+			st->ctr[LEC_C_DROP_NO_ADDR]++;
+		else
+			pos[go++] = pos[i];
+	}
+	if (go > 1 && x->by_ref) {
+		/* one message, referenced by every copy: each target's frame is
+		 * its own Ethernet/IPv4/UDP headers chained to it */
+		uint8_t *b;
+
+		msg = il_pktmbuf_alloc(app->pool);
+		b = msg ? (uint8_t *)rte_pktmbuf_append(msg, mlen) : NULL;
+		if (unlikely(b == NULL)) {
+			st->ctr[LEC_C_DROP_NOMBUF] += go;
+			rte_pktmbuf_free(msg);
+			return;
+		}
+		put_msg(b, x, rep, seq);
+	}
+	for (uint32_t i = 0; i < go; i++) {
+		struct lec_addr *a = &x->addr[pos[i]];
+		struct rte_mbuf *m;
+		uint8_t *f;
+
+		if (unlikely(il_emit_room(st) == 0)) {
+			st->ctr[LEC_C_DROP_EMIT_FULL]++;
+			continue;
+		}
+		memcpy(path.dst_mac, a->mac, 6);
+		path.dst_ip = a->ip;
+		if (msg != NULL) {
+			struct rte_mbuf *ind;
+
+			m = il_app_frame_alloc(app, IL_UDP_HDRS_LEN, &f);
+			ind = m ? rte_pktmbuf_clone(msg, app->pool) : NULL;
+			if (unlikely(ind == NULL)) {
+				st->ctr[LEC_C_DROP_NOMBUF]++;
+				rte_pktmbuf_free(m);
+				continue;
+			}
+			il_udp_frame_put(f, &path, x->ip_id++, mlen);
+			rte_pktmbuf_chain(m, ind);
+		} else {
+			m = il_app_frame_alloc(app, (uint16_t)(IL_UDP_HDRS_LEN + mlen), &f);
+			if (unlikely(m == NULL)) {
+				st->ctr[LEC_C_DROP_NOMBUF]++;
+				continue;
+			}
+			put_msg(il_udp_frame_put(f, &path, x->ip_id++, mlen), x, rep, seq);
+		}
+		/* no UDP checksum (allowed over IPv4): the receiver checks every
+		 * frame it rebuilds against the id that names it */
+		il_emit(st, x->tx, m);
+		a->copies++;
+		if (a->region < x->n_regions)
+			x->region_copies[a->region]++;
+		st->ctr[LEC_C_REPAIR_COPIES]++;
+		st->ctr[LEC_C_REPAIR_BYTES] += mlen;
+	}
+	rte_pktmbuf_free(msg); /* the copies hold it */
+}
+
+/* ---- member addresses and regions --------------------------------------- */
+
+/* Which region of the plan in force member id is in. */
+static uint32_t region_of(const struct lec_ctx *x, uint32_t id)
+{
+	uint16_t g[IL_MAX_GROUPS];
+	struct il_lec_region_info ri;
+
+	for (uint32_t i = 0; i < x->n_regions; i++) {
+		if (il_lec_region_get(x->l, i, g, IL_MAX_GROUPS, &ri) != 0)
+			continue;
+		for (uint32_t k = 0; k < ri.nmembers; k++)
+			if (ri.members[k] == id)
+				return i;
+	}
+	return LEC_NO_REGION;
+}
+
+/* A member's frame: where its host is. */
+static void learn(struct lec_ctx *x, const struct rte_mbuf *m, const uint8_t *f,
+		  const struct il_meta *mt)
+{
+	uint32_t id = il_get32(f + mt->il_off + IL_OFF_SENDER_ID);
+	uint32_t ip = il_get32(f + mt->l3_off + 12);
+	int32_t k = rte_hash_lookup(x->h, &id);
+
+	(void)m;
+	if (likely(k >= 0)) {
+		struct lec_addr *a = &x->addr[k];
+
+		if (likely(a->ip == ip && !memcmp(a->mac, f + 6, 6)))
+			return;
+		x->st->ctr[LEC_C_ADDR_MOVED]++;
+		a->ip = ip;
+		memcpy(a->mac, f + 6, 6);
+		return;
+	}
+	k = rte_hash_add_key(x->h, &id);
+	if (k < 0) {
+		x->st->ctr[LEC_C_DROP_ADDR_FULL]++;
+		return;
+	}
+	struct lec_addr *a = &x->addr[k];
+
+	a->ip = ip;
+	memcpy(a->mac, f + 6, 6);
+	a->copies = 0;
+	a->region = region_of(x, id);
+	x->n_addr++;
+	x->st->ctr[LEC_C_ADDR_LEARNT]++;
+}
+
+/* After a new plan: regions are renumbered, their counters restart. */
+static void regions_renumber(struct lec_ctx *x)
+{
+	uint16_t g[IL_MAX_GROUPS];
+	struct il_lec_region_info ri;
+	const void *key;
+	void *data;
+	uint32_t it = 0;
+	int32_t k;
+
+	while ((k = rte_hash_iterate(x->h, &key, &data, &it)) >= 0)
+		x->addr[k].region = LEC_NO_REGION;
+	x->n_regions = il_lec_region_count(x->l);
+	memset(x->region_copies, 0, sizeof(uint64_t) * x->n_regions);
+	for (uint32_t i = 0; i < x->n_regions; i++) {
+		x->region_members[i] = 0;
+		x->region_groups[i] = 0;
+		if (il_lec_region_get(x->l, i, g, IL_MAX_GROUPS, &ri) != 0)
+			continue;
+		x->region_members[i] = ri.nmembers;
+		x->region_groups[i] = (uint16_t)ri.ngroups;
+		for (uint32_t j = 0; j < ri.nmembers; j++) {
+			k = rte_hash_lookup(x->h, &ri.members[j]);
+			if (k >= 0)
+				x->addr[k].region = i;
+		}
+	}
+}
+
+/* ---- views --------------------------------------------------------------- */
+
+/* Group gi's view: its receivers into LEC (applied by the caller). */
+static bool view_set(struct lec_ctx *x, unsigned gi, uint32_t view_id, const uint32_t *ids,
+		     const uint32_t *roles, uint16_t n)
+{
+	char err[256];
+	uint32_t k = 0;
+
+	if (view_id == x->view_id[gi])
+		return false;
+	x->view_id[gi] = view_id;
+	for (uint16_t i = 0; i < n; i++)
+		if (roles[i] & IL_ROLE_RECEIVER)
+			x->rcv[k++] = ids[i];
+	x->receivers[gi] = (uint16_t)k;
+	if (il_lec_group_set(x->l, x->app->groups[gi].id, 0, x->rcv, k, err, sizeof(err)) != 0) {
+		x->st->ctr[LEC_C_DROP_VIEW]++;
+		return false;
+	}
+	return true;
+}
+
+static void views_apply(struct lec_ctx *x)
+{
+	char err[256];
+
+	if (il_lec_apply(x->l, err, sizeof(err)) != 0) {
+		x->st->ctr[LEC_C_DROP_VIEW]++;
+		return;
+	}
+	x->st->ctr[LEC_C_VIEWS]++;
+	regions_renumber(x);
+}
+
+/* The control stage's views (same lcore), at most every view_poll_us. */
+static void views_from_ctl(struct lec_ctx *x, uint64_t now)
+{
+	bool changed = false;
+
+	x->next_view = now + x->view_tsc;
+	for (unsigned gi = 0; gi < x->app->n_groups; gi++) {
+		uint32_t vid;
+		uint16_t n;
+
+		if (!x->want[gi])
+			continue;
+		n = ctrl_view_get(x->ctl, gi, &vid, x->vin, x->roles, CTL_MAX_MEMBERS);
+		if (vid != 0)
+			changed |= view_set(x, gi, vid, x->vin, x->roles, n);
+	}
+	if (changed)
+		views_apply(x);
+}
+
+/* A VIEW frame passing (deployments without a control stage here). */
+static void view_from_frame(struct lec_ctx *x, const uint8_t *h, uint32_t len,
+			    const struct il_meta *mt)
+{
+	struct il_view_body v;
+	const struct il_group *g = il_app_group_by_id(x->app, il_get16(h + IL_OFF_GROUP_ID));
+	uint32_t hl = h[IL_OFF_HDR_LEN];
+
+	if (g == NULL || len < hl || il_view_get(h + hl, len - hl, &v) != 0)
+		return;
+	unsigned gi = (unsigned)(g - x->app->groups);
+
+	(void)mt;
+	if (!x->want[gi])
+		return;
+	for (uint16_t i = 0; i < v.n_members; i++) {
+		x->vin[i] = il_view_member_id(&v, i);
+		x->roles[i] = il_view_member_roles(&v, i);
+	}
+	if (view_set(x, gi, v.view_id, x->vin, x->roles, v.n_members))
+		views_apply(x);
+}
+
+/* ---- the stage ------------------------------------------------------------ */
+
+static uint16_t lec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct lec_ctx *x = st->ctx;
+
+	if (x->ctl != NULL) {
+		uint64_t now = rte_rdtsc();
+
+		if (unlikely(now >= x->next_view))
+			views_from_ctl(x, now);
+	}
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		const struct il_meta *mt = il_meta(m);
+		uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+
+		if (i + 1 < n)
+			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+		if (likely(mt->kind == IL_K_DATA)) {
+			const uint8_t *h = f + mt->il_off;
+			uint32_t len = il_get16(f + mt->l4_off + 4) - IL_UDP_HLEN;
+			unsigned gi = mt->group_idx;
+
+			st->ctr[LEC_C_DATA]++;
+			if (unlikely(!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || !x->want[gi] ||
+				     x->view_id[gi] == 0 || m->nb_segs != 1)) {
+				st->ctr[LEC_C_UNPROTECTED]++;
+				continue;
+			}
+			if (unlikely(len > x->max_len)) {
+				st->ctr[LEC_C_TOO_LONG]++;
+				x->too_long[gi]++;
+				continue;
+			}
+			const struct il_lec_id id = { .seq = il_get64(h + IL_OFF_GLOBAL_SEQ),
+						      .epoch = il_get32(h + IL_OFF_EPOCH),
+						      .group = x->app->groups[gi].id };
+
+			il_lec_data(x->l, &id, h, len, m, 0);
+			st->ctr[LEC_C_PROTECTED]++;
+			x->frames[gi]++;
+		} else if (mt->kind == IL_K_CONTROL || mt->kind == IL_K_NAK) {
+			const uint8_t *h = f + mt->il_off;
+			uint8_t t = h[IL_OFF_TYPE];
+
+			if (t == IL_T_JOIN || t == IL_T_HEARTBEAT || t == IL_T_ACK || t == IL_T_NAK)
+				learn(x, m, f, mt);
+			else if (t == IL_T_VIEW && x->ctl == NULL)
+				view_from_frame(x, h, il_get16(f + mt->l4_off + 4) - IL_UDP_HLEN,
+						mt);
+		}
+	}
+	return n; /* everything passes, unchanged */
+}
+
+static const char *const lec_keys[] = {
+	"type", "control", "tx", "r", "c", "stagger", "groups", "xor_impl", "max_members",
+	"max_bins", "max_links", "max_group_size", "view_poll_us", "fanout", NULL,
+};
+
+static void *lec_stage_alloc(size_t size, size_t align, void *arg)
+{
+	(void)arg;
+	return rte_zmalloc_socket("il_lec", size, (unsigned)align, (int)rte_socket_id());
+}
+
+static void lec_stage_free(void *p, void *arg)
+{
+	(void)arg;
+	rte_free(p);
+}
+
+static void lec_destroy(struct il_stage *st)
+{
+	struct lec_ctx *x = st->ctx;
+
+	if (x == NULL)
+		return;
+	il_lec_free(x->l); /* gives back the references the bins hold */
+	rte_hash_free(x->h);
+	rte_free(x->addr);
+	rte_free(x->region_copies);
+	rte_free(x->region_members);
+	rte_free(x->region_groups);
+	rte_free(x->vin);
+	rte_free(x->roles);
+	rte_free(x->rcv);
+	rte_free(x);
+	st->ctx = NULL;
+}
+
+static int parse_groups(struct lec_ctx *x, const struct il_cfg *p, char *err, size_t errlen)
+{
+	const struct il_cfg *seq = il_cfg_get(p, "groups");
+	const struct il_app *app = x->app;
+
+	if (seq == NULL) {
+		for (unsigned gi = 0; gi < app->n_groups; gi++)
+			x->want[gi] = true;
+		return 0;
+	}
+	if (il_cfg_kind(seq) != IL_CFG_SEQ)
+		return ERR("config: key '%s.groups' must list group ids (default: every group)",
+			   il_cfg_path(p));
+	for (unsigned i = 0; i < il_cfg_len(seq); i++) {
+		const char *s = il_cfg_scalar(il_cfg_at(seq, i));
+		char *end = NULL;
+		unsigned long v = s ? strtoul(s, &end, 10) : 0;
+		const struct il_group *g = (s && *s && !*end && v <= 65535) ?
+						   il_app_group_by_id(app, (uint16_t)v) : NULL;
+
+		if (g == NULL)
+			return ERR("config: key '%s.groups[%u]': '%s' is not a configured group id",
+				   il_cfg_path(p), i, s ? s : "?");
+		x->want[g - app->groups] = true;
+	}
+	return 0;
+}
+
+static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app, char *err,
+		      size_t errlen)
+{
+	static const char *const impls[] = { "isal", "ref", NULL };
+	static const char *const fanouts[] = { "auto", "copy", "reference", NULL };
+	struct lec_ctx *x = rte_zmalloc("il_lec_stage", sizeof(*x), RTE_CACHE_LINE_SIZE);
+	struct il_lec_cfg lc;
+	const char *ctl, *tx;
+	uint64_t r, stagger, members, bins, links, gsize, poll_us;
+	double c;
+	int impl;
+	char msg[512];
+
+	if (x == NULL)
+		return ERR("stage '%s': out of memory", st->name);
+	st->ctx = x;
+	x->st = st;
+	x->app = app;
+	il_lec_cfg_defaults(&lc);
+	if (il_cfg_check_keys(p, lec_keys, err, errlen) ||
+	    il_cfg_str(p, "control", NULL, &ctl, err, errlen) ||
+	    il_cfg_str(p, "tx", "in", &tx, err, errlen) ||
+	    il_cfg_u64(p, "r", 8, 2, IL_LEC_MAX_R, &r, err, errlen) ||
+	    il_cfg_double(p, "c", 5.0, 0.01, IL_LEC_MAX_C, &c, err, errlen) ||
+	    il_cfg_u64(p, "stagger", 1, 1, IL_LEC_MAX_STAGGER, &stagger, err, errlen) ||
+	    il_cfg_enum(p, "xor_impl", impls, 0, &impl, err, errlen) ||
+	    il_cfg_u64(p, "max_members", 1024, 1, 1u << 20, &members, err, errlen) ||
+	    il_cfg_u64(p, "max_bins", 512, 1, 1u << 16, &bins, err, errlen) ||
+	    il_cfg_u64(p, "max_links", 4096, 1, 1u << 22, &links, err, errlen) ||
+	    il_cfg_u64(p, "max_group_size", 256, 1, 1u << 16, &gsize, err, errlen) ||
+	    il_cfg_u64(p, "view_poll_us", 1000, 1, 1000000, &poll_us, err, errlen) ||
+	    il_cfg_enum(p, "fanout", fanouts, 0, &x->fanout, err, errlen) ||
+	    parse_groups(x, p, err, errlen))
+		goto fail;
+	int ti = il_app_port_index(app, tx);
+	if (ti < 0) {
+		il_err(err, errlen, "config: key '%s.tx': '%s' is not a configured port",
+		       il_cfg_path(p), tx);
+		goto fail;
+	}
+	x->tx = (uint16_t)ti;
+	if (ctl)
+		snprintf(x->ctl_name, sizeof(x->ctl_name), "%s", ctl);
+	x->udp_port = app->il_udp_port;
+	x->r = (uint8_t)r;
+	/* the longest frame whose repairs of r frames fit the LAN's datagrams */
+	uint32_t udp_max = app->frame_max - IL_UDP_HDRS_LEN;
+	if (udp_max <= IL_HDR_LEN + IL_LEC_BODY_LEN + r * IL_LEC_ID_LEN + IL_HDR_LEN) {
+		il_err(err, errlen, "config: stage '%s': r = %llu leaves no room for a frame in a repair of the "
+		    "appliance's mtu", st->name, (unsigned long long)r);
+		goto fail;
+	}
+	x->max_len = (uint32_t)IL_LEC_MAX_FRAME(udp_max, r);
+	lc.r = (uint8_t)r;
+	lc.c = c;
+	lc.stagger = (uint8_t)stagger;
+	lc.xor_impl = (uint8_t)impl;
+	lc.decode = false;
+	lc.defer_xor = true;
+	lc.self_id = IL_LEC_OBSERVER;
+	lc.max_len = x->max_len;
+	/* frames sit in mbufs behind their headers and the headroom: LEC may
+	 * read up to 31 bytes before the Interlink header, so ISA-L XORs
+	 * them from a 32-byte boundary */
+	lc.src_slack = 31;
+	lc.max_groups = app->n_groups ? app->n_groups : 1;
+	lc.max_group_size = (uint32_t)gsize;
+	lc.max_members = (uint32_t)members;
+	lc.max_bins = (uint32_t)bins;
+	lc.max_links = (uint32_t)links;
+	lc.seed = rte_rdtsc();
+	lc.alloc = lec_stage_alloc;
+	lc.free = lec_stage_free;
+	const struct il_lec_ops ops = { .send = lec_send, .hold = lec_hold,
+					.release = lec_release, .arg = x };
+	x->l = il_lec_create(&lc, &ops, msg, sizeof(msg));
+	if (x->l == NULL) {
+		/* the core names its keys lec.KEY, which are this stage's keys */
+		il_err(err, errlen, "config: stage '%s': %s", st->name, msg);
+		goto fail;
+	}
+	char hname[RTE_HASH_NAMESIZE];
+	snprintf(hname, sizeof(hname), "il_lec_%.20s", st->name); /* per process */
+	struct rte_hash_parameters hp = {
+		.name = hname,
+		.entries = (uint32_t)members < 16 ? 16 : (uint32_t)members,
+		.key_len = sizeof(uint32_t),
+		.hash_func = rte_jhash,
+		.socket_id = (int)rte_socket_id(),
+	};
+	x->h = rte_hash_create(&hp);
+	x->addr = x->h ? rte_zmalloc("il_lec_addr", sizeof(*x->addr) *
+						   (rte_hash_max_key_id(x->h) + 1), 0) : NULL;
+	x->region_copies = rte_zmalloc("il_lec_regions", sizeof(uint64_t) * members, 0);
+	x->region_members = rte_zmalloc("il_lec_rmembers", sizeof(uint32_t) * members, 0);
+	x->region_groups = rte_zmalloc("il_lec_rgroups", sizeof(uint16_t) * members, 0);
+	x->vin = rte_zmalloc("il_lec_view", sizeof(uint32_t) * 65536, 0);
+	x->roles = rte_zmalloc("il_lec_roles", sizeof(uint32_t) * 65536, 0);
+	x->rcv = rte_zmalloc("il_lec_rcv", sizeof(uint32_t) * 65536, 0);
+	if (!x->h || !x->addr || !x->region_copies || !x->region_members || !x->region_groups ||
+	    !x->vin || !x->roles || !x->rcv) {
+		il_err(err, errlen, "stage '%s': out of memory for %llu members", st->name,
+		    (unsigned long long)members);
+		goto fail;
+	}
+	x->view_tsc = poll_us * rte_get_tsc_hz() / 1000000u;
+	return 0;
+fail:
+	lec_destroy(st);
+	return -1;
+}
+
+static int lec_bind(struct il_stage *st, char *err, size_t errlen)
+{
+	struct lec_ctx *x = st->ctx;
+	extern const struct il_stage_type il_stage_control;
+
+	if (x->ctl_name[0]) {
+		struct il_stage *c = il_app_stage(x->app, x->ctl_name);
+
+		if (c == NULL || c->type != &il_stage_control)
+			return ERR("config: key 'stages.%s.control': '%s' is not a control stage",
+				   st->name, x->ctl_name);
+		if (c->lcore != st->lcore)
+			return ERR("config: stage '%s' (lcore %d) must run on the lcore of its control "
+				   "stage '%s' (lcore %d): it reads the views in force", st->name,
+				   st->lcore, c->name, c->lcore);
+		x->ctl = c;
+	}
+	/* Copies of a repair reference one message when the port sends
+	 * chained mbufs (memif, af_packet and most NICs do); else each copy
+	 * is a whole frame. */
+	struct rte_eth_dev_info info;
+	bool chains = rte_eth_dev_info_get(x->app->ports[x->tx].port_id, &info) == 0 &&
+		      (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS);
+
+	if (x->fanout == 2 && !chains)
+		return ERR("config: key 'stages.%s.fanout': reference needs a tx port that sends "
+			   "chained mbufs, and '%s' does not (auto or copy)", st->name,
+			   x->app->ports[x->tx].name);
+	x->by_ref = x->fanout == 2 || (x->fanout == 0 && chains);
+	uint32_t room = rte_pktmbuf_data_room_size(x->app->pool) - RTE_PKTMBUF_HEADROOM;
+	uint32_t need = IL_UDP_HDRS_LEN + IL_LEC_REPAIR_LEN(x->r, x->max_len);
+
+	if (need > room)
+		return ERR("stage '%s': repair frames of %u bytes do not fit the pool's %u-byte "
+			   "mbufs", st->name, need, room);
+	return 0;
+}
+
+/* Per group and per region, beyond the counters. */
+static void lec_state(const struct il_stage *st, struct il_state_sink *out)
+{
+	static char keys[LEC_REGION_KEYS][3][24];
+	static bool keys_made;
+	const struct lec_ctx *x = st->ctx;
+	const struct il_lec_stats *s = il_lec_stats(x->l);
+	uint64_t rest = 0;
+	uint32_t nr = x->n_regions;
+
+	if (!keys_made) {
+		for (unsigned i = 0; i < LEC_REGION_KEYS; i++) {
+			snprintf(keys[i][0], sizeof(keys[i][0]), "region%u_members", i);
+			snprintf(keys[i][1], sizeof(keys[i][1]), "region%u_groups", i);
+			snprintf(keys[i][2], sizeof(keys[i][2]), "region%u_repairs", i);
+		}
+		keys_made = true;
+	}
+	il_state_put(out, -1, "regions", nr);
+	il_state_put(out, -1, "bins", il_lec_bin_count(x->l));
+	il_state_put(out, -1, "members_known", x->n_addr);
+	il_state_put(out, -1, "fanout_by_reference", x->by_ref);
+	il_state_put(out, -1, "bin_adds", s->bin_adds);
+	il_state_put(out, -1, "xor_ops", s->xor_ops);
+	il_state_put(out, -1, "copy_ops", s->copy_ops);
+	il_state_put(out, -1, "holds", s->holds);
+	il_state_put(out, -1, "repairs_skipped", s->repairs_skipped);
+	il_state_put(out, -1, "drop_bin_view", s->drop_bin_view);
+	il_state_put(out, -1, "drop_repair_view", s->drop_repair_view);
+	il_state_put(out, -1, "c_capped", s->c_capped);
+	for (unsigned gi = 0; gi < x->app->n_groups; gi++) {
+		if (!x->want[gi])
+			continue;
+		il_state_put(out, (int)gi, "lec_frames", x->frames[gi]);
+		il_state_put(out, (int)gi, "lec_too_long", x->too_long[gi]);
+		il_state_put(out, (int)gi, "lec_receivers", x->receivers[gi]);
+		il_state_put(out, (int)gi, "lec_view_id", x->view_id[gi]);
+	}
+	/* Read from another thread while the lcore may apply a new plan (it
+	 * touches only the stage's own copies): the figures of one report may
+	 * straddle the change. */
+	for (uint32_t i = 0; i < nr; i++) {
+		if (i >= LEC_REGION_KEYS) {
+			rest += x->region_copies[i];
+			continue;
+		}
+		il_state_put(out, -1, keys[i][0], x->region_members[i]);
+		il_state_put(out, -1, keys[i][1], x->region_groups[i]);
+		il_state_put(out, -1, keys[i][2], x->region_copies[i]);
+	}
+	if (nr > LEC_REGION_KEYS)
+		il_state_put(out, -1, "regions_more_repairs", rest);
+}
+
+const struct il_stage_type il_stage_lec = {
+	.name = "lec",
+	.help = "appliance-side Ricochet LEC: region-based composite XOR repairs of the stamped "
+		"stream, unicast to the members drawn",
+	.counter_names = lec_counter_names,
+	.n_counters = LEC_C_COUNT,
+	.create = lec_create,
+	.bind = lec_bind,
+	.process = lec_process,
+	.destroy = lec_destroy,
+	.state = lec_state,
+	.meta_needs = IL_META_TAGS,
+};

@@ -1,0 +1,111 @@
+"""The appliance-side LEC stage (docs/lec.md) through the real `interlink` binary over net_pcap:
+views arrive as VIEW frames, members' addresses as their HEARTBEATs, DATA is stamped by the
+sequencer and protected by the `lec` stage. Every repair it sends back out of "in" is checked
+with the Scapy layer: addressed to a member of every group it names, field by field, and its
+payload the XOR of the stamped frames its ids name (il_lec_xor, computed here from what came
+out on "out"). LEC repairs of other members pass the appliance unchanged."""
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from interlink_scapy import (ILLecId, ILLecRepair, ILMember, ILView, ILViewMember, Interlink,
+                             il_lec_xor)
+from test_appliance import MC, data_frame, mcast_mac
+
+APPLIANCE_IP = "192.0.2.1"  # configs/sequencer.yaml
+VIEWS = {1: [11, 12, 13], 2: [12, 13, 14]}
+
+
+def member_mac(i):
+    return "02:00:00:00:01:%02x" % i
+
+
+def member_ip(i):
+    return "10.9.1.%d" % i
+
+
+def view_frame(group, members):
+    return (Ether(src="02:00:00:00:00:fe", dst=mcast_mac(MC[group])) /
+            IP(src=APPLIANCE_IP, dst=MC[group]) / UDP(sport=7400, dport=7400) /
+            Interlink(type=9, group_id=group, flags=0x05, epoch=77, global_seq=1) /
+            ILView(view_id=1, members=[ILViewMember(member_id=m, roles=2) for m in members] +
+                   [ILViewMember(member_id=1, roles=1)]))  # a sender only: no repairs
+
+
+def heartbeat(group, member):
+    return (Ether(src=member_mac(member), dst=mcast_mac(MC[group])) /
+            IP(src=member_ip(member), dst=MC[group]) / UDP(sport=7400, dport=7400) /
+            Interlink(type=8, group_id=group, sender_id=member) / ILMember(roles=2, incarnation=3))
+
+
+LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5}",
+       "pipeline=[{lcore: 1, chains: [{rx: in, stages: [classify, seq, lec, nak], tx: out}, "
+       "{rx: out, stages: [classify, nak], tx: in}]}]", "epoch=77"]
+
+
+def test_appliance_repairs_are_exact_and_go_to_members(run_pcap):
+    ins = [view_frame(g, m) for g, m in VIEWS.items()]
+    ins += [heartbeat(1 if i < 14 else 2, i) for i in (11, 12, 13, 14)]
+    # 96 DATA frames, the two groups interleaved, of many lengths (packed, too)
+    for i in range(96):
+        g = 1 + i % 2
+        ins.append(data_frame(g, 1, i // 2 + 1,
+                              [bytes([i]) * (1 + (i * 37) % 900)] + ([b"x" * 5] if i % 7 else [])))
+    r = run_pcap(ins, sets=LEC)
+    stamped = {}
+    for p in r.out:
+        if Interlink in p and p[Interlink].type == 1:
+            il = p[Interlink]
+            stamped[(il.group_id, il.global_seq)] = bytes(p[UDP].payload)
+    assert len(stamped) == 96
+    repairs = [p for p in r.back if Interlink in p and p[Interlink].type == 12]
+    st = r.summary["stages"]["lec"]
+    print(f"fan-out by reference: {st['fanout_by_reference']}")
+    assert st["protected"] == 96 and st["addr_learnt"] == 4 and st["views"] == 2
+    assert len(repairs) == st["repair_copies"] > 0
+    assert st["drop_no_addr"] == 0
+    groups_of = {m: {g for g, ms in VIEWS.items() if m in ms} for m in (11, 12, 13, 14)}
+    per_member = {m: 0 for m in groups_of}
+    mixed = 0
+    for p in repairs:
+        il, rep = p[Interlink], p[ILLecRepair]
+        dst = int(p[IP].dst.split(".")[-1])
+        # unicast from the appliance to the member's host, as learnt from its HEARTBEAT
+        assert p[Ether].dst == member_mac(dst) and p[IP].dst == member_ip(dst)
+        assert p[IP].src == APPLIANCE_IP and p[UDP].dport == 7400
+        assert (il.version, il.hdr_len, int(il.flags), il.msg_count, il.sender_id, il.epoch,
+                il.global_seq, il.stable_seq) == (1, 40, 0, 0, 0, 0, 0, 0)
+        assert il.group_id == rep.ids[0].group
+        assert (rep.id_len, rep.rate_r, rep.origin) == (16, 8, 1)
+        assert rep.count == len(rep.ids) == 8
+        assert len(bytes(p[UDP].payload)) == 40 + 8 + 16 * rep.count + rep.len
+        frames = []
+        for i in rep.ids:
+            assert i.reserved == 0 and i.epoch == 77
+            assert (i.group, i.seq) in stamped, (i.group, i.seq)
+            assert i.group in groups_of[dst], "a repair names a frame of a group its target is not in"
+            frames.append(stamped[(i.group, i.seq)])
+        assert len({(i.group, i.seq) for i in rep.ids}) == rep.count
+        xor, n, lx = il_lec_xor(frames)
+        assert (rep.len, rep.len_xor, bytes(rep.data)) == (n, lx, xor)
+        per_member[dst] += 1
+        mixed += len({i.group for i in rep.ids}) > 1
+    assert all(per_member.values()), per_member
+    assert mixed > 0  # the composite bin of {1, 2}, for 12 and 13
+    # sequence numbers of the appliance's repairs: 1, 2, ... per repair (copies share one)
+    assert sorted({p[Interlink].sender_seq for p in repairs}) == \
+        list(range(1, st["repairs"] + 1))
+
+
+def test_member_repairs_pass_unchanged(run_pcap):
+    """A LEC repair between two hosts that reaches the appliance (a switch flooding a unicast it
+    has not learnt) goes out unchanged, with or without the lec stage."""
+    rep = (Ether(src=member_mac(11), dst="02:00:00:00:01:0c") /
+           IP(src=member_ip(11), dst=member_ip(12)) / UDP(sport=40000, dport=7400) /
+           Interlink(type=12, group_id=1, sender_id=11, sender_seq=5) /
+           ILLecRepair(rate_r=8, len_xor=3, ids=[ILLecId(group=1, epoch=77, seq=1),
+                                                 ILLecId(group=1, epoch=77, seq=2)],
+                       data=b"abc"))
+    for sets in ([], LEC):
+        r = run_pcap([rep], sets=sets)
+        assert [bytes(p) for p in r.out] == [bytes(rep)]
+        assert r.back == []
