@@ -578,7 +578,8 @@ int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
 		}
 		starts[n++] = st;
 	}
-	qsort(starts, n, sizeof(*starts), u64_cmp);
+	if (n) /* no segment yet: starts is NULL, which qsort may not be given */
+		qsort(starts, n, sizeof(*starts), u64_cmp);
 	for (size_t i = 0; i < n; i++) {
 		char p[600];
 		struct stat stb;
