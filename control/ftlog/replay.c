@@ -200,12 +200,16 @@ int ftl_replay_build(struct ftl_replay *j)
 			if (memcmp(&r->key, &j->key, sizeof(r->key)))
 				continue;
 			if (r->type == FR_DATA && r->plen) {
-				/* What of [seq, seq+plen) falls in [base, base+L). */
+				/* What of [seq, seq+plen) falls in [base, base+L).
+				 * All in unsigned arithmetic mod 2^32: a record
+				 * 2^31 behind base must not be negated as
+				 * INT32_MIN. */
 				uint32_t off = r->seq - base, s = 0, n = r->plen;
 				if ((int32_t)off < 0) {
-					if ((uint32_t)-(int32_t)off >= n)
+					uint32_t behind = base - r->seq;
+					if (behind >= n)
 						continue;
-					s = (uint32_t)-(int32_t)off;
+					s = behind;
 					off = 0;
 					n -= s;
 				}
@@ -228,7 +232,9 @@ int ftl_replay_build(struct ftl_replay *j)
 					sum = 0;
 					for (uint32_t i2 = 0; i2 < nr; i2++)
 						sum += lens[i2];
-				} else if (nr < nmax) {
+				} else if (nr < nmax && r->aux) {
+					/* A read of 0 bytes is none: replayed, it
+					 * would be the server's end of file. */
 					lens[nr++] = r->aux;
 					sum += r->aux;
 				}

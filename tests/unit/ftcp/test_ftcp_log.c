@@ -357,6 +357,47 @@ static void test_store_holes_restart_replay(void **state)
 	store_end(&L2);
 }
 
+/* Damaged or odd records the replay must not trip on: a DATA record
+ * exactly 2^31 behind the stream's base (negating that offset as an int32
+ * is undefined; UBSan in build-san) and a read of 0 bytes (the server's end
+ * of file: replayed, the recovered server would see the client close). */
+static void test_replay_far_behind_and_empty_read(void **state)
+{
+	const uint32_t isn = 1000;
+	struct ftl_conn *c;
+	(void)state;
+
+	store_open(&L1, 0, 0);
+	c = conn_open(&L1, &K, isn, 5000);
+	rec_data(&L1, c, isn + 1, 100, 5001, 'a');
+	rec_data(&L1, c, isn + 1 - 0x80000000u, 50, 5001, 'z'); /* 2^31 behind */
+	rec_read(&L1, c, 60);
+	rec_read(&L1, c, 0);
+	rec_read(&L1, c, 40);
+	assert_int_equal(c->reads, 3);
+	commit_round(&L1);
+	c->contig_durable = c->contig;
+	c->reads_durable = c->reads;
+	c->read_total_durable = c->read_total;
+
+	char path[512];
+	uint32_t fab, sseq, lens[4];
+	struct ftc_replay_hdr h;
+	assert_int_equal(ftl_make_replay(&L1, c, path, sizeof(path), &fab, &sseq), 0);
+	uint8_t *data = replay_stream(path, &h, lens, 4);
+	assert_int_equal(h.data_len, 100);
+	assert_int_equal(h.n_reads, 2); /* the empty read is not replayed */
+	assert_int_equal(lens[0], 60);
+	assert_int_equal(lens[1], 40);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(data[i], 'a');
+	free(data);
+	/* The logger's count follows the replay's (a truncation record). */
+	assert_int_equal(c->reads, 2);
+	assert_int_equal(c->read_total, 100);
+	store_end(&L1);
+}
+
 /* Many connections interleaved in one log across many segments: every
  * round is one write; a restart rebuilds each from its own records; a
  * replay holds only its connection's bytes; closed connections stay
@@ -619,6 +660,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ring_wrap_and_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store_holes_restart_replay, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_holes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replay_far_behind_and_empty_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_connections_one_log, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compaction_removes_segments, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_copy_is_cut, setup, teardown),
