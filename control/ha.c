@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,9 @@ enum tag { TAG_READ = 1, TAG_STALL, TAG_T1, TAG_T2, TAG_COMMIT, TAG_T5, TAG_T6, 
 
 #define STAGE_MAX 8192   /* down messages waiting for a commit */
 #define MAX_LAST 8
+/* The data plane reports every 10 ms: a report more than this after the
+ * one before it, or this old, comes from a data plane that was away. */
+#define ALIVE_REGULAR_NS 30000000ull
 
 /* A group of the epoch being cut: its last committed view and the
  * receivers' reports. */
@@ -83,6 +87,7 @@ struct ha {
 	bool txn_cut;             /* it carries the cut */
 	bool txn_views;           /* a hand-over's T2 carries the first views too */
 	bool views_precommitted;  /* ... so they go down without a commit of their own */
+	bool node_due;            /* P/node to write once the cut is committed */
 	uint64_t stall_id;
 	bool stalled;
 	uint64_t stall_ns; /* when the stall was noticed */
@@ -107,6 +112,7 @@ struct ha {
 	/* The data plane. */
 	struct il_cm_alive alive;
 	uint64_t alive_ns, dp_inc;
+	uint64_t alive_gap_ns; /* between its last two reports, by its own clock */
 	uint64_t tx_moved_ns, last_tx_out;
 
 	/* The peer's heartbeat. */
@@ -118,7 +124,7 @@ struct ha {
 	uint64_t settle_until; /* after a stall of our own: inputs may still be queued */
 	struct {
 		uint64_t takeovers, handovers, fenced, superseded, resigns, t2_lost, commits,
-			commit_retries, reports, stalls, hb_rx, hb_bad, watch_events, role_msgs,
+			commit_retries, reports, stalls, link_unjudged, hb_rx, hb_bad, watch_events, role_msgs,
 			finals_again;
 	} st;
 	struct takeover last[MAX_LAST];
@@ -419,6 +425,7 @@ static void go_standby(struct ha *h, const char *why, bool resign)
 	h->n_staged = 0;
 	h->staged_ok = false;
 	h->cut_done = h->cut_commit = false;
+	h->node_due = false; /* put below if it matters */
 	cut_free(h);
 	/* A commit in flight may still land; its result is not ours to act on. */
 	if (h->txn_tag == TAG_COMMIT || h->txn_tag == TAG_T5) {
@@ -464,7 +471,12 @@ static void become_active(struct ha *h, uint32_t epoch, uint32_t prev, bool cut_
 	h->cur.owned_ns = now;
 	h->st.takeovers++;
 	send_role(h, now);
-	put_node(h);
+	/* P/node is for operators: while the cut is open it would only
+	 * queue an etcd write (and its fsync) ahead of T4. */
+	if (cut_known)
+		put_node(h);
+	else
+		h->node_due = true;
 	cut_free(h);
 	/* The committed views of prev: every receiver of them reports or is
 	 * left out of the new epoch's first view (docs/ha.md, 6.3). */
@@ -925,6 +937,10 @@ static void on_result(struct ha *h, struct hc_res *r)
 			     " ms after the takeover was decided", h->prev, r->ms, h->epoch,
 			     (now - h->cur.decided_ns) / 1000000);
 		}
+		if (h->node_due) {
+			h->node_due = false;
+			put_node(h);
+		}
 		break;
 	case TAG_T5:
 		h->st.handovers++;
@@ -1090,6 +1106,16 @@ static void decide(struct ha *h, uint64_t now)
 		return;
 	if (!hosts)
 		return; /* we may be the one cut off */
+	if (h->alive.sent_ns && (h->alive_gap_ns > ALIVE_REGULAR_NS ||
+				 (now > h->alive.sent_ns && now - h->alive.sent_ns > ALIVE_REGULAR_NS))) {
+		/* Our own data plane was away (descheduled) just before its
+		 * last report, or has not reported since: what it says of the
+		 * link is stale, and the frames it has not looked at yet wait
+		 * in its port's ring. Judge the link once it reports again on
+		 * time. */
+		h->st.link_unjudged++;
+		return;
+	}
 	if (h->peer_ns == 0 && !h->alive.last_peer_frame_ns && now - h->started_ns < h->cold_ns)
 		return; /* just started: give the owner T_cold to show itself */
 	take(h, "owner silent");
@@ -1224,12 +1250,17 @@ bool ha_dispatch(struct ha *h, const struct il_cmsg *m, uint64_t now)
 	switch (m->type) {
 	case IL_CM_ALIVE:
 		h->alive_ns = now;
-		if (m->len >= sizeof(m->u.alive) && m->u.alive.ha) {
+		if (m->len >= offsetof(struct il_cm_alive, sent_ns) && m->u.alive.ha) {
 			if (m->u.alive.tx_out != h->last_tx_out) {
 				h->last_tx_out = m->u.alive.tx_out;
 				h->tx_moved_ns = now;
 			}
+			uint64_t prev = h->alive.sent_ns;
 			h->alive = m->u.alive;
+			if (m->len < sizeof(m->u.alive))
+				h->alive.sent_ns = 0; /* an older data plane: no clock */
+			h->alive_gap_ns = prev && h->alive.sent_ns > prev ? h->alive.sent_ns - prev
+									  : UINT64_MAX;
 			if (active(h) && m->u.alive.superseded && m->u.alive.epoch == h->epoch)
 				fenced(h, "superseded: a newer epoch on the link");
 		}
@@ -1339,10 +1370,10 @@ static size_t reply_ha(struct ha *h, char *r, size_t len)
 	OUT("takeovers %" PRIu64 "\nhandovers %" PRIu64 "\nfenced %" PRIu64 "\nsuperseded %" PRIu64
 	    "\nresigns %" PRIu64 "\ntakeovers_lost %" PRIu64 "\nview_commits %" PRIu64
 	    "\ncommit_retries %" PRIu64 "\nreports %" PRIu64 "\nstalls %" PRIu64
-	    "\nheartbeats_rx %" PRIu64 "\nfinals_again %" PRIu64 "\n", h->st.takeovers,
-	    h->st.handovers, h->st.fenced, h->st.superseded, h->st.resigns, h->st.t2_lost,
-	    h->st.commits, h->st.commit_retries, h->st.reports, h->st.stalls, h->st.hb_rx,
-	    h->st.finals_again);
+	    "\nheartbeats_rx %" PRIu64 "\nfinals_again %" PRIu64 "\nlink_unjudged %" PRIu64 "\n",
+	    h->st.takeovers, h->st.handovers, h->st.fenced, h->st.superseded, h->st.resigns,
+	    h->st.t2_lost, h->st.commits, h->st.commit_retries, h->st.reports, h->st.stalls,
+	    h->st.hb_rx, h->st.finals_again, h->st.link_unjudged);
 	OUT("last_change %s\n", h->why[0] ? h->why : "-");
 	for (unsigned i = 0; i < h->n_last; i++)
 		OUT("takeover epoch %u why %s owned_ms %.1f serving_ms %.1f\n", h->last[i].epoch,

@@ -246,6 +246,14 @@ static void *hc_main(void *arg)
 				hc->q_tail = NULL;
 		}
 		pthread_mutex_unlock(&hc->mu);
+		if (r != NULL && r->urgent) {
+			/* A takeover's transaction does not wait for a keepalive
+			 * that fell due at the same moment (the lease has TTL/3
+			 * to spare). */
+			run(hc, r);
+			req_free(r);
+			r = NULL;
+		}
 		if (now_ms() >= next_ka) {
 			int64_t lease = atomic_load(&hc->lease);
 

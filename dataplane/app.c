@@ -315,6 +315,7 @@ static int create_stages(struct il_app *app, char *err, size_t errlen)
 		st->type = t;
 		st->app = app;
 		st->lcore = -1;
+		st->kinds = t->kinds;
 		app->stages[app->n_stages++] = st;
 		if (t->create(st, p, app, err, errlen))
 			return -1;
@@ -524,13 +525,18 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 			fprintf(stderr, "interlink: warning: stage '%s' is not placed on any chain\n",
 				app->stages[s]->name);
 
-	/* Pool: every descriptor, every history slot, every burst in flight. */
+	/* Pool: every descriptor, every mbuf a stage may hold (every history
+	 * slot, every packet a FEC decoder keeps by reference), every burst
+	 * in flight. */
+	for (unsigned i = 0; i < app->n_stages; i++) {
+		const struct il_stage *st = app->stages[i];
+		if (st->type->mbufs_held)
+			hist += st->type->mbufs_held(st);
+	}
+	/* A pair's standby keeps the active's frames (docs/ha.md). */
 	const struct il_cfg *stages = il_cfg_get(app->cfg, "stages");
 	for (unsigned i = 0; i < il_cfg_len(stages); i++) {
 		uint64_t h;
-		if (il_cfg_u64(il_cfg_at(stages, i), "history", 0, 0, UINT32_MAX, &h, NULL, 0) == 0)
-			hist += (unsigned)h * app->n_groups;
-		/* A pair's standby keeps the active's frames (docs/ha.md). */
 		const char *type = il_cfg_scalar(il_cfg_get(il_cfg_at(stages, i), "type"));
 		if (type != NULL && strcmp(type, "ha") == 0 &&
 		    il_cfg_u64(il_cfg_at(stages, i), "shadow_history", 16384, 0, UINT32_MAX, &h,

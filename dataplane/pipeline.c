@@ -11,6 +11,31 @@
 #include <interlink/app.h>
 #include <interlink/memif_guard.h>
 
+uint16_t il_chain_stages(struct il_lcore_io *io, struct il_chain *ch, struct rte_mbuf **pkts,
+			 uint16_t n)
+{
+	io->kinds = IL_KINDS_ALL;
+	for (uint16_t s = 0; s < ch->n_stages; s++) {
+		struct il_stage *st = ch->stages[s];
+		if (!st->type->poll && (n == 0 || (st->kinds && !(st->kinds & io->kinds))))
+			continue; /* nothing for it in this burst */
+		uint64_t t0 = IL_STAGE_CYCLES ? rte_rdtsc() : 0;
+		uint16_t n_in = n;
+		st->pkts_in += n;
+		n = st->type->process(st, pkts, n);
+		if (!st->type->kinds_kept)
+			io->kinds = IL_KINDS_ALL;
+		if (IL_STAGE_CYCLES) {
+			/* An idle poll is not a packet's cost: counted apart. */
+			if (n_in)
+				st->tsc_busy += rte_rdtsc() - t0;
+			else
+				st->tsc_poll += rte_rdtsc() - t0;
+		}
+	}
+	return n;
+}
+
 static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struct il_app *app)
 {
 	struct rte_mbuf *pkts[IL_BURST_CAP];
@@ -21,22 +46,7 @@ static inline uint16_t run_chain(struct il_worker *w, struct il_chain *ch, struc
 	io->rx[ch->rx_port] += n;
 	if (n == 0 && !ch->any_poll)
 		return 0;
-	for (uint16_t s = 0; s < ch->n_stages; s++) {
-		struct il_stage *st = ch->stages[s];
-		if (n == 0 && !st->type->poll)
-			continue;
-		uint64_t t0 = IL_STAGE_CYCLES ? rte_rdtsc() : 0;
-		uint16_t n_in = n;
-		st->pkts_in += n;
-		n = st->type->process(st, pkts, n);
-		if (IL_STAGE_CYCLES) {
-			/* An idle poll is not a packet's cost: counted apart. */
-			if (n_in)
-				st->tsc_busy += rte_rdtsc() - t0;
-			else
-				st->tsc_poll += rte_rdtsc() - t0;
-		}
-	}
+	n = il_chain_stages(io, ch, pkts, n);
 	if (unlikely(app->tx_mute)) {
 		il_tx_mute(io, pkts, n);
 		return got | n;

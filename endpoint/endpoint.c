@@ -160,7 +160,9 @@ struct io_uring_sqe *ep_sqe(struct il_ep *ep)
 	return sqe;
 }
 
-struct il_ep *il_ep_open(const struct il_ep_config *cfg, char *err, size_t errlen)
+/* What every endpoint has, with its I/O or without: the config checked,
+ * its incarnation, the frame size and the send buffers. */
+static struct il_ep *ep_alloc(const struct il_ep_config *cfg, char *err, size_t errlen)
 {
 	struct il_ep *ep = calloc(1, sizeof(*ep));
 
@@ -170,10 +172,6 @@ struct il_ep *il_ep_open(const struct il_ep_config *cfg, char *err, size_t errle
 	}
 	ep->cfg = *cfg;
 	ep->txfd = ep->rxfd = -1;
-	if (cfg->tx_ifname == NULL || cfg->rx_ifname == NULL) {
-		il_err(err, errlen, "libinterlink: tx_ifname and rx_ifname are required");
-		goto fail;
-	}
 	if (cfg->mtu < 576 || cfg->mtu > 9000 || cfg->rx_depth == 0 || cfg->rx_depth > 1024 ||
 	    cfg->tx_depth == 0 || cfg->tx_depth > 4096 || cfg->ack_every == 0 ||
 	    cfg->rx_window < 2 || (cfg->rx_window & (cfg->rx_window - 1))) {
@@ -181,9 +179,7 @@ struct il_ep *il_ep_open(const struct il_ep_config *cfg, char *err, size_t errle
 		       "tx_depth 1..4096, ack_every >= 1, rx_window a power of two)");
 		goto fail;
 	}
-	if (open_sockets(ep, err, errlen))
-		goto fail;
-	ep->member_id = cfg->member_id ? cfg->member_id : ntohl(ep->tx_addr.s_addr);
+	ep->member_id = cfg->member_id;
 	if (cfg->incarnation)
 		ep->incarnation = cfg->incarnation;
 	else {
@@ -196,6 +192,35 @@ struct il_ep *il_ep_open(const struct il_ep_config *cfg, char *err, size_t errle
 	ep->max_frame = (size_t)cfg->mtu - 28;
 	if (ep->max_frame > EP_FRAME_MAX)
 		ep->max_frame = EP_FRAME_MAX;
+	ep->tx = calloc(cfg->tx_depth, sizeof(*ep->tx));
+	ep->tx_free = calloc(cfg->tx_depth, sizeof(*ep->tx_free));
+	if (ep->tx == NULL || ep->tx_free == NULL) {
+		il_err(err, errlen, "libinterlink: out of memory");
+		goto fail;
+	}
+	for (unsigned i = 0; i < cfg->tx_depth; i++)
+		ep->tx_free[ep->n_tx_free++] = cfg->tx_depth - 1 - i;
+	return ep;
+fail:
+	il_ep_close(ep);
+	return NULL;
+}
+
+struct il_ep *il_ep_open(const struct il_ep_config *cfg, char *err, size_t errlen)
+{
+	struct il_ep *ep;
+
+	if (cfg->tx_ifname == NULL || cfg->rx_ifname == NULL) {
+		il_err(err, errlen, "libinterlink: tx_ifname and rx_ifname are required");
+		return NULL;
+	}
+	ep = ep_alloc(cfg, err, errlen);
+	if (ep == NULL)
+		return NULL;
+	if (open_sockets(ep, err, errlen))
+		goto fail;
+	if (ep->member_id == 0)
+		ep->member_id = ntohl(ep->tx_addr.s_addr);
 	int rc = io_uring_queue_init(cfg->rx_depth + cfg->tx_depth + 32, &ep->ring, 0);
 	if (rc < 0) {
 		il_err(err, errlen, "libinterlink: io_uring_queue_init: %s", strerror(-rc));
@@ -203,14 +228,10 @@ struct il_ep *il_ep_open(const struct il_ep_config *cfg, char *err, size_t errle
 	}
 	ep->ring_ok = true;
 	ep->rx = calloc(cfg->rx_depth, sizeof(*ep->rx));
-	ep->tx = calloc(cfg->tx_depth, sizeof(*ep->tx));
-	ep->tx_free = calloc(cfg->tx_depth, sizeof(*ep->tx_free));
-	if (ep->rx == NULL || ep->tx == NULL || ep->tx_free == NULL) {
+	if (ep->rx == NULL) {
 		il_err(err, errlen, "libinterlink: out of memory");
 		goto fail;
 	}
-	for (unsigned i = 0; i < cfg->tx_depth; i++)
-		ep->tx_free[ep->n_tx_free++] = cfg->tx_depth - 1 - i;
 	for (unsigned i = 0; i < cfg->rx_depth; i++)
 		post_recv(ep, i);
 	io_uring_submit(&ep->ring);
@@ -218,6 +239,23 @@ struct il_ep *il_ep_open(const struct il_ep_config *cfg, char *err, size_t errle
 fail:
 	il_ep_close(ep);
 	return NULL;
+}
+
+struct il_ep *ep_open_detached(const struct il_ep_config *cfg, ep_tx_tap tap, void *arg,
+			       char *err, size_t errlen)
+{
+	struct il_ep *ep;
+
+	if (cfg->member_id == 0 || tap == NULL) {
+		il_err(err, errlen, "libinterlink: a detached endpoint needs a member id and a tap");
+		return NULL;
+	}
+	ep = ep_alloc(cfg, err, errlen);
+	if (ep != NULL) {
+		ep->tx_tap = tap;
+		ep->tx_tap_arg = arg;
+	}
+	return ep;
 }
 
 void il_ep_close(struct il_ep *ep)
@@ -239,6 +277,7 @@ void il_ep_close(struct il_ep *ep)
 	for (unsigned i = 0; i < ep->n_held; i++)
 		free(ep->held[i]);
 	free(ep->held);
+	ep_auth_free(ep);
 	ep_lec_free(ep);
 	free(ep->rx);
 	free(ep->tx);
@@ -277,7 +316,8 @@ int il_ep_join(struct il_ep *ep, uint16_t group, const char *mcast, uint32_t rol
 
 		if (rc)
 			return rc;
-		if (setsockopt(ep->rxfd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)) != 0) {
+		if (ep->rxfd >= 0 &&
+		    setsockopt(ep->rxfd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)) != 0) {
 			rc = -errno;
 			ep_rxw_free(&g->w);
 			return rc;
@@ -286,7 +326,8 @@ int il_ep_join(struct il_ep *ep, uint16_t group, const char *mcast, uint32_t rol
 		/* A sender learns of VIEW and CREDIT on the group address too. */
 		struct ip_mreqn mr = { .imr_multiaddr = a, .imr_ifindex = ep->rx_ifindex };
 
-		if (setsockopt(ep->rxfd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)) != 0)
+		if (ep->rxfd >= 0 &&
+		    setsockopt(ep->rxfd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)) != 0)
 			return -errno;
 	}
 	g->used = true;
@@ -308,7 +349,8 @@ int il_ep_join(struct il_ep *ep, uint16_t group, const char *mcast, uint32_t rol
 	ep_q_init(&g->q, ep->cfg.max_deferred);
 	ep_q_init(&g->sent, SIZE_MAX);
 	ep_timers(ep, ep_now_ns()); /* the first JOIN goes now */
-	io_uring_submit(&ep->ring);
+	if (ep->ring_ok)
+		io_uring_submit(&ep->ring);
 	return 0;
 }
 
@@ -327,9 +369,16 @@ int il_ep_tfrc_stats(const struct il_ep *ep, uint16_t group, struct il_ep_tfrc *
 
 void ep_release_held(struct ep_group *g)
 {
+	uint64_t end = g->w.hi;
+
 	if (!(g->roles & IL_EP_RECEIVER))
 		return;
-	for (uint64_t s = g->w.uto; s < g->w.hi; s++) {
+	/* Frames are held in the window only. A tail the group announced
+	 * beyond it (a STABLE's next sequence, which may be anything) has no
+	 * slots to walk: 2^62 of them would take practically forever. */
+	if (end - g->w.uto > (uint64_t)g->w.mask + 1)
+		end = g->w.uto + g->w.mask + 1;
+	for (uint64_t s = g->w.uto; s < end; s++) {
 		struct ep_slot *sl = ep_rxw_slot(&g->w, s);
 
 		if (sl->state == EP_S_MSG)
@@ -345,9 +394,11 @@ int il_ep_leave(struct il_ep *ep, uint16_t group)
 	if (g == NULL)
 		return -ENOENT;
 	ep_send_member(ep, g, IL_T_LEAVE);
-	io_uring_submit(&ep->ring);
+	if (ep->ring_ok)
+		io_uring_submit(&ep->ring);
 	struct ip_mreqn mr = { .imr_multiaddr = g->dst.sin_addr, .imr_ifindex = ep->rx_ifindex };
-	setsockopt(ep->rxfd, IPPROTO_IP, IP_DROP_MEMBERSHIP, &mr, sizeof(mr));
+	if (ep->rxfd >= 0)
+		setsockopt(ep->rxfd, IPPROTO_IP, IP_DROP_MEMBERSHIP, &mr, sizeof(mr));
 	ep_lec_gone(ep, g);
 	ep_release_held(g);
 	if (g->roles & IL_EP_RECEIVER)

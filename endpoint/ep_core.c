@@ -291,7 +291,7 @@ bool ep_rxw_nak_due(struct ep_rxw *w, uint64_t now, uint64_t delay_ns, uint64_t 
 
 		if (x->nak_ns ? now - x->nak_ns < retry_ns : now - x->disc_ns < delay_ns)
 			continue;
-		uint64_t a = x->first, b;
+		uint64_t a = x->first, b, end = w->uto + w->mask; /* the window's last */
 
 		while (a <= x->last && !rxw_missing(w, a))
 			a++;
@@ -299,7 +299,13 @@ bool ep_rxw_nak_due(struct ep_rxw *w, uint64_t now, uint64_t delay_ns, uint64_t 
 			gap_del(w, i--);
 			continue;
 		}
-		for (b = a; b < x->last && b + 1 - a < max_span && rxw_missing(w, b + 1); b++)
+		/* Only what the window can take: a sequence past its end would
+		 * come back as an overflow. The rest is asked for once the
+		 * window moves up to it. */
+		if (a > end)
+			continue;
+		for (b = a; b < x->last && b < end && b + 1 - a < max_span && rxw_missing(w, b + 1);
+		     b++)
 			;
 		x->first = a;
 		if (b < x->last) {
@@ -312,9 +318,11 @@ bool ep_rxw_nak_due(struct ep_rxw *w, uint64_t now, uint64_t delay_ns, uint64_t 
 				w->gap[i + 1].first = b + 1;
 				x->last = b;
 			} else {
-				/* no room to split: ask for all of it (what we
-				 * hold comes again as a duplicate) */
+				/* no room to split: ask for all of it within the
+				 * window (what we hold comes again as a duplicate) */
 				b = x->last - a + 1 > max_span ? a + max_span - 1 : x->last;
+				if (b > end)
+					b = end;
 			}
 		}
 		x->nak_ns = now;
@@ -334,6 +342,9 @@ uint64_t ep_rxw_nak_wait(const struct ep_rxw *w, uint64_t now, uint64_t delay_ns
 		t = delay_ns; /* a gap not yet found: at least this long */
 	for (unsigned i = 0; i < w->ngap; i++) {
 		const struct ep_gap *x = &w->gap[i];
+
+		if (x->first - w->uto > w->mask)
+			continue; /* beyond the window: not asked for yet (ep_rxw_nak_due) */
 		uint64_t due = x->nak_ns ? x->nak_ns + retry_ns : x->disc_ns + delay_ns;
 		uint64_t d = due > now ? due - now : 0;
 

@@ -35,9 +35,11 @@ int ep_q_append(struct ep_q *q, const uint8_t *recs, size_t bytes, uint64_t n);
 /* The longest run of whole records at the head that fits `room` bytes and
  * at most max_msgs messages: its bytes (0: none), *n its messages. */
 size_t ep_q_span(const struct ep_q *q, size_t room, uint64_t max_msgs, uint16_t *n);
+/* The first record (NULL for a queue that never held one: no arithmetic
+ * on a NULL pointer, which C leaves undefined even with an offset of 0). */
 static inline const uint8_t *ep_q_head(const struct ep_q *q)
 {
-	return q->buf + q->head;
+	return q->buf != NULL ? q->buf + q->head : NULL;
 }
 void ep_q_pop(struct ep_q *q, size_t bytes, uint16_t n);
 

@@ -5,9 +5,12 @@
 #ifndef IL_EP_PRIV_H
 #define IL_EP_PRIV_H
 
+#include <stdlib.h>
+
 #include <liburing.h>
 #include <netinet/in.h>
 
+#include <interlink/auth.h>
 #include <interlink/endpoint.h>
 #include <interlink/parse.h>
 #include <interlink/tfrc.h>
@@ -88,6 +91,9 @@ struct ep_group {
 	uint32_t lec_members[EP_LEC_MAX_VIEW]; /* the view's receivers */
 	/* receivers, at a cut (docs/ha.md): what is missing below it will not come */
 	bool cut_fail;
+	/* senders: the newer epoch our unstable messages went again into (at
+	 * its first frame, not at the old one's final watermark) */
+	uint32_t rewound_epoch;
 };
 
 /* New-epoch frames held until the old epoch's final watermark is known. */
@@ -102,6 +108,9 @@ struct ep_txbuf {
 	struct sockaddr_in to;
 	uint8_t data[EP_FRAME_MAX];
 };
+
+/* Where an endpoint without sockets sends its frames (ep_open_detached). */
+typedef void (*ep_tx_tap)(void *arg, const uint8_t *frame, size_t len);
 
 struct il_ep {
 	struct il_ep_config cfg;
@@ -128,15 +137,42 @@ struct il_ep {
 	bool cutting;
 	uint64_t cut, cut_until;
 	struct ep_held **held;
-	unsigned n_held;
+	unsigned n_held, cap_held;
 	struct ep_lec *lec;     /* ep_lec.c; NULL until a group uses LEC */
 	uint8_t rx_via;         /* IL_EP_VIA_LEC while a rebuilt frame is handled */
+	/* il_ep_set_auth: our control messages signed, the appliance's checked.
+	 * Two replay tables: the appliance's control stage (STABLE, VIEW,
+	 * CREDIT) and its nak stage (UNAVAIL) count separately. */
+	struct il_auth_keyring *auth;
+	const struct il_auth_key *auth_sign;
+	uint64_t auth_ctr;
+	struct il_auth_replay *auth_ctl, *auth_nak;
+	struct il_ep_auth_stats auth_st;
+	/* Detached (no sockets, no ring): what would be sent goes here. */
+	ep_tx_tap tx_tap;
+	void *tx_tap_arg;
 };
 
 uint64_t ep_now_ns(void);
+/* An endpoint with the protocol and none of the I/O: no sockets, no ring.
+ * Its frames go to tap; the caller hands it datagrams (ep_rx_datagram)
+ * and runs its timers and deliveries with a clock of its own. The fuzzer
+ * and unit tests drive libinterlink's protocol in process this way.
+ * cfg->member_id must be set (there is no interface address to take). */
+struct il_ep *ep_open_detached(const struct il_ep_config *cfg, ep_tx_tap tap, void *arg,
+			       char *err, size_t errlen);
 struct io_uring_sqe *ep_sqe(struct il_ep *ep);
 struct ep_group *ep_group(struct il_ep *ep, uint16_t id);
 void ep_release_held(struct ep_group *g);
+
+/* ep_auth.c */
+/* A control message of len bytes at msg, built unsigned, signed in place
+ * when auth is on (the buffer has IL_AUTH_OPT_LEN bytes of room): its length. */
+size_t ep_auth_seal(struct il_ep *ep, uint8_t *msg, size_t len);
+/* Whether a STABLE, VIEW, CREDIT or UNAVAIL of the appliance may be taken
+ * (always when auth is off); what is not is counted. */
+bool ep_auth_ok(struct il_ep *ep, const uint8_t *msg, size_t len);
+void ep_auth_free(struct il_ep *ep);
 
 /* ep_lec.c: lateral error correction */
 struct il_ep_view;

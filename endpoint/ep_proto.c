@@ -27,7 +27,8 @@ static uint8_t *tx_begin(struct il_ep *ep, int *slot)
 		/* Every buffer is in flight. The sends queued before this one
 		 * must leave first: submitting issues them (a UDP send
 		 * completes inline), then tx_commit sends this one itself. */
-		io_uring_submit(&ep->ring);
+		if (ep->ring_ok)
+			io_uring_submit(&ep->ring);
 		*slot = -1;
 		return ep_stack_frame;
 	}
@@ -37,6 +38,13 @@ static uint8_t *tx_begin(struct il_ep *ep, int *slot)
 
 static void tx_commit_to(struct il_ep *ep, const struct sockaddr_in *to, int slot, size_t len)
 {
+	if (ep->tx_tap != NULL) {
+		/* Detached: the frame is handed over, its buffer free again. */
+		ep->tx_tap(ep->tx_tap_arg, slot >= 0 ? ep->tx[slot].data : ep_stack_frame, len);
+		if (slot >= 0)
+			ep->tx_free[ep->n_tx_free++] = (unsigned)slot;
+		return;
+	}
 	struct io_uring_sqe *sqe = slot >= 0 ? ep_sqe(ep) : NULL;
 
 	if (sqe == NULL) {
@@ -92,7 +100,7 @@ void ep_send_member(struct il_ep *ep, struct ep_group *g, uint8_t type)
 	struct il_hdr_fields f = hdr(ep, g, type);
 
 	il_member_put(il_hdr_put(h, &f), g->roles, ep->incarnation);
-	tx_commit(ep, g, slot, IL_HDR_LEN + IL_MEMBER_MSG_LEN);
+	tx_commit(ep, g, slot, ep_auth_seal(ep, h, IL_HDR_LEN + IL_MEMBER_MSG_LEN));
 	if (type == IL_T_JOIN)
 		ep->st.join_tx++;
 	else if (type == IL_T_HEARTBEAT)
@@ -119,7 +127,7 @@ static void send_ack(struct il_ep *ep, struct ep_group *g, uint64_t now)
 			fr >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)fr,
 			held_us <= UINT32_MAX ? g->echo_seq : 0,
 			held_us <= UINT32_MAX ? (uint32_t)held_us : 0, ppm);
-	tx_commit(ep, g, slot, IL_HDR_LEN + IL_ACK_TFRC_LEN);
+	tx_commit(ep, g, slot, ep_auth_seal(ep, h, IL_HDR_LEN + IL_ACK_TFRC_LEN));
 	ep_ack_sent(&g->ack, g->w.po, now);
 	ep->st.ack_tx++;
 }
@@ -131,7 +139,7 @@ static void send_nak(struct il_ep *ep, struct ep_group *g, uint64_t first, uint6
 	struct il_hdr_fields f = hdr(ep, g, IL_T_NAK);
 
 	il_range_put(il_hdr_put(h, &f), first, last);
-	tx_commit(ep, g, slot, IL_HDR_LEN + IL_RANGE_LEN);
+	tx_commit(ep, g, slot, ep_auth_seal(ep, h, IL_HDR_LEN + IL_RANGE_LEN));
 	ep->st.nak_tx++;
 }
 
@@ -400,7 +408,10 @@ void ep_deliver(struct il_ep *ep, struct ep_group *g)
 
 	if (g->st != EP_G_MEMBER || !(g->roles & IL_EP_RECEIVER))
 		return;
-	while (w->po < w->hi) {
+	/* Never past the window: the slot after its last is the slot of the
+	 * oldest message not yet U-delivered, which would be P-delivered
+	 * again under a sequence that is not its own. */
+	while (w->po < w->hi && w->po - w->uto <= w->mask) {
 		struct ep_slot *s = ep_rxw_slot(w, w->po);
 
 		if (s->state == EP_S_EMPTY)
@@ -472,7 +483,11 @@ static void on_data(struct il_ep *ep, struct ep_group *g, const uint8_t *d, size
 	struct ep_frame *fr = NULL;
 	bool dup, over;
 
-	if (!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || g0 == 0 || cnt == 0) {
+	/* Global sequences start at 1 and never reach 2^64: a frame whose
+	 * messages would wrap past it was not stamped by an appliance (its
+	 * last slot would lie beyond the window's end, where no release
+	 * reaches it). */
+	if (!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || g0 == 0 || cnt == 0 || g0 > UINT64_MAX - cnt) {
 		ep->st.rx_bad++;
 		return;
 	}
@@ -648,6 +663,33 @@ static void rewind_sender(struct il_ep *ep, struct ep_group *g)
 		g->cr.limit = g->cr.next + g->cr.window;
 }
 
+/* A newer epoch began (its first frame, the announcement): our messages
+ * not known stable go again at once, into it. Its data plane stamps them
+ * while the cut of the old epoch is still being established; receivers
+ * hold them until the final watermark and then skip, as FIFO duplicates,
+ * those the cut delivered (docs/ha.md, 6.4). Waiting for the final
+ * watermark instead put one more round trip of every sender after the
+ * cut, on the takeover's critical path. Once per newer epoch.
+ *
+ * Only in groups where we do not receive too: a member that receives may
+ * find the cut incomplete and rejoin as a new incarnation (finalize()),
+ * and what it sent must then not already be stamped under the old one.
+ * It rewinds at the final watermark, as before. */
+static void rewind_senders(struct il_ep *ep)
+{
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		struct ep_group *g = &ep->g[i];
+
+		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_SENDER) &&
+		    !(g->roles & IL_EP_RECEIVER) && g->rewound_epoch != ep->new_epoch) {
+			rewind_sender(ep, g);
+			g->rewound_epoch = ep->new_epoch;
+		}
+	}
+}
+
+static void rx_frame(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now, bool checked);
+
 /* The old epoch ends at watermark w: U-deliver what is below it (every
  * live receiver holds it), forget the rest (its senders send it again),
  * restart the sequence space at 1, then handle what the new epoch sent
@@ -680,7 +722,7 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 			g->echo_seq = 0;
 			g->po_fifo = g->uto_fifo;
 		}
-		if (g->roles & IL_EP_SENDER)
+		if ((g->roles & IL_EP_SENDER) && g->rewound_epoch != ep->new_epoch)
 			rewind_sender(ep, g);
 		if (incomplete) {
 			ep->st.cut_incomplete++;
@@ -712,9 +754,9 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 	struct ep_held **held = ep->held;
 
 	ep->held = NULL;
-	ep->n_held = 0;
+	ep->n_held = ep->cap_held = 0;
 	for (unsigned i = 0; i < n; i++) {
-		ep_rx_datagram(ep, held[i]->data, held[i]->len, now);
+		rx_frame(ep, held[i]->data, held[i]->len, now, true);
 		free(held[i]);
 	}
 	free(held);
@@ -771,10 +813,19 @@ void ep_epoch_timer(struct il_ep *ep, uint64_t now)
 
 static void hold(struct il_ep *ep, const uint8_t *d, size_t len)
 {
-	if (ep->held == NULL)
-		ep->held = calloc(EP_MAX_HELD, sizeof(*ep->held));
-	if (ep->held == NULL || ep->n_held == EP_MAX_HELD)
-		return; /* DATA comes again on NAK; the rest is repeated */
+	if (ep->n_held == ep->cap_held) {
+		/* Grown as frames come: most epoch changes hold a few. */
+		unsigned cap = ep->cap_held ? 2 * ep->cap_held : 64;
+		struct ep_held **nh;
+
+		if (ep->cap_held >= EP_MAX_HELD)
+			return; /* DATA comes again on NAK; the rest is repeated */
+		nh = realloc(ep->held, (cap < EP_MAX_HELD ? cap : EP_MAX_HELD) * sizeof(*nh));
+		if (nh == NULL)
+			return;
+		ep->held = nh;
+		ep->cap_held = cap < EP_MAX_HELD ? cap : EP_MAX_HELD;
+	}
 	struct ep_held *h = malloc(sizeof(*h) + len);
 	if (h == NULL)
 		return;
@@ -830,6 +881,7 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 			ep->new_epoch = e;
 			if (!ep->cutting)
 				send_reports(ep, now);
+			rewind_senders(ep); /* what went into the dropped one too */
 		}
 		if (e == ep->new_epoch)
 			hold(ep, d, len);
@@ -858,12 +910,20 @@ static bool epoch_check(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t
 			return true; /* finalized: this frame is the new epoch's */
 	} else {
 		send_reports(ep, now);
+		rewind_senders(ep);
 	}
 	hold(ep, d, len);
 	return false;
 }
 
 void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now)
+{
+	rx_frame(ep, d, len, now, false);
+}
+
+/* A datagram; checked: its MAC was checked when it first came (a frame
+ * held across an epoch change: checked again, it would be a replay). */
+static void rx_frame(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now, bool checked)
 {
 	struct il_parsed p;
 
@@ -889,6 +949,10 @@ void ep_rx_datagram(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t now
 	if (type != IL_T_DATA && type != IL_T_STABLE && type != IL_T_VIEW &&
 	    type != IL_T_CREDIT && type != IL_T_UNAVAIL)
 		return; /* other members' control traffic, if it ever reaches us */
+	/* With auth on, what only the appliance may say must carry its MAC
+	 * (DATA is stamped in flight: not signed). */
+	if (type != IL_T_DATA && !checked && !ep_auth_ok(ep, d, len))
+		return;
 	if (!epoch_check(ep, d, len, now))
 		return;
 	switch (type) {

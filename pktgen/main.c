@@ -259,6 +259,9 @@ static void summary(FILE *out, const char *json, double send_s, double total_s, 
 	il_json_u64(&js, "gaps_repaired", t.repaired);
 	il_json_u64(&js, "naks", S.naks_tx);
 	il_json_u64(&js, "naks_failed", S.naks_tx_fail);
+	il_json_u64(&js, "auth_signed", S.auth_signed);
+	il_json_u64(&js, "auth_bad_mac", S.auth_bad_mac);
+	il_json_u64(&js, "auth_replay", S.auth_replay);
 	il_json_u64(&js, "duplicates", t.dups);
 	il_json_u64(&js, "injected_losses", t.injected);
 	il_json_u64(&js, "overruns", t.overrun);
@@ -647,7 +650,8 @@ int main(int argc, char **argv)
 	struct rte_ether_addr mac;
 	rte_eth_macaddr_get(S.tx_port, &mac);
 	memcpy(S.tx_mac, mac.addr_bytes, 6);
-	if (pg_senders_init(&S) || pg_receivers_init(&S) || (S.c.uto && pg_uto_init(&S)))
+	if (pg_senders_init(&S) || pg_receivers_init(&S) || (S.c.uto && pg_uto_init(&S)) ||
+	    pg_auth_init(&S))
 		return 2;
 	S.rx_lcore = RTE_MAX_LCORE;
 	if (S.c.rx_lcore) {

@@ -78,6 +78,10 @@ static void usage(FILE *f)
 "  --heartbeat-ms MS     --uto: HEARTBEAT of every member each MS (default 20)\n"
 "  --view-wait SEC       --uto: wait at most SEC for the VIEWs (default 10)\n"
 "  --credit-wait SEC     --uto: then for a first CREDIT per sender (default 1)\n"
+"  --auth-keys FILE      sign JOIN, LEAVE, HEARTBEAT, ACK and NAK with a key of FILE (the\n"
+"                        appliance's auth key file) and drop STABLE, VIEW, CREDIT and\n"
+"                        UNAVAIL without a valid MAC and a fresh counter\n"
+"  --auth-key-id ID      the key to sign with (default: the file's first)\n"
 "  --json FILE           write the final summary as JSON\n"
 "  --quiet               no status line\n",
 		PG_MAX_SENDERS, PG_MAX_RECEIVERS, PG_MAX_GROUPS);
@@ -135,7 +139,8 @@ enum {
 	O_NAK_TMO, O_DRAIN, O_REORDER, O_JSON, O_QUIET, O_WINDOW, O_MODE, O_RAW_DST,
 	O_RAW_GROUP, O_PCAP, O_SPEED, O_PCAP_LOOPS, O_RATE_BPS, O_FRAME, O_PACK_BYTES,
 	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT, O_LISTEN, O_CATCH_UP, O_SERVE, O_RX_LCORE,
-	O_UTO, O_ACK_EVERY, O_ACK_US, O_HB_MS, O_VIEW_WAIT, O_CREDIT_WAIT,
+	O_UTO, O_ACK_EVERY, O_ACK_US, O_HB_MS, O_VIEW_WAIT, O_CREDIT_WAIT, O_AUTH_KEYS,
+	O_AUTH_KEY_ID,
 };
 
 int pg_parse_args(int argc, char **argv, struct pg_conf *c)
@@ -164,6 +169,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		{"uto", 0, NULL, O_UTO}, {"ack-every", 1, NULL, O_ACK_EVERY},
 		{"ack-us", 1, NULL, O_ACK_US}, {"heartbeat-ms", 1, NULL, O_HB_MS},
 		{"view-wait", 1, NULL, O_VIEW_WAIT}, {"credit-wait", 1, NULL, O_CREDIT_WAIT},
+		{"auth-keys", 1, NULL, O_AUTH_KEYS}, {"auth-key-id", 1, NULL, O_AUTH_KEY_ID},
 		{"help", 0, NULL, 'h'}, {"version", 0, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
@@ -269,6 +275,9 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		case O_VIEW_WAIT: if (num("view-wait", optarg, 0.1, 3600, &c->view_wait_s))
 				return -1;
 			break;
+		case O_AUTH_KEYS: c->auth_keys = optarg; break;
+		case O_AUTH_KEY_ID: if (num("auth-key-id", optarg, 0, UINT32_MAX, &v)) return -1;
+			c->auth_key_id = (uint32_t)v; break;
 		case O_CREDIT_WAIT: if (num("credit-wait", optarg, 0, 3600, &c->credit_wait_s))
 				return -1;
 			break;

@@ -10,6 +10,7 @@
 
 #include <rte_mbuf.h>
 
+#include <interlink/auth.h>
 #include <interlink/impair.h>
 #include <interlink/wire_msg.h>
 
@@ -26,6 +27,8 @@ enum pg_check { PG_CHECK_FULL, PG_CHECK_COUNT };
 
 struct pg_conf {
 	const char *tx_dev, *rx_dev;
+	const char *auth_keys;      /* --auth-keys: authenticated control traffic */
+	uint32_t auth_key_id;
 	enum pg_mode mode;
 	enum pg_check check;
 	unsigned senders, receivers, groups;
@@ -178,6 +181,8 @@ struct pg_state {
 	unsigned pc_loop;
 	uint64_t pc_base;           /* replay: TSC of this loop's first record */
 	uint64_t naks_tx, naks_tx_fail;
+	struct pg_auth *auth;       /* --auth-keys (pgauth.c); NULL: off */
+	uint64_t auth_signed, auth_bad_mac, auth_replay;
 	uint64_t window_stalls;     /* bursts cut short by the window */
 	bool window_off;            /* set once messages were lost for good */
 	unsigned next_sender, next_group;
@@ -244,5 +249,12 @@ void pg_uto_sent(struct pg_state *s, struct pg_sender *snd, unsigned gi, unsigne
  * to pass its last message; then LEAVE. Returns whether all is stable. */
 bool pg_uto_finish(struct pg_state *s, double secs);
 uint64_t pg_uto_max_unstable(const struct pg_state *s);
+
+/* pgauth.c: --auth-keys. pg_auth_seal signs a control frame just built
+ * (the mbuf grows by the AUTH option); pg_auth_ok says whether one of the
+ * appliance's may be taken (counted when not). Both do nothing when off. */
+int pg_auth_init(struct pg_state *s);
+void pg_auth_seal(struct pg_state *s, struct rte_mbuf *m);
+bool pg_auth_ok(struct pg_state *s, const uint8_t *msg, uint32_t len);
 
 #endif

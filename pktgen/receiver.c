@@ -91,6 +91,7 @@ static void send_nak(struct pg_state *s, unsigned r, unsigned gi, uint64_t first
 		return;
 	}
 	il_range_put(b, first, last);
+	pg_auth_seal(s, m);
 	for (int tries = 0; tries < 64; tries++)
 		if (rte_eth_tx_burst(s->tx_port, 0, &m, 1) == 1) {
 			s->naks_tx++;
@@ -254,6 +255,12 @@ void pg_receive_burst(struct pg_state *s, struct rte_mbuf **pkts, uint16_t n)
 		if ((v == IL_V_DATA || v == IL_V_CONTROL) &&
 		    (p.il_off != 42 || gi >= s->c.groups)) {
 			s->rx_other++;
+		} else if (v == IL_V_CONTROL &&
+			   (p.type == IL_T_STABLE || p.type == IL_T_VIEW || p.type == IL_T_CREDIT ||
+			    p.type == IL_T_UNAVAIL) &&
+			   !pg_auth_ok(s, rte_pktmbuf_mtod(m, const uint8_t *) + p.il_off,
+				       p.payload_len)) {
+			/* --auth-keys: unsigned, forged or replayed: counted, dropped */
 		} else if (v == IL_V_DATA) {
 			const uint8_t *h = rte_pktmbuf_mtod(m, const uint8_t *) + 42;
 			if (!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || il_get64(h + IL_OFF_GLOBAL_SEQ) == 0) {

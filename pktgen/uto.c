@@ -72,6 +72,8 @@ static void flush(struct pg_state *s)
 	struct pg_uto *u = &s->uto;
 	unsigned off = 0;
 
+	for (unsigned i = 0; i < u->nq; i++)
+		pg_auth_seal(s, u->q[i]); /* --auth-keys: the body is in place now */
 	for (int tries = 0; off < u->nq && tries < 64; tries++)
 		off += rte_eth_tx_burst(s->tx_port, 0, u->q + off, (uint16_t)(u->nq - off));
 	if (off < u->nq) {

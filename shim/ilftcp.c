@@ -480,105 +480,35 @@ size_t ilf_before_write(struct pfd *p, size_t n)
 
 void ilf_replay_end(struct pfd *p)
 {
-	if (p->rfd < 0)
+	if (p->rp.log_fd < 0)
 		return;
 	mark("replay_done", p, 0);
-	REAL(close)(p->rfd);
-	p->rfd = -1;
-	free(p->rlens);
-	p->rlens = NULL;
-	free(p->ext);
-	p->ext = NULL;
-	free(p->rb);
-	p->rb = NULL;
-	p->rb_len = 0;
+	REAL(close)(p->rp.log_fd);
+	p->rp.log_fd = -1;
+	ilf_replay_release(&p->rp);
 	atomic_fetch_sub(&ilf_replaying, 1);
-}
-
-#define RB_SIZE (1u << 20)
-
-/* n logged bytes from the log, across as many extents as it takes. */
-static void ext_read(struct pfd *p, uint8_t *buf, size_t n)
-{
-	while (n) {
-		if (p->ei >= p->n_ext)
-			ilf_die("replay extents end before the logged bytes");
-		const struct ftc_replay_ext *e = &p->ext[p->ei];
-		uint64_t at = e->log_off + p->epos;
-		size_t k = e->len - p->epos;
-		if (k > n)
-			k = n;
-		/* Extents are small (a segment each) and mostly in file order:
-		 * read the log a megabyte at a time. */
-		if (!p->rb)
-			p->rb = malloc(RB_SIZE);
-		if (!p->rb)
-			ilf_die("malloc");
-		if (at < p->rb_off || at >= p->rb_off + p->rb_len) {
-			ssize_t r = pread(p->rfd, p->rb, RB_SIZE, (off_t)at);
-			if (r <= 0)
-				ilf_die("replay: reading the log");
-			p->rb_off = at;
-			p->rb_len = (uint32_t)r;
-		}
-		ssize_t got = (ssize_t)(p->rb_off + p->rb_len - at);
-		if ((size_t)got > k)
-			got = (ssize_t)k;
-		memcpy(buf, p->rb + (at - p->rb_off), (size_t)got);
-		buf += got;
-		n -= (size_t)got;
-		p->epos += (uint32_t)got;
-		if (p->epos == e->len) {
-			p->ei++;
-			p->epos = 0;
-		}
-	}
 }
 
 /* Serve up to n bytes from the replay; -1 when replay is over. With peek
  * (MSG_PEEK) the bytes stay: nothing is consumed or logged. */
 ssize_t ilf_replay_read(struct pfd *p, void *buf, size_t n, bool peek)
 {
-	size_t want;
-	bool logged;
+	const char *why = "";
+	bool fresh;
+	ssize_t got;
 
-	if (p->rfd < 0)
+	if (p->rp.log_fd < 0)
 		return -1;
-	if (!p->log_left) {
+	if (!p->rp.log_left) {
 		ilf_replay_end(p);
 		return -1;
 	}
-	if (p->next_read < p->n_reads) {
-		want = p->rlens[p->next_read] - p->part;
-		logged = true;
-	} else {
-		want = p->log_left;
-		logged = false;
-	}
-	if (want > n)
-		want = n;
-	if (want > p->log_left)
-		want = p->log_left;
-	if (peek) {
-		uint32_t ei = p->ei, epos = p->epos;
-		ext_read(p, buf, want);
-		p->ei = ei;
-		p->epos = epos;
-		return (ssize_t)want;
-	}
-	ssize_t got = (ssize_t)want;
-	ext_read(p, buf, want);
-	p->log_left -= (uint64_t)got;
-	if (logged) {
-		p->part += (uint32_t)got;
-		if (p->part == p->rlens[p->next_read]) {
-			p->part = 0;
-			p->next_read++;
-		}
-	} else {
+	got = ilf_replay_next(&p->rp, buf, n, peek, &fresh, &why);
+	if (got < 0)
+		ilf_die(why);
+	if (fresh)
 		ilf_log_read(p, (size_t)got); /* a new read of logged bytes (G2) */
-	}
-	if (!p->log_left)
+	if (!p->rp.log_left)
 		ilf_replay_end(p);
 	return got;
 }
@@ -614,8 +544,8 @@ static bool v4_of(const struct sockaddr_storage *ss, uint32_t *ip, uint16_t *por
 static bool take_replay(struct pfd *p)
 {
 	struct ftc_shim_msg h = wait_type(FS_REPLAY);
-	struct ftc_replay_hdr rh;
 	int rf = h.a ? lg_take_fd() : -1, lf = h.a ? lg_take_fd() : -1;
+	const char *why = "";
 
 	if (h.a == 0 || rf < 0 || lf < 0) {
 		if (rf >= 0)
@@ -624,33 +554,16 @@ static bool take_replay(struct pfd *p)
 			REAL(close)(lf);
 		return false;
 	}
-	if (pread(rf, &rh, sizeof(rh), 0) != sizeof(rh) || memcmp(rh.magic, FTC_REPLAY_MAGIC, 8))
-		ilf_die("replay file");
-	size_t lb = sizeof(uint32_t) * rh.n_reads, eb = sizeof(*p->ext) * rh.n_ext;
-	p->n_reads = rh.n_reads;
-	p->rlens = malloc(lb + sizeof(uint32_t));
-	p->ext = malloc(eb + sizeof(*p->ext));
-	if (!p->rlens || !p->ext)
-		ilf_die("malloc");
-	for (size_t o = 0; o < lb + eb;) {
-		uint8_t *dst = o < lb ? (uint8_t *)p->rlens + o : (uint8_t *)p->ext + (o - lb);
-		size_t want = o < lb ? lb - o : lb + eb - o;
-		ssize_t g = pread(rf, dst, want, (off_t)(sizeof(rh) + o));
-		if (g <= 0)
-			ilf_die("replay file: lengths and extents");
-		o += (size_t)g;
-	}
+	/* Every size in the file is checked against the file and the log
+	 * before a byte is served (ilftcp_replay.c). */
+	if (ilf_replay_load(&p->rp, rf, lf, &p->out_skip, &why))
+		ilf_die(why);
 	REAL(close)(rf);
-	p->n_ext = rh.n_ext;
-	p->ei = p->epos = 0;
-	p->rfd = lf;
-	p->log_left = rh.data_len;
-	p->out_skip = rh.out_skip;
 	/* Logged reads are already acknowledged. */
-	p->reads_sent = p->reads_acked = rh.n_reads;
+	p->reads_sent = p->reads_acked = p->rp.n_reads;
 	atomic_fetch_add(&ilf_replaying, 1);
-	mark("recovered_accept", p, rh.data_len);
-	if (!p->log_left)
+	mark("recovered_accept", p, p->rp.log_left);
+	if (!p->rp.log_left)
 		ilf_replay_end(p);
 	return true;
 }
@@ -694,7 +607,7 @@ static void on_accept(int fd)
 		if (!p)
 			ilf_die("malloc");
 		memset(p, 0, sizeof(*p));
-		p->rfd = -1;
+		p->rp.log_fd = -1;
 		p->prot = true;
 		p->key = m.key;
 		plist_del(fd);

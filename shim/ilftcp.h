@@ -20,6 +20,8 @@
 
 #include <interlink/ftcp_proto.h>
 
+#include "ilftcp_replay.h"
+
 /* Nothing but the wrapped calls leaves the library. */
 #pragma GCC visibility push(hidden)
 
@@ -31,19 +33,10 @@ struct pfd {
 	struct ftc_key key;
 	uint32_t reads_sent, reads_acked;
 	uint32_t lens[ILF_UNACKED]; /* by read index % ILF_UNACKED */
-	/* replay: the file the replay's extents point into (a descriptor
-	 * handed over by the logger: the replay file itself, which holds a
-	 * copy of the logged bytes), read at the extents */
-	int rfd;
-	struct ftc_replay_ext *ext;
-	uint32_t n_ext, ei, epos; /* extent being served, bytes of it served */
-	uint8_t *rb;              /* read-ahead of the log: [rb_off, rb_off + rb_len) */
-	uint64_t rb_off;
-	uint32_t rb_len;
-	uint32_t n_reads, next_read;
-	uint32_t *rlens;
-	uint32_t part;     /* bytes of rlens[next_read] already served */
-	uint64_t log_left; /* logged instream bytes not served yet */
+	/* replay: the replay file's lists, and the file its extents point
+	 * into (a descriptor handed over by the logger: the replay file
+	 * itself, which holds a copy of the logged bytes; ilftcp_replay.c) */
+	struct ilf_replay rp;
 	uint64_t out_skip; /* outstream bytes to discard */
 };
 
@@ -95,7 +88,7 @@ static inline struct pfd *ilf_p(int fd)
 static inline bool ilf_replay_ready(int fd)
 {
 	struct pfd *p = ilf_p(fd);
-	return p && p->rfd >= 0 && p->log_left;
+	return p && p->rp.log_fd >= 0 && p->rp.log_left;
 }
 
 /* Protection cannot be kept: better to stop than to let the client see

@@ -88,12 +88,12 @@ static ssize_t replay_vec(struct pfd *p, const struct iovec *iov, size_t cnt, in
 	if (flags & MSG_PEEK) /* a peek sees the first element's worth */
 		return cnt ? from_replay(p, iov[0].iov_base, iov[0].iov_len, flags) : -1;
 	pthread_mutex_lock(&ilf_mu);
-	for (size_t i = 0; i < cnt && p->rfd >= 0; i++) {
+	for (size_t i = 0; i < cnt && p->rp.log_fd >= 0; i++) {
 		r = ilf_replay_read(p, iov[i].iov_base, iov[i].iov_len, false);
 		if (r < 0)
 			break;
 		tot += r;
-		if ((size_t)r < iov[i].iov_len || p->part == 0)
+		if ((size_t)r < iov[i].iov_len || p->rp.part == 0)
 			break;
 	}
 	pthread_mutex_unlock(&ilf_mu);

@@ -1,19 +1,39 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The `lec` stage (appliance-side LEC, docs/lec.md) on a real appliance
-// instance (EAL --no-huge, net_ring ports, the real pool and stages):
-// ns and TSC cycles per data packet of the stage alone, beside those of
-// classify + sequencer on the same bursts (what it adds to the chain that
-// forwards), at rate-of-fire (8, 5).
+// instance (EAL --no-huge, net_ring ports, the real pool and stages), at
+// rate-of-fire (8, 5).
 //
 // Members 1..64; g groups of 10 members each drawn at random (a fixed
 // seed), so the stage, which sees every group, has the regions of 64
 // members over g groups. Bursts of 32 stamped DATA frames of one message
-// of `size` bytes, groups drawn at random; repairs are freed after each
-// burst (tx completion, not timed).
+// of `size` bytes, groups drawn at random.
+//
+//   BM_LecStage/layout/size/chained/plan
+//       the stage alone: TSC cycles per data packet (the median burst:
+//       a burst in which the lcore was descheduled does not count) and
+//       thread CPU ns per packet, beside classify + sequencer on the same
+//       bursts. Repairs are freed after each burst (tx completion, not
+//       timed). chained: copies of a repair whole (0, tx on a net_ring) or
+//       as headers chained to one message (1, tx on memif). plan: bins of
+//       Algorithm 1 at one node's rate, (8, 5) (0), one bin per group at
+//       that rate (1), one bin per group at the peers' rate (2).
+//   BM_Forward/layout/variant
+//       the worker's whole loop for a chain as the appliance runs it: rx
+//       burst, classify, sequencer, [lec], tx burst, the repairs' tx: the
+//       forwarding rate of one core (Mpps from the median burst). lec 0:
+//       no lec stage; 1, 2, 3: the lec stage of plan 0, 1, 2 (chained
+//       copies on memif). Run with
+//       --benchmark_enable_random_interleaving=true and repetitions so
+//       that with and without lec alternate in the same run.
+//
+// LEC_BENCH_C=<c> in the environment sets every lec stage's c (default 5):
+// c = 0.01 builds almost no repair (the per-packet floor), c = 1 one copy per
+// repair (the fixed cost of a repair), c = 5 the target's (8, 5).
 //
 //   ./build/bench/lec/bench_lec_stage --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <ctime>
 #include <cstdio>
 #include <unistd.h>
@@ -25,6 +45,7 @@
 extern "C" {
 #include <rte_cycles.h>
 #include <rte_eal.h>
+#include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
 #include <interlink/app.h>
@@ -33,6 +54,10 @@ extern "C" {
 #include <interlink/wire.h>
 #include <interlink/wire_msg.h>
 }
+
+#ifndef LEC_BENCH_PLANS
+#define LEC_BENCH_PLANS 3 /* 1 before the stage had `plan` and `rate` keys */
+#endif
 
 namespace {
 
@@ -46,7 +71,7 @@ uint64_t cpu_ns()
 }
 
 // What one reading of cpu_ns() adds to an interval it bounds (a system
-// call here: about 1 us on the shared VM), measured at start and taken off.
+// call here: about 0.4 us on the shared VM), measured at start and taken off.
 uint64_t g_clock_ns;
 
 void calibrate_clock()
@@ -62,14 +87,40 @@ void calibrate_clock()
 	g_clock_ns = best;
 }
 
-constexpr unsigned kMembers = 64, kGroupSize = 10, kMaxGroups = 128;
+constexpr unsigned kMembers = 64, kGroupSize = 10, kMaxGroups = 128, kBurst = 32;
 const unsigned kLayouts[] = { 1, 16, 128 };
+// plan and rate of each variant: Algorithm 1 at one node's rate (c per message), one bin
+// per group at one node's rate, one bin per group at the peers' rate (each member gets
+// min(c, |G| - 1) repairs of each message, as from its peers: |G| min(c, |G| - 1) targets)
+const char *const kPlanNames[] = { "regions", "groups", "groupspeers" };
+const char *const kPlanKeys[] = { "plan: regions, rate: node", "plan: groups, rate: node",
+				  "plan: groups, rate: peers" };
 
 il_app g_app;
 il_stage *g_cl, *g_sq;
-il_stage *g_lec[3][2]; // [layout][0: whole copies, 1: headers chained to one message]
+il_stage *g_lec[3][2][3]; // [layout][0: whole copies, 1: headers chained][variant]
+il_stage *g_fwd[3][3];    // [layout][variant]: the stages BM_Forward's chains run
+uint16_t g_port_in, g_port_out, g_port_rep, g_out_idx;
 std::string g_sock;
 std::vector<uint32_t> g_members[kMaxGroups + 1];
+
+std::string lec_stage(const std::string &name, unsigned layout, const char *tx, bool ref,
+		      unsigned plan)
+{
+	char b[256];
+	snprintf(b, sizeof(b),
+		 "  %s: { type: lec, tx: %s, fanout: %s, r: 8, c: %s, max_bins: 4096, "
+		 "max_links: 65536, ",
+		 name.c_str(), tx, ref ? "reference" : "copy",
+		 getenv("LEC_BENCH_C") ? getenv("LEC_BENCH_C") : "5");
+	std::string c = b;
+	if (LEC_BENCH_PLANS > 1)
+		c += std::string(kPlanKeys[plan]) + ", ";
+	c += "groups: [";
+	for (unsigned g = 1; g <= kLayouts[layout]; g++)
+		c += (g > 1 ? ", " : "") + std::to_string(g);
+	return c + "] }\n";
+}
 
 std::string config()
 {
@@ -77,6 +128,7 @@ std::string config()
 	// on it may send copies of a repair as headers chained to one message.
 	std::string c = "name: benchlec\n"
 			"ports: { in: { device: net_ring0 }, out: { device: net_ring1 },\n"
+			"         rep: { device: net_ring2 },\n"
 			"         mif: { device: \"net_memif0,role=server,socket=" + g_sock + "\" } }\n"
 			"groups: [";
 	for (unsigned g = 1; g <= kMaxGroups; g++) {
@@ -88,22 +140,23 @@ std::string config()
 	c += "]\nstages:\n"
 	     "  classify: { type: classify }\n"
 	     "  seq: { type: sequencer, history: 256 }\n";
-	std::string chain = "classify, seq";
-	for (unsigned i = 0; i < 3; i++)
-		for (unsigned f = 0; f < 2; f++) {
-			char b[200];
-			snprintf(b, sizeof(b),
-				 "  lec%u%c: { type: lec, tx: %s, fanout: %s, r: 8, c: 5, max_bins: 4096, "
-				 "max_links: 65536, groups: [",
-				 kLayouts[i], f ? 'r' : 'c', f ? "mif" : "in", f ? "reference" : "copy");
-			c += b;
-			for (unsigned g = 1; g <= kLayouts[i]; g++)
-				c += (g > 1 ? ", " : "") + std::to_string(g);
-			c += "] }\n";
-			chain += ", lec" + std::to_string(kLayouts[i]) + (f ? "r" : "c");
-		}
-	c += "pipeline: [ { lcore: 1, chains: [ { rx: in, stages: [" + chain +
-	     "], tx: out } ] } ]\n"
+	// (the worker is not launched: the chains only place the stages on lcore 1,
+	// at most 8 to a chain)
+	std::string chains = "{ rx: in, stages: [classify, seq], tx: out }";
+	for (unsigned i = 0; i < 3; i++) {
+		std::string chain;
+		for (unsigned f = 0; f < 2; f++)
+			for (unsigned p = 0; p < LEC_BENCH_PLANS; p++) {
+				std::string n = "lec" + std::to_string(kLayouts[i]) + (f ? "r" : "c") +
+						kPlanNames[p];
+				c += lec_stage(n, i, f ? "mif" : "rep", f, p);
+				chain += (chain.empty() ? "" : ", ") + n;
+			}
+		c += "  cl" + std::to_string(i) + ": { type: classify }\n";
+		chains += ", { rx: " + std::string(i == 0 ? "rep" : i == 1 ? "out" : "mif") +
+			  ", stages: [cl" + std::to_string(i) + ", " + chain + "], tx: out }";
+	}
+	c += "pipeline: [ { lcore: 1, chains: [" + chains + "] } ]\n"
 	     "pool_size: 100000\n";
 	return c;
 }
@@ -126,6 +179,14 @@ uint8_t *msg_frame(rte_mbuf *m, uint32_t src, uint16_t group, uint8_t type, uint
 	h.group_id = group;
 	h.sender_id = sender;
 	return il_frame_put(f, &p, 0, &h, uint16_t(body));
+}
+
+void free_emitted()
+{
+	il_lcore_io *io = g_cl->io;
+	for (uint16_t i = 0; i < io->n_defer; i++) // tx completion of the repairs
+		rte_pktmbuf_free(io->defer[i]);
+	io->n_defer = 0;
 }
 
 // Views (VIEW frames) and members' addresses (HEARTBEATs) into every lec stage.
@@ -155,21 +216,19 @@ void setup_views()
 			      IL_ROLE_RECEIVER, 1);
 		v.push_back(m);
 	}
-	for (size_t i = 0; i < v.size(); i += 32) {
+	for (size_t i = 0; i < v.size(); i += kBurst) {
 		rte_mbuf *burst[IL_BURST_CAP];
-		uint16_t n = uint16_t(std::min<size_t>(32, v.size() - i));
+		uint16_t n = uint16_t(std::min<size_t>(kBurst, v.size() - i));
 		std::memcpy(burst, &v[i], n * sizeof(burst[0]));
 		n = g_cl->type->process(g_cl, burst, n);
 		n = g_sq->type->process(g_sq, burst, n);
 		for (auto &l : g_lec)
-			for (auto *s : l)
-				n = s->type->process(s, burst, n);
+			for (auto &f : l)
+				for (unsigned p = 0; p < LEC_BENCH_PLANS; p++)
+					n = f[p]->type->process(f[p], burst, n);
 		rte_pktmbuf_free_bulk(burst, n);
 	}
-	il_lcore_io *io = g_lec[0][0]->io;
-	for (uint16_t i = 0; i < io->n_defer; i++)
-		rte_pktmbuf_free(io->defer[i]);
-	io->n_defer = 0;
+	free_emitted();
 }
 
 uint64_t counter(const il_stage *st, const char *name)
@@ -181,7 +240,7 @@ uint64_t counter(const il_stage *st, const char *name)
 }
 
 struct Seen {
-	uint64_t xor_ops = 0, copy_ops = 0, bin_adds = 0, copies = 0, repairs = 0;
+	uint64_t xor_ops = 0, copy_ops = 0, bin_adds = 0, holds = 0, copies = 0, repairs = 0;
 	void take(const il_stage *st)
 	{
 		// the core's counters, through the stage's state
@@ -199,6 +258,8 @@ struct Seen {
 				s->copy_ops = val;
 			else if (!strcmp(key, "bin_adds"))
 				s->bin_adds = val;
+			else if (!strcmp(key, "holds"))
+				s->holds = val;
 		};
 		st->type->state(st, &sink);
 		copies = counter(st, "repair_copies");
@@ -206,13 +267,9 @@ struct Seen {
 	}
 };
 
-// range(0): groups of the layout (index into kLayouts); range(1): message bytes;
-// range(2): copies of a repair whole (0) or headers chained to one message (1).
-void BM_LecStage(benchmark::State &state)
+// 256 frame templates of one message of `size` bytes, groups drawn at random.
+std::vector<std::vector<uint8_t>> templates(unsigned groups, unsigned size)
 {
-	const unsigned li = unsigned(state.range(0)), size = unsigned(state.range(1));
-	const unsigned groups = kLayouts[li];
-	il_stage *lec = g_lec[li][state.range(2)];
 	std::mt19937 rng(11);
 	std::vector<std::vector<uint8_t>> tmpl;
 	for (unsigned i = 0; i < 256; i++) {
@@ -228,68 +285,180 @@ void BM_LecStage(benchmark::State &state)
 				  rte_pktmbuf_mtod(m, uint8_t *) + m->data_len);
 		rte_pktmbuf_free(m);
 	}
-	Seen s0, s1;
-	s0.take(lec);
-	const uint64_t prot0 = counter(lec, "protected");
-	il_lcore_io *io = lec->io;
-	rte_mbuf *burst[IL_BURST_CAP];
-	uint64_t n = 0, c_lec = 0, c_chain = 0, ns_lec = 0, ns_chain = 0;
-	unsigned pos = 0;
-	const double hz = double(rte_get_tsc_hz());
-	for (auto _ : state) {
-		if (rte_pktmbuf_alloc_bulk(g_app.pool, burst, 32) != 0) {
-			state.SkipWithError("pool empty");
-			break;
-		}
-		for (unsigned i = 0; i < 32; i++) {
-			const auto &t = tmpl[(pos + i) & 255];
-			std::memcpy(rte_pktmbuf_append(burst[i], uint16_t(t.size())), t.data(),
-				    t.size());
-		}
-		pos += 32;
-		uint64_t u0 = cpu_ns(), t0 = rte_rdtsc();
-		uint16_t k = g_cl->type->process(g_cl, burst, 32);
-		k = g_sq->type->process(g_sq, burst, k);
-		uint64_t t1 = rte_rdtsc(), u1 = cpu_ns(), t1b = rte_rdtsc();
-		k = lec->type->process(lec, burst, k);
-		uint64_t t2 = rte_rdtsc(), u2 = cpu_ns();
-		c_chain += t1 - t0;
-		c_lec += t2 - t1b;
-		ns_chain += u1 - u0 > g_clock_ns ? u1 - u0 - g_clock_ns : 0;
-		ns_lec += u2 - u1 > g_clock_ns ? u2 - u1 - g_clock_ns : 0;
-		state.SetIterationTime(double(t2 - t1b) / hz);
-		rte_pktmbuf_free_bulk(burst, k);
-		for (uint16_t i = 0; i < io->n_defer; i++) // tx completion of the repairs
-			rte_pktmbuf_free(io->defer[i]);
-		io->n_defer = 0;
-		n += k;
+	return tmpl;
+}
+
+bool fill_burst(benchmark::State &state, rte_mbuf **burst,
+		const std::vector<std::vector<uint8_t>> &tmpl, unsigned &pos)
+{
+	if (rte_pktmbuf_alloc_bulk(g_app.pool, burst, kBurst) != 0) {
+		state.SkipWithError("pool empty");
+		return false;
 	}
+	for (unsigned i = 0; i < kBurst; i++) {
+		const auto &t = tmpl[(pos + i) & 255];
+		std::memcpy(rte_pktmbuf_append(burst[i], uint16_t(t.size())), t.data(), t.size());
+	}
+	pos += kBurst;
+	return true;
+}
+
+double median(std::vector<uint64_t> &v)
+{
+	if (v.empty())
+		return 0;
+	std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+	return double(v[v.size() / 2]);
+}
+
+void report_work(benchmark::State &state, il_stage *lec, const Seen &s0, uint64_t prot0)
+{
+	Seen s1;
 	s1.take(lec);
 	const double prot = double(counter(lec, "protected") - prot0);
-	state.SetItemsProcessed(int64_t(n));
-	state.SetBytesProcessed(int64_t(n * size));
-	state.counters["lec_cyc"] = n ? double(c_lec) / double(n) : 0;
-	state.counters["chain_cyc"] = n ? double(c_chain) / double(n) : 0;
-	// thread CPU time per packet, the clock's own cost per burst taken off
-	state.counters["lec_cpu_ns"] = n ? double(ns_lec) / double(n) : 0;
-	state.counters["chain_cpu_ns"] = n ? double(ns_chain) / double(n) : 0;
-	state.counters["ns_per_pkt"] = benchmark::Counter(
-		double(n), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 	if (prot > 0) {
 		state.counters["xor_per_pkt"] =
 			double(s1.xor_ops - s0.xor_ops + s1.copy_ops - s0.copy_ops) / prot;
 		state.counters["bins_per_pkt"] = double(s1.bin_adds - s0.bin_adds) / prot;
+		state.counters["holds_per_pkt"] = double(s1.holds - s0.holds) / prot;
 		state.counters["copies_per_pkt"] = double(s1.copies - s0.copies) / prot;
 		state.counters["repairs_per_pkt"] = double(s1.repairs - s0.repairs) / prot;
 	}
-	state.counters["groups"] = groups;
-	if (prot < double(n))
+}
+
+// range(0): groups of the layout (index into kLayouts); range(1): message bytes;
+// range(2): copies of a repair whole (0) or headers chained to one message (1);
+// range(3): plan (0 regions, 1 groups).
+void BM_LecStage(benchmark::State &state)
+{
+	const unsigned li = unsigned(state.range(0)), size = unsigned(state.range(1));
+	if (unsigned(state.range(3)) >= LEC_BENCH_PLANS) {
+		state.SkipWithError("no such plan in this build");
+		for (auto _ : state)
+			;
+		return;
+	}
+	il_stage *lec = g_lec[li][state.range(2)][state.range(3)];
+	const auto tmpl = templates(kLayouts[li], size);
+	Seen s0;
+	s0.take(lec);
+	const uint64_t prot0 = counter(lec, "protected");
+	rte_mbuf *burst[IL_BURST_CAP];
+	std::vector<uint64_t> cyc_lec, cyc_chain;
+	uint64_t n = 0, ns_lec = 0, ns_chain = 0, sum_lec = 0;
+	unsigned pos = 0;
+	const double hz = double(rte_get_tsc_hz());
+	cyc_lec.reserve(1 << 20);
+	cyc_chain.reserve(1 << 20);
+	for (auto _ : state) {
+		if (!fill_burst(state, burst, tmpl, pos))
+			break;
+		uint64_t u0 = cpu_ns(), t0 = rte_rdtsc();
+		uint16_t k = g_cl->type->process(g_cl, burst, kBurst);
+		k = g_sq->type->process(g_sq, burst, k);
+		uint64_t t1 = rte_rdtsc(), u1 = cpu_ns(), t1b = rte_rdtsc();
+		k = lec->type->process(lec, burst, k);
+		uint64_t t2 = rte_rdtsc(), u2 = cpu_ns();
+		cyc_chain.push_back(t1 - t0);
+		cyc_lec.push_back(t2 - t1b);
+		sum_lec += t2 - t1b;
+		ns_chain += u1 - u0 > g_clock_ns ? u1 - u0 - g_clock_ns : 0;
+		ns_lec += u2 - u1 > g_clock_ns ? u2 - u1 - g_clock_ns : 0;
+		state.SetIterationTime(double(t2 - t1b) / hz);
+		rte_pktmbuf_free_bulk(burst, k);
+		free_emitted();
+		n += k;
+	}
+	state.SetItemsProcessed(int64_t(n));
+	state.SetBytesProcessed(int64_t(n * size));
+	const double bursts = double(cyc_lec.size());
+	// TSC cycles per packet of the median burst (robust to preemption), and
+	// thread CPU time per packet (the clock's own cost per burst taken off)
+	state.counters["lec_cyc"] = median(cyc_lec) / kBurst;
+	state.counters["lec_ns"] = median(cyc_lec) / kBurst * 1e9 / hz;
+	state.counters["lec_cyc_mean"] = bursts ? double(sum_lec) / bursts / kBurst : 0;
+	state.counters["chain_cyc"] = median(cyc_chain) / kBurst;
+	state.counters["lec_cpu_ns"] = n ? double(ns_lec) / double(n) : 0;
+	state.counters["chain_cpu_ns"] = n ? double(ns_chain) / double(n) : 0;
+	report_work(state, lec, s0, prot0);
+	state.counters["groups"] = kLayouts[li];
+	if (double(counter(lec, "protected") - prot0) < double(n))
 		state.SkipWithError("frames went unprotected: views or addresses missing");
 }
 
 BENCHMARK(BM_LecStage)
-	->ArgsProduct({ { 0, 1, 2 }, { 64, 1024 }, { 0, 1 } })
-	->ArgNames({ "layout", "size", "chained" })
+	->ArgsProduct({ { 0, 1, 2 }, { 64, 1024 }, { 0, 1 }, { 0, 1, 2 } })
+	->ArgNames({ "layout", "size", "chained", "plan" })
+	->UseManualTime()
+	->Unit(benchmark::kNanosecond);
+
+// range(0): layout; range(1): 0 no lec, else lec of variant range(1) - 1; 1 KB.
+void BM_Forward(benchmark::State &state)
+{
+	const unsigned li = unsigned(state.range(0)), variant = unsigned(state.range(1));
+	if (variant > LEC_BENCH_PLANS) {
+		state.SkipWithError("no such plan in this build");
+		for (auto _ : state)
+			;
+		return;
+	}
+	il_stage *lec = variant ? g_fwd[li][variant - 1] : nullptr;
+	const auto tmpl = templates(kLayouts[li], 1024);
+	il_lcore_io *io = g_cl->io;
+	Seen s0;
+	uint64_t prot0 = 0;
+	if (lec) {
+		s0.take(lec);
+		prot0 = counter(lec, "protected");
+	}
+	rte_mbuf *burst[IL_BURST_CAP], *pkts[IL_BURST_CAP];
+	std::vector<uint64_t> cyc;
+	uint64_t n = 0;
+	unsigned pos = 0;
+	const double hz = double(rte_get_tsc_hz());
+	cyc.reserve(1 << 20);
+	for (auto _ : state) {
+		if (!fill_burst(state, burst, tmpl, pos))
+			break;
+		// into the "in" ring (net_ring loops its tx back to its rx)
+		uint16_t q = rte_eth_tx_burst(g_port_in, 0, burst, kBurst);
+		if (q < kBurst)
+			rte_pktmbuf_free_bulk(burst + q, kBurst - q);
+		uint64_t t0 = rte_rdtsc();
+		uint16_t k = rte_eth_rx_burst(g_port_in, 0, pkts, kBurst);
+		k = g_cl->type->process(g_cl, pkts, k);
+		k = g_sq->type->process(g_sq, pkts, k);
+		if (lec)
+			k = lec->type->process(lec, pkts, k);
+		if (k)
+			il_tx_burst(io, g_out_idx, pkts, k);
+		if (io->n_defer)
+			il_emit_flush(io);
+		for (uint16_t p = 0; p < g_app.n_ports; p++)
+			rte_eth_tx_buffer_flush(io->port_id[p], io->txq[p], io->txb[p]);
+		uint64_t t1 = rte_rdtsc();
+		cyc.push_back(t1 - t0);
+		state.SetIterationTime(double(t1 - t0) / hz);
+		n += k;
+		// the receivers: drain "out" (and "rep") outside the timing
+		uint16_t d;
+		while ((d = rte_eth_rx_burst(g_port_out, 0, pkts, IL_BURST)) > 0)
+			rte_pktmbuf_free_bulk(pkts, d);
+		while ((d = rte_eth_rx_burst(g_port_rep, 0, pkts, IL_BURST)) > 0)
+			rte_pktmbuf_free_bulk(pkts, d);
+	}
+	state.SetItemsProcessed(int64_t(n));
+	const double c = median(cyc) / kBurst;
+	state.counters["fwd_cyc"] = c;
+	state.counters["fwd_mpps"] = c > 0 ? hz / c / 1e6 : 0;
+	if (lec)
+		report_work(state, lec, s0, prot0);
+	state.counters["groups"] = kLayouts[li];
+}
+
+BENCHMARK(BM_Forward)
+	->ArgsProduct({ { 0, 1, 2 }, { 0, 1, 2, 3 } })
+	->ArgNames({ "layout", "lec" })
 	->UseManualTime()
 	->Unit(benchmark::kNanosecond);
 
@@ -299,14 +468,14 @@ int main(int argc, char **argv)
 {
 	char err[512];
 	g_sock = "/tmp/il-bench-lec-stage-" + std::to_string(getpid()) + ".sock";
-	char *eal[] = { argv[0], (char *)"--no-huge", (char *)"-m", (char *)"768",
-			(char *)"--no-pci", (char *)"--lcores", (char *)"0,1", (char *)"--file-prefix",
-			(char *)"il-bench-lec-stage", (char *)"--log-level", (char *)"lib.eal:error",
-			(char *)"--vdev", (char *)"net_ring0", (char *)"--vdev", (char *)"net_ring1",
-			(char *)"--vdev", nullptr, nullptr };
+	std::string prefix = "il-bench-lec-stage-" + std::to_string(getpid());
 	std::string mif = "net_memif0,role=server,socket=" + g_sock;
-	eal[16] = const_cast<char *>(mif.c_str());
-	if (rte_eal_init(17, eal) < 0) {
+	const char *eal[] = { argv[0], "--no-huge", "-m", "1024", "--no-pci", "--lcores", "0,1",
+			      "--file-prefix", prefix.c_str(), "--log-level", "lib.eal:error",
+			      "--vdev", "net_ring0", "--vdev", "net_ring1", "--vdev", "net_ring2",
+			      "--vdev", mif.c_str() };
+	int neal = int(sizeof(eal) / sizeof(eal[0]));
+	if (rte_eal_init(neal, const_cast<char **>(eal)) < 0) {
 		fprintf(stderr, "EAL init failed\n");
 		return 1;
 	}
@@ -321,11 +490,21 @@ int main(int argc, char **argv)
 	g_sq = il_app_stage(&g_app, "seq");
 	for (unsigned i = 0; i < 3; i++)
 		for (unsigned f = 0; f < 2; f++)
-			g_lec[i][f] = il_app_stage(
-				&g_app, ("lec" + std::to_string(kLayouts[i]) + (f ? "r" : "c")).c_str());
+			for (unsigned p = 0; p < LEC_BENCH_PLANS; p++)
+				g_lec[i][f][p] = il_app_stage(
+					&g_app, ("lec" + std::to_string(kLayouts[i]) + (f ? "r" : "c") +
+						 kPlanNames[p]).c_str());
+	for (unsigned i = 0; i < 3; i++)
+		for (unsigned p = 0; p < LEC_BENCH_PLANS; p++)
+			g_fwd[i][p] = g_lec[i][1][p];
+	g_out_idx = uint16_t(il_app_port_index(&g_app, "out"));
+	g_port_in = g_app.ports[il_app_port_index(&g_app, "in")].port_id;
+	g_port_out = g_app.ports[il_app_port_index(&g_app, "out")].port_id;
+	g_port_rep = g_app.ports[il_app_port_index(&g_app, "rep")].port_id;
 	setup_views();
 	calibrate_clock();
 	benchmark::AddCustomContext("cpu_clock_ns", std::to_string(g_clock_ns));
+	benchmark::AddCustomContext("tsc_hz", std::to_string(rte_get_tsc_hz()));
 	benchmark::Initialize(&argc, argv);
 	benchmark::RunSpecifiedBenchmarks();
 	il_app_stop(&g_app);

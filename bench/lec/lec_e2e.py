@@ -76,9 +76,11 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q * len(v)))] if v else None
 
 
-def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=()):
-    """One rig, one run: every host in its groups, sending in all of them."""
-    app_sets = lec_stage_sets(stagger=stagger) if mode in ("appliance", "both") else []
+def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=(), app=None):
+    """One rig, one run: every host in its groups, sending in all of them. app: the lec
+    stage's plan and rate ({"plan": ..., "rate": ...}; default: the stage's defaults)."""
+    app_sets = lec_stage_sets(stagger=stagger, **(app or {})) \
+        if mode in ("appliance", "both") else []
     exp = {g: len(h) * count for g, h in groups.items()}
     t0 = time.time()
     with LecRig(tmp, n, groups, CTL, app_sets) as rig:
@@ -91,6 +93,7 @@ def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=()):
         res = rig.run(specs, timeout=300)
     summary = rig.summary()
     out = {"mode": mode, "loss": loss, "stagger": stagger, "hosts": n, "groups": len(groups),
+           "app": app or {},
            "count": count, "rate": rate, "size": size, "wall_s": round(time.time() - t0, 1)}
     lat = {"lec": ([], []), "nak": ([], [])}
     for i in range(1, n + 1):
@@ -116,7 +119,8 @@ def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=()):
         out[f"{via}_pkts_p50"] = pct(pk, 0.5)
         out[f"{via}_pkts_p90"] = pct(pk, 0.9)
     frames = sum(r["ep"]["data_rx"] for r in ok)
-    # LEC's thread CPU, less the clock's own cost: one reading per call (data and repairs)
+    # LEC's time in its calls (the monotonic clock; calls in which the host was descheduled
+    # left out: lec_slow), less the clock's own cost: one reading per call (data and repairs)
     calls = sum(r["ep"]["data_rx"] + r["ep"]["lec_rx"] for r in ok)
     own = sum(r["ep"]["lec_ns"] - r.get("clock_ns", 0) * (r["ep"]["data_rx"] + r["ep"]["lec_rx"])
               for r in ok if r["ep"]["lec_ns"])
@@ -124,6 +128,8 @@ def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=()):
     out["host_lec_ns_per_frame_raw"] = round(sum(r["ep"]["lec_ns"] for r in ok) / frames, 1) \
         if frames else None
     out["host_clock_ns"] = max((r.get("clock_ns", 0) for r in ok), default=0)
+    out["host_lec_slow_per_mille"] = round(1000 * sum(r["ep"].get("lec_slow", 0) for r in ok) /
+                                           calls, 2) if calls else None
     out["lec_calls_per_frame"] = round(calls / frames, 2) if frames else None
     out["host_cpu_us_per_frame"] = round(1e6 * sum(r["cpu_s"] for r in ok) / frames, 2) \
         if frames else None
@@ -141,6 +147,13 @@ def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=()):
         out["stage_copies_per_frame"] = round(st["repair_copies"] / st["protected"], 3)
         out["stage_cycles_per_pkt"] = round(st["cycles"] / st["pkts_in"], 1) \
             if st.get("cycles") else None
+    eps = [r["ep"] for r in ok]
+    out["app_repairs_rx_per_frame"] = None
+    if frames and st:
+        # repairs from the appliance reach each host's TX socket: the stage's copies per
+        # frame any host received
+        out["app_repairs_rx_per_frame"] = round(st["repair_copies"] / frames, 3)
+    out["eps_n"] = len(eps)
     return out
 
 
@@ -251,7 +264,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="loss,degree,burst,cost")
+    ap.add_argument("--only", default="loss,degree,burst,cost",
+                    help="parts: loss, degree, burst, cost, density (appliance plans and rates)")
+    ap.add_argument("--app-plan", default=None, help="the lec stage's plan (loss, cost)")
+    ap.add_argument("--app-rate", default=None, help="the lec stage's rate (loss, cost)")
+    ap.add_argument("--models", default="uniform,bursty,markov", help="loss models (loss)")
+    ap.add_argument("--ps", default=None, help="loss rates of the loss part, e.g. 0.01,0.05")
+    ap.add_argument("--modes", default="peers,appliance", help="modes of the loss part")
+    ap.add_argument("--stagger", type=int, default=1,
+                    help="stagger of the loss part's runs (hosts and appliance)")
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--size", type=int, default=1000)
     ap.add_argument("--from-json", default=None, help="only draw the plots of a result file")
@@ -283,19 +304,22 @@ def main():
                 return r
         return None
 
+    app = {k: v for k, v in (("plan", a.app_plan), ("rate", a.app_rate)) if v}
     if "loss" in only:
         groups = layout(n, 4, s, 1)
         rate = AGG / (4 * s)
         ps = [0.05, 0.25] if a.quick else [0.01, 0.05, 0.10, 0.15, 0.20, 0.25]
+        if a.ps:
+            ps = [float(x) for x in a.ps.split(",")]
         res["loss"] = []
-        for mode in ("peers", "appliance"):
-            for model in ("uniform", "bursty", "markov"):
-                for p in (ps if model == "uniform" else [q for q in ps if q in
-                                                          (0.01, 0.05, 0.10, 0.25)]):
+        for mode in a.modes.split(","):
+            for model in a.models.split(","):
+                for p in (ps if model == "uniform" or a.ps else
+                          [q for q in ps if q in (0.01, 0.05, 0.10, 0.25)]):
                     r = kept("loss", mode=mode, model=model, p=p) or clean_run(
                         lambda: tmpdir("loss"), a.retries, n, groups, mode, loss_spec(model, p),
-                        int(rate * secs), rate, a.size)
-                    r.update(model=model, p=p)
+                        int(rate * secs), rate, a.size, stagger=a.stagger, app=app)
+                    r.update(model=model, p=p, stagger=a.stagger)
                     res["loss"].append(r)
                     print(f"# {mode} {model} {p}: {r['lec_pct']}% by LEC, median "
                           f"{r['lec_ms_p50']} ms / {r['nak_ms_p50']} ms (NAK), complete "
@@ -329,6 +353,27 @@ def main():
                 print(f"# burst {b} stagger {stg}: {r['lec_pct']}% by LEC, median "
                       f"{r['lec_ms_p50']} ms", flush=True)
                 (outdir / "lec_e2e.json").write_text(json.dumps(res, indent=1))
+    if "density" in only:
+        # appliance-side LEC: Algorithm 1's composite bins or one per group, at the rate of one
+        # node (c targets per message) or of the peers (each member as many repairs of a
+        # message as its peers would send it)
+        res["density"] = []
+        groups = layout(n, 4, s, 1)
+        rate = AGG / (4 * s)
+        for p in (0.05, 0.25):
+            for plan in ("regions", "groups"):
+                for arate in ("node", "peers"):
+                    r = kept("density", p=p, plan=plan, rate_mode=arate) or clean_run(
+                        lambda: tmpdir("dens"), a.retries, n, groups, "appliance",
+                        loss_spec("uniform", p), int(rate * secs), rate, a.size,
+                        app={"plan": plan, "rate": arate})
+                    r.update(p=p, plan=plan, rate_mode=arate)
+                    res["density"].append(r)
+                    print(f"# density {plan} {arate} {p}: {r['lec_pct']}% by LEC, median "
+                          f"{r['lec_ms_p50']} ms, stage {r.get('stage_xor_per_frame')} XORs "
+                          f"and {r.get('stage_copies_per_frame')} copies per frame, "
+                          f"{r.get('stage_cycles_per_pkt')} cycles per packet", flush=True)
+                    (outdir / "lec_e2e.json").write_text(json.dumps(res, indent=1))
     if "cost" in only:
         res["cost"] = []
         groups = layout(n, 4, s, 1)
@@ -336,7 +381,7 @@ def main():
         for mode in ("off", "peers", "appliance", "both"):
             r = kept("cost", mode=mode) or clean_run(
                 lambda: tmpdir("cost"), a.retries, n, groups, mode, loss_spec("uniform", 0.05),
-                int(rate * secs), rate, a.size,
+                int(rate * secs), rate, a.size, app=app,
                 extra=["--nak-delay-us", "100000", "--nak-retry-us", "50000"] if mode == "off"
                 else [])
             res["cost"].append(r)
@@ -359,6 +404,11 @@ def main():
                             "host_xor_per_frame",
                             "repairs_rx_per_frame", "stage_xor_per_frame",
                             "stage_copies_per_frame", "complete", "clean"])
+    if "density" in res:
+        table(res["density"], ["p", "plan", "rate_mode", "lost", "lec_pct", "lec_ms_p50",
+                               "lec_pkts_p50", "nak_ms_p50", "app_repairs_rx_per_frame",
+                               "stage_xor_per_frame", "stage_copies_per_frame",
+                               "stage_cycles_per_pkt", "complete", "clean"])
     if "burst" in res:
         table(res["burst"], ["burst", "stagger", "lost", "lec_pct", "lec_ms_p50", "lec_pkts_p50",
                              "nak", "nak_ms_p50", "complete"])

@@ -144,6 +144,54 @@ class Appliance(MemifDut):
         rm_prefix(self.prefix or "-")
 
 
+FEC_CONFIG = """
+name: {prefix}
+status_interval_ms: 0
+mtu: 1500
+eal: [--no-huge, -m, "1024", --lcores, "0@{cpu},1@{cpu}", --log-level, "lib.eal:error"]
+ports:
+  in: {{ device: "{dev_in}" }}
+  out: {{ device: "{dev_out}" }}
+groups: [{{ id: 1, address: 239.1.1.1 }}]
+stages:
+  enc: {{ type: fec_enc, local_ip: 192.0.2.1, peer_ip: 192.0.2.2, link_id: 1 }}
+  link: {{ type: impair }}
+  dec: {{ type: fec_dec, local_ip: 192.0.2.2, peer_ip: 192.0.2.1, link_id: 1, hold: {hold} }}
+pipeline:
+  - lcore: 1
+    chains: [{{ rx: in, stages: {stages}, tx: out }}]
+"""
+
+
+class FecPair(Appliance):
+    """Both ends of a FEC link pair in one appliance (fec_enc -> impair, passing everything ->
+    fec_dec, on one lcore: configs/linkpair.yaml without its shaper, loss and delay), or the
+    same appliance forwarding with no stage at all (plain=True): the link pair against plain
+    forwarding (docs/fec.md, "Forwarding rate"). hold: how the decoder keeps packets."""
+    stamps = False
+
+    def __init__(self, tmp, out="null", plain=False, hold="ref"):
+        self.name = "plain" if plain else f"linkpair-{hold}"
+        super().__init__(tmp, out)
+        self.plain, self.hold = plain, hold
+
+    def start(self):
+        self.prefix = f"lrfec{self.tag}"
+        for sock in (self.in_sock, self.out_sock):
+            sock.unlink(missing_ok=True)
+        dev_in, dev_out = self.devices()
+        cfg = self.tmp / f"{self.prefix}.yaml"
+        cfg.write_text(FEC_CONFIG.format(prefix=self.prefix, cpu=Cfg.dut_cpu, dev_in=dev_in,
+                                         dev_out=dev_out, hold=self.hold,
+                                         stages="[]" if self.plain else "[enc, link, dec]"))
+        self.proc = subprocess.Popen(
+            Cfg.nice + ["taskset", "-c", Cfg.dut_cpu, str(Cfg.build / "dataplane" / "interlink"),
+                        "-c", str(cfg)],
+            stdout=self.open_log(self.name), stderr=subprocess.STDOUT)
+        wait_for(lambda: log_has(self.logp, f"interlink: {self.prefix} epoch"), self.proc,
+                 self.name, logp=self.logp)
+
+
 def appliance_args(prefix, dev_in, dev_out):
     return ["--set", "status_interval_ms=0", "--set", f"name={prefix}",
             "--set", f"ports.in.device={dev_in}", "--set", f"ports.out.device={dev_out}",

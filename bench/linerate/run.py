@@ -38,7 +38,7 @@ import tpgen
 from common import HERE, ROOT, Cfg, cpus, log
 
 RAW64 = {"mode": "raw", "frame": 64}
-PARTS = ("generator", "paired", "veth", "memif", "senders", "sweep")
+PARTS = ("generator", "paired", "fec", "veth", "memif", "senders", "sweep")
 SIZES = [RAW64, {"mode": "native", "frame": 106}, {"mode": "native", "frame": 512},
          {"mode": "native", "frame": 1500}]
 
@@ -212,6 +212,8 @@ def measure(a, res, tmp, out):
         generators(a, res, tmp, out, R)
     if "paired" in a.parts:
         paired(a, res, tmp, out)
+    if "fec" in a.parts:
+        fec(a, res, tmp, out)
     if "veth" in a.parts:
         veth(a, res, tmp, out, R)
     if "memif" in a.parts:
@@ -252,6 +254,23 @@ def paired(a, res, tmp, out):
             tmp, c, a.pairs, a.windows, a.window, a.margin,
             lambda t: duts.Appliance(t, out=paired_out),
             lambda t: duts.Testpmd(t, out=paired_out)))
+        save(out, res)
+
+
+def fec(a, res, tmp, out):
+    """The FEC link pair's two ends against plain forwarding, 1500 B UDP from testpmd txonly
+    (a protected IPv4 packet each), both devices in the same wiring; the decoder keeping
+    packets by reference (default) and, for comparison, copying them (hold: copy)."""
+    paired_out = "sink" if a.sink_cpu else "null"
+    case = {"mode": "raw", "frame": 1500}
+    log(f"== FEC link pair against plain forwarding, 1500 B, testpmd generator, out: {paired_out}")
+    res["fec"] = []
+    for hold in ("ref", "copy"):
+        r = tpgen.run_pairs(tmp, case, a.pairs, a.windows, a.window, a.margin,
+                            lambda t: duts.FecPair(t, out=paired_out, hold=hold),
+                            lambda t: duts.FecPair(t, out=paired_out, plain=True))
+        r["hold"] = hold
+        res["fec"].append(r)
         save(out, res)
 
 

@@ -143,6 +143,17 @@ int ftl_apply(struct ftl *l, struct ftl_conn *c, const struct ftc_rec *r, bool a
  * tail cut off); legacy per-connection logs are imported. Returns the
  * connections rebuilt, -1 on error. */
 int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns);
+/* seglog.c: one segment's image in memory (what ftl_load_dir does with
+ * each segment file, callable on its own: tests, the fuzzer): its FR_SEG
+ * header, then its whole records (a torn tail or a torn copy is not
+ * counted) applied as a restart applies them, only those of key k (NULL:
+ * every connection's). The segment is entered in l->segs (without a
+ * descriptor) when it is newer than the last one there, so the spans of
+ * its connections are tracked. *cp (if not NULL): k's connection after it,
+ * NULL when there is none. Returns the bytes of whole records, 0 when the
+ * image does not begin with a segment header. */
+size_t ftl_load_image(struct ftl *l, const uint8_t *buf, size_t len, const struct ftc_key *k,
+		      struct ftl_conn **cp);
 uint64_t ftl_now_ns(void);
 void ftl_path(const struct ftl *l, const struct ftc_key *k, const char *ext, char *buf,
 	      size_t len);
@@ -209,6 +220,38 @@ struct ftl_replay {
 	uint64_t read_total;
 	uint64_t build_us;
 };
+/* What a replay file holds (struct ftc_replay_hdr): the logged read
+ * lengths and the extents of the log (global positions) that give the
+ * job's data_len bytes in stream order, which the file then carries.
+ * Built in three steps, so the replay build (over the mapped spans of its
+ * segments) and the fuzzer (over a segment image) share them: init, add
+ * each span of the connection's records in log order, finish. */
+struct ftc_replay_cand;
+struct ftl_replay_plan {
+	uint32_t *lens, n_reads, nmax;
+	struct ftc_replay_ext *ext;
+	uint32_t n_ext;
+	uint64_t read_total;
+	/* while it is built: the DATA records' parts of the stream */
+	struct ftc_replay_cand *cs;
+	uint32_t nc, ncap;
+};
+/* log_bytes: the bytes of log the spans will hold. The read table is sized
+ * by j->nmax but never larger than the read records that many bytes can
+ * hold: a damaged read count (a truncation record's) must not size it. */
+int ftl_replay_plan_init(struct ftl_replay_plan *p, const struct ftl_replay *j,
+			 uint64_t log_bytes);
+/* The records of j->key among the whole records of buf[0, len), which lies
+ * at global position pos. -1: out of memory. */
+int ftl_replay_plan_add(struct ftl_replay_plan *p, const struct ftl_replay *j,
+			const uint8_t *buf, size_t len, uint64_t pos);
+/* 0 and the plan, or -1 (the plan freed) when the logged bytes do not
+ * cover the job's data_len. */
+int ftl_replay_plan_finish(struct ftl_replay_plan *p, const struct ftl_replay *j);
+void ftl_replay_plan_free(struct ftl_replay_plan *p);
+/* The three on one image of len bytes at position 0 (tests). */
+int ftl_replay_plan(const uint8_t *buf, size_t len, const struct ftl_replay *j,
+		    struct ftl_replay_plan *p);
 void ftl_replay_params(const struct ftl_conn *c, uint32_t *fab_isn, uint32_t *server_seq);
 int ftl_replay_prepare(struct ftl *l, const struct ftl_conn *c, struct ftl_replay *j);
 int ftl_replay_build(struct ftl_replay *j);

@@ -36,6 +36,9 @@ struct ftl_conn *ftl_conn_find(struct ftl *l, const struct ftc_key *k)
 {
 	uint32_t i = key_hash(k) & (FTL_MAX_CONNS - 1);
 
+	if (l->n_live == 0)
+		return NULL; /* nothing to find: no need to scan the whole table */
+
 	for (unsigned n = 0; n < FTL_MAX_CONNS; n++, i = (i + 1) & (FTL_MAX_CONNS - 1)) {
 		struct ftl_conn *c = &l->conns[i];
 		if (c->used && !memcmp(&c->key, k, sizeof(*k)))

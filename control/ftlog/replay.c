@@ -71,18 +71,156 @@ int ftl_replay_prepare(struct ftl *l, const struct ftl_conn *c, struct ftl_repla
 
 /* One DATA record's part of [base, base + L): where it lies in the stream
  * and in the log. */
-struct cand {
+struct ftc_replay_cand {
 	uint32_t s_off, len;
 	uint64_t pos;
 };
 
 static int cand_cmp(const void *x, const void *y)
 {
-	const struct cand *a = x, *b = y;
+	const struct ftc_replay_cand *a = x, *b = y;
 
 	if (a->s_off != b->s_off)
 		return a->s_off < b->s_off ? -1 : 1;
 	return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+void ftl_replay_plan_free(struct ftl_replay_plan *p)
+{
+	free(p->lens);
+	free(p->ext);
+	free(p->cs);
+	p->lens = NULL;
+	p->ext = NULL;
+	p->cs = NULL;
+	p->n_reads = p->n_ext = p->nc = p->ncap = 0;
+}
+
+int ftl_replay_plan_init(struct ftl_replay_plan *p, const struct ftl_replay *j,
+			 uint64_t log_bytes)
+{
+	uint64_t most = log_bytes / sizeof(struct ftc_rec) + 1;
+
+	memset(p, 0, sizeof(*p));
+	/* No more reads than read records the log can hold: a damaged read
+	 * count (a truncation record's) must not size the table. */
+	p->nmax = j->nmax < most ? j->nmax : (uint32_t)most;
+	p->ncap = 1024; /* candidates: grown as DATA records are met */
+	p->lens = malloc(sizeof(*p->lens) * (p->nmax ? p->nmax : 1));
+	p->cs = malloc(sizeof(*p->cs) * p->ncap);
+	if (!p->lens || !p->cs) {
+		ftl_replay_plan_free(p);
+		return -1;
+	}
+	return 0;
+}
+
+int ftl_replay_plan_add(struct ftl_replay_plan *p, const struct ftl_replay *j,
+			const uint8_t *buf, size_t len, uint64_t pos)
+{
+	uint32_t base = j->base, L = j->data_len;
+	const struct ftc_rec *r;
+
+	FTL_FOR_EACH_REC(buf, len, r) {
+		if (memcmp(&r->key, &j->key, sizeof(r->key)))
+			continue;
+		if (r->type == FR_DATA && r->plen) {
+			/* What of [seq, seq+plen) falls in [base, base+L). All in
+			 * unsigned arithmetic mod 2^32: a record 2^31 behind base
+			 * must not be negated as INT32_MIN. */
+			uint32_t off = r->seq - base, s = 0, n = r->plen;
+			if ((int32_t)off < 0) {
+				uint32_t behind = base - r->seq;
+				if (behind >= n)
+					continue;
+				s = behind;
+				off = 0;
+				n -= s;
+			}
+			if (off >= L)
+				continue;
+			if (n > L - off)
+				n = L - off;
+			if (p->nc == p->ncap) {
+				struct ftc_replay_cand *g =
+					realloc(p->cs, sizeof(*p->cs) * p->ncap * 2);
+				if (!g)
+					return -1;
+				p->cs = g;
+				p->ncap *= 2;
+			}
+			p->cs[p->nc++] = (struct ftc_replay_cand){
+				.s_off = off, .len = n, .pos = pos + _o + sizeof(*r) + s};
+		} else if (r->type == FR_READ) {
+			if (r->flags == FTL_READ_TRUNC) {
+				/* recovery dropped the reads past aux */
+				p->n_reads = r->aux < p->n_reads ? r->aux : p->n_reads;
+				p->read_total = 0;
+				for (uint32_t i = 0; i < p->n_reads; i++)
+					p->read_total += p->lens[i];
+			} else if (p->n_reads < p->nmax && r->aux) {
+				/* A read of 0 bytes is none: replayed, it would be
+				 * the server's end of file. */
+				p->lens[p->n_reads++] = r->aux;
+				p->read_total += r->aux;
+			}
+		}
+	}
+	return 0;
+}
+
+int ftl_replay_plan_finish(struct ftl_replay_plan *p, const struct ftl_replay *j)
+{
+	uint32_t L = j->data_len, ne = 0, covered = 0;
+
+	/* Cover [0, L) in stream order without overlap; where records overlap
+	 * (client retransmissions: the same bytes) the one that starts first
+	 * supplies them, the earlier in the log on a tie. */
+	if (p->nc)
+		qsort(p->cs, p->nc, sizeof(*p->cs), cand_cmp);
+	p->ext = malloc(sizeof(*p->ext) * (p->nc + 1)); /* at most one extent per candidate */
+	if (!p->ext)
+		goto fail;
+	for (uint32_t i = 0; i < p->nc && covered < L; i++) {
+		uint32_t end = p->cs[i].s_off + p->cs[i].len;
+		if (end <= covered)
+			continue;
+		if (p->cs[i].s_off > covered)
+			break; /* a hole: cannot be, the bytes were logged */
+		uint32_t skip = covered - p->cs[i].s_off;
+		p->ext[ne++] = (struct ftc_replay_ext){.log_off = p->cs[i].pos + skip,
+						       .len = end - covered};
+		covered = end;
+	}
+	if (covered != L) {
+		fprintf(stderr, "ftlog: %s: logged bytes cover %u of %u\n", j->replay_path, covered,
+			L);
+		goto fail;
+	}
+	/* A read whose bytes were never all logged was never acknowledged,
+	 * so no output depended on it: replay stops before it (G3). */
+	while (p->n_reads && p->read_total > L)
+		p->read_total -= p->lens[--p->n_reads];
+	p->n_ext = ne;
+	free(p->cs);
+	p->cs = NULL;
+	p->nc = p->ncap = 0;
+	return 0;
+fail:
+	ftl_replay_plan_free(p);
+	return -1;
+}
+
+int ftl_replay_plan(const uint8_t *buf, size_t len, const struct ftl_replay *j,
+		    struct ftl_replay_plan *p)
+{
+	if (ftl_replay_plan_init(p, j, len))
+		return -1;
+	if (ftl_replay_plan_add(p, j, buf, len, 0)) {
+		ftl_replay_plan_free(p);
+		return -1;
+	}
+	return ftl_replay_plan_finish(p, j);
 }
 
 /* A span of the log, mapped: global position start lies at `at`. */
@@ -153,19 +291,21 @@ static int write_all(int fd, const void *b, size_t n)
 int ftl_replay_build(struct ftl_replay *j)
 {
 	uint64_t t0 = ftl_now_ns();
-	uint32_t base = j->base, L = j->data_len, nr = 0, nmax = j->nmax, nc = 0, ne = 0, nm = 0;
-	struct cand *cs = NULL;
-	struct ftc_replay_ext *ext = NULL;
+	uint32_t L = j->data_len, nm = 0;
+	struct ftl_replay_plan pl = {0};
 	struct map *maps = calloc(j->n_spans + 1, sizeof(*maps));
-	uint32_t *lens = malloc(sizeof(*lens) * nmax);
 	struct iovec *iov = NULL;
-	uint64_t sum = 0, ncap = 1024; /* candidates: grown as DATA records are met */
+	uint64_t log_bytes = 0;
 	long pg = sysconf(_SC_PAGESIZE);
 	int fd = -1, rc = -1;
 	char tmp[sizeof(j->replay_path) + 8];
 
-	cs = malloc(sizeof(*cs) * ncap);
-	if (!maps || !lens || !cs)
+	for (uint32_t i = 0; i < j->n_spans; i++) {
+		uint64_t end = j->spans[i].end < j->log_end ? j->spans[i].end : j->log_end;
+		if (end > j->spans[i].start)
+			log_bytes += end - j->spans[i].start;
+	}
+	if (!maps || ftl_replay_plan_init(&pl, j, log_bytes))
 		goto out;
 	for (uint32_t i = 0; i < j->n_spans; i++) {
 		const struct ftl_span *sp = &j->spans[i];
@@ -192,90 +332,20 @@ int ftl_replay_build(struct ftl_replay *j)
 		maps[nm] = (struct map){.base = m, .maplen = mlen,
 					.at = (const uint8_t *)m + (rel - moff),
 					.start = sp->start, .end = end};
-		const uint8_t *buf = maps[nm].at;
-		size_t blen = (size_t)(end - sp->start);
-		const struct ftc_rec *r;
 		nm++;
-		FTL_FOR_EACH_REC(buf, blen, r) {
-			if (memcmp(&r->key, &j->key, sizeof(r->key)))
-				continue;
-			if (r->type == FR_DATA && r->plen) {
-				/* What of [seq, seq+plen) falls in [base, base+L).
-				 * All in unsigned arithmetic mod 2^32: a record
-				 * 2^31 behind base must not be negated as
-				 * INT32_MIN. */
-				uint32_t off = r->seq - base, s = 0, n = r->plen;
-				if ((int32_t)off < 0) {
-					uint32_t behind = base - r->seq;
-					if (behind >= n)
-						continue;
-					s = behind;
-					off = 0;
-					n -= s;
-				}
-				if (off >= L)
-					continue;
-				if (n > L - off)
-					n = L - off;
-				if (nc == ncap) {
-					struct cand *g = realloc(cs, sizeof(*cs) * ncap * 2);
-					if (!g)
-						goto out;
-					cs = g;
-					ncap *= 2;
-				}
-				cs[nc++] = (struct cand){.s_off = off, .len = n,
-							 .pos = sp->start + _o + sizeof(*r) + s};
-			} else if (r->type == FR_READ) {
-				if (r->flags == FTL_READ_TRUNC) {
-					nr = r->aux < nr ? r->aux : nr;
-					sum = 0;
-					for (uint32_t i2 = 0; i2 < nr; i2++)
-						sum += lens[i2];
-				} else if (nr < nmax && r->aux) {
-					/* A read of 0 bytes is none: replayed, it
-					 * would be the server's end of file. */
-					lens[nr++] = r->aux;
-					sum += r->aux;
-				}
-			}
-		}
+		if (ftl_replay_plan_add(&pl, j, maps[nm - 1].at, (size_t)(end - sp->start),
+					sp->start))
+			goto out;
 	}
-	/* Cover [0, L) in stream order without overlap; where records overlap
-	 * (client retransmissions: the same bytes) the one that starts first
-	 * supplies them, the earlier in the log on a tie. */
-	qsort(cs, nc, sizeof(*cs), cand_cmp);
-	ext = malloc(sizeof(*ext) * (nc + 1)); /* at most one extent per candidate */
-	if (!ext)
+	if (ftl_replay_plan_finish(&pl, j))
 		goto out;
-	uint32_t covered = 0;
-	for (uint32_t i = 0; i < nc && covered < L; i++) {
-		uint32_t end = cs[i].s_off + cs[i].len;
-		if (end <= covered)
-			continue;
-		if (cs[i].s_off > covered)
-			break; /* a hole: cannot be, the bytes were logged */
-		uint32_t skip = covered - cs[i].s_off;
-		ext[ne++] = (struct ftc_replay_ext){.log_off = cs[i].pos + skip,
-						    .len = end - covered};
-		covered = end;
-	}
-	if (covered != L) {
-		fprintf(stderr, "ftlog: %s: logged bytes cover %u of %u\n", j->replay_path, covered,
-			L);
-		goto out;
-	}
-	/* A read whose bytes were never all logged was never acknowledged,
-	 * so no output depended on it: replay stops before it (G3). */
-	while (nr && sum > L)
-		sum -= lens[--nr];
-	j->n_reads = nr;
-	j->read_total = sum;
+	j->n_reads = pl.n_reads;
+	j->read_total = pl.read_total;
 
 	/* One extent: the copy right after it, in this file. */
-	uint64_t data_off = sizeof(struct ftc_replay_hdr) + sizeof(*lens) * nr +
+	uint64_t data_off = sizeof(struct ftc_replay_hdr) + sizeof(*pl.lens) * pl.n_reads +
 			    (L ? sizeof(struct ftc_replay_ext) : 0);
-	struct ftc_replay_hdr h = {.n_reads = nr, .n_ext = L ? 1 : 0, .data_len = L,
+	struct ftc_replay_hdr h = {.n_reads = pl.n_reads, .n_ext = L ? 1 : 0, .data_len = L,
 				   .out_skip = j->out_skip};
 	struct ftc_replay_ext one = {.log_off = data_off, .len = L};
 	memcpy(h.magic, FTC_REPLAY_MAGIC, 8);
@@ -283,7 +353,8 @@ int ftl_replay_build(struct ftl_replay *j)
 	 * over a half-built file. Private: it holds the client's bytes. */
 	snprintf(tmp, sizeof(tmp), "%s.tmp", j->replay_path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || write_all(fd, &h, sizeof(h)) || write_all(fd, lens, sizeof(*lens) * nr) ||
+	if (fd < 0 || write_all(fd, &h, sizeof(h)) ||
+	    write_all(fd, pl.lens, sizeof(*pl.lens) * pl.n_reads) ||
 	    (L && write_all(fd, &one, sizeof(one))))
 		goto fail_file;
 	/* The extents straight from the mapped log, IOV_MAX at a time (no
@@ -291,15 +362,15 @@ int ftl_replay_build(struct ftl_replay *j)
 	iov = malloc(sizeof(*iov) * IOV_BATCH);
 	if (!iov)
 		goto fail_file;
-	for (uint32_t e = 0; e < ne;) {
+	for (uint32_t e = 0; e < pl.n_ext;) {
 		int k = 0;
 		size_t want = 0;
-		for (; e < ne && k < IOV_BATCH; e++, k++) {
-			const uint8_t *src = map_ptr(maps, nm, ext[e].log_off);
+		for (; e < pl.n_ext && k < IOV_BATCH; e++, k++) {
+			const uint8_t *src = map_ptr(maps, nm, pl.ext[e].log_off);
 			if (!src)
 				goto fail_file;
-			iov[k] = (struct iovec){.iov_base = (void *)src, .iov_len = ext[e].len};
-			want += ext[e].len;
+			iov[k] = (struct iovec){.iov_base = (void *)src, .iov_len = pl.ext[e].len};
+			want += pl.ext[e].len;
 		}
 		if (writev_all(fd, iov, k, want))
 			goto fail_file;
@@ -321,9 +392,7 @@ out:
 	for (uint32_t i = 0; maps && i < nm; i++)
 		munmap(maps[i].base, maps[i].maplen);
 	free(maps);
-	free(lens);
-	free(cs);
-	free(ext);
+	ftl_replay_plan_free(&pl);
 	free(iov);
 	j->build_us = (ftl_now_ns() - t0) / 1000;
 	j->rc = rc;

@@ -436,16 +436,17 @@ static size_t valid_end(const uint8_t *buf, size_t len)
 	return moved_end ? moved_at : good;
 }
 
-static void load_segment(struct ftl *l, const uint8_t *buf, size_t len, uint64_t start)
+static void load_segment(struct ftl *l, const uint8_t *buf, size_t len, uint64_t start,
+			 const struct ftc_key *only)
 {
 	const struct ftc_rec *r;
 
 	FTL_FOR_EACH_REC(buf, len, r) {
 		uint64_t pos = start + _o;
+		if (r->type == FR_SEG || (only && memcmp(&r->key, only, sizeof(*only))))
+			continue;
 		struct ftl_conn *c = ftl_conn_find(l, &r->key);
 		switch (r->type) {
-		case FR_SEG:
-			continue;
 		case FR_CLOSED:
 			/* The tombstone: its records are dead. */
 			if (c)
@@ -475,6 +476,44 @@ static void load_segment(struct ftl *l, const uint8_t *buf, size_t len, uint64_t
 		ftl_apply(l, c, r, false);
 		ftl_log_track(l, c, pos, r->len);
 	}
+}
+
+/* The segment's FR_SEG header: its start position, or -1 when the image
+ * does not begin with one. */
+static int seg_header(const uint8_t *buf, size_t len, uint64_t *start)
+{
+	const struct ftc_rec *h = (const struct ftc_rec *)buf;
+
+	if (!buf || len < sizeof(*h) + 8 || h->type != FR_SEG || h->plen != 8 ||
+	    h->len < sizeof(*h) + 8 || h->len % FTC_REC_ALIGN || h->len > len ||
+	    memcmp(h + 1, FTC_SEG_MAGIC, 8))
+		return -1;
+	*start = (uint64_t)h->ack << 32 | h->seq;
+	return 0;
+}
+
+size_t ftl_load_image(struct ftl *l, const uint8_t *buf, size_t len, const struct ftc_key *k,
+		      struct ftl_conn **cp)
+{
+	uint64_t start;
+	size_t good;
+
+	if (cp)
+		*cp = NULL;
+	if (seg_header(buf, len, &start))
+		return 0;
+	good = valid_end(buf, len);
+	/* The segment must be in the table before its records are tracked;
+	 * segments are entered in order of position. */
+	struct ftl_seg *s = l->n_segs ? &l->segs[l->n_segs - 1] : NULL;
+	if (s && s->start == start)
+		s->len = good;
+	else if (!s || s->start < start)
+		seg_add(l, start, -1, good);
+	load_segment(l, buf, good, start, k);
+	if (cp && k)
+		*cp = ftl_conn_find(l, k);
+	return good;
 }
 
 /* Per-connection logs of the logger before the shared log: their
@@ -598,10 +637,8 @@ int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
 			void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
 			buf = m == MAP_FAILED ? NULL : m;
 		}
-		const struct ftc_rec *h = (const struct ftc_rec *)buf;
-		bool hdr_ok = buf && len >= sizeof(*h) + 8 && h->type == FR_SEG && h->plen == 8 &&
-			      h->len <= len && !memcmp(h + 1, FTC_SEG_MAGIC, 8) &&
-			      ((uint64_t)h->ack << 32 | h->seq) == starts[i];
+		uint64_t hstart;
+		bool hdr_ok = !seg_header(buf, len, &hstart) && hstart == starts[i];
 		if (!hdr_ok) {
 			/* A head torn as it was created holds nothing; anything
 			 * else is not ours to touch. */
@@ -616,15 +653,14 @@ int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
 			}
 			continue;
 		}
-		good = valid_end(buf, len);
-		/* The segment must be in the table before its records are
-		 * tracked. */
-		if (!seg_add(l, starts[i], fd, good)) {
+		/* Entered with its descriptor; the loader sets its length to
+		 * what is whole. */
+		if (!seg_add(l, starts[i], fd, 0)) {
 			munmap((void *)buf, len);
 			close(fd);
 			continue;
 		}
-		load_segment(l, buf, good, starts[i]);
+		good = ftl_load_image(l, buf, len, NULL, NULL);
 		munmap((void *)buf, len);
 		if (good < len) {
 			if (last) {

@@ -266,6 +266,25 @@ uint32_t il_fec_payload_check(const void *data, uint32_t len)
 	return (uint32_t)(h >> 32) ^ (uint32_t)h;
 }
 
+int il_fec_id_ipv4_tuple(const void *ip, uint32_t avail, struct il_fec_id *id)
+{
+	const uint8_t *h = ip;
+	uint32_t ihl, tot;
+
+	if (avail < 20 || (h[0] >> 4) != 4)
+		return -1;
+	ihl = (uint32_t)(h[0] & 0x0f) * 4;
+	tot = il_get16(h + 2);
+	if (ihl < 20 || tot < ihl || tot > avail)
+		return -1;
+	memcpy(&id->src, h + 12, 4);
+	memcpy(&id->dst, h + 16, 4);
+	memcpy(&id->ip_id, h + 4, 2);
+	memcpy(&id->ip_len, h + 2, 2);
+	id->csum = 0;
+	return 0;
+}
+
 int il_fec_id_ipv4(const void *ip, uint32_t avail, struct il_fec_id *id)
 {
 	const uint8_t *h = ip;

@@ -19,12 +19,72 @@
 
 #include "fec_dec_internal.h"
 
+/* Where each part of the decoder's block lies, and its size. */
+struct dec_layout {
+	uint32_t slot, nrec, npend, htsize;
+	size_t off_rec, off_ht, off_pend, off_work, off_rbuf, off_pbuf, off_scr, size;
+};
+
+static void dec_layout(const struct il_fec_cfg *cfg, struct dec_layout *y)
+{
+	y->slot = fec_slot_size(cfg);
+	y->nrec = cfg->dec_max_pkts;
+	y->npend = cfg->dec_max_repairs;
+	/* Load factor at most 1/2 keeps linear probing short. */
+	y->htsize = 1;
+	while (y->htsize < 2 * y->nrec)
+		y->htsize <<= 1;
+#define AL(x) (((x) + FEC_ALIGN - 1) / FEC_ALIGN * FEC_ALIGN)
+	y->off_rec = AL(sizeof(struct il_fec_dec));
+	y->off_ht = y->off_rec + AL(sizeof(struct dec_rec) * (size_t)y->nrec);
+	y->off_pend = y->off_ht + AL(sizeof(uint32_t) * (size_t)y->htsize);
+	y->off_work = y->off_pend + AL(sizeof(struct dec_pend) * (size_t)y->npend);
+	y->off_rbuf = y->off_work + AL(sizeof(uint32_t) * ((size_t)y->nrec + 1));
+	y->off_pbuf = y->off_rbuf + (size_t)y->slot * y->nrec;
+	y->off_scr = y->off_pbuf + (size_t)y->slot * y->npend;
+	y->size = y->off_scr + (size_t)y->slot * IL_FEC_MAX_C;
+#undef AL
+}
+
+/* The decoder as create() makes it: nothing held, counters zero (also
+ * what il_fec_dec_reset() puts back). */
+static void dec_init(struct il_fec_dec *d, const struct il_fec_cfg *cfg,
+		     il_fec_deliver_fn deliver, void *arg)
+{
+	struct dec_layout y;
+
+	dec_layout(cfg, &y);
+	memset(d, 0, y.size);
+	d->cfg = *cfg;
+	d->deliver = deliver;
+	d->arg = arg;
+	d->slot = y.slot;
+	d->max_span = fec_max_span(cfg);
+	d->settle = fec_settle_span(cfg);
+	d->rs = cfg->code == IL_FEC_CODE_RS;
+	d->ref_impl = cfg->xor_impl == IL_FEC_XOR_REF;
+	d->rec = (struct dec_rec *)((uint8_t *)d + y.off_rec);
+	d->nrec = y.nrec;
+	d->ht = (uint32_t *)((uint8_t *)d + y.off_ht);
+	d->ht_mask = y.htsize - 1;
+	memset(d->ht, 0xff, sizeof(uint32_t) * y.htsize);
+	d->pend = (struct dec_pend *)((uint8_t *)d + y.off_pend);
+	d->npend = y.npend;
+	d->work = (uint32_t *)((uint8_t *)d + y.off_work);
+	d->work_cap = y.nrec + 1;
+	d->rec_buf = (uint8_t *)d + y.off_rbuf;
+	d->pend_buf = (uint8_t *)d + y.off_pbuf;
+	d->scratch = (uint8_t *)d + y.off_scr;
+	d->footprint = y.size;
+	if (d->rs)
+		fec_gf_init(&d->gf, cfg->r, cfg->c);
+}
+
 struct il_fec_dec *il_fec_dec_create(const struct il_fec_cfg *cfg, il_fec_deliver_fn deliver,
 				     void *arg, char *err, size_t errlen)
 {
 	struct il_fec_dec *d;
-	uint32_t slot, nrec, npend, htsize = 1;
-	size_t size, off_rec, off_ht, off_pend, off_work, off_rbuf, off_pbuf, off_scr;
+	struct dec_layout y;
 
 	if (il_fec_cfg_check(cfg, err, errlen, NULL, 0) != 0)
 		return NULL;
@@ -32,59 +92,31 @@ struct il_fec_dec *il_fec_dec_create(const struct il_fec_cfg *cfg, il_fec_delive
 		snprintf(err, errlen, "fec: decoder needs a deliver callback");
 		return NULL;
 	}
-	slot = fec_slot_size(cfg);
-	nrec = cfg->dec_max_pkts;
-	npend = cfg->dec_max_repairs;
-	/* Load factor at most 1/2 keeps linear probing short. */
-	while (htsize < 2 * nrec)
-		htsize <<= 1;
-
-#define AL(x) (((x) + FEC_ALIGN - 1) / FEC_ALIGN * FEC_ALIGN)
-	off_rec = AL(sizeof(*d));
-	off_ht = off_rec + AL(sizeof(struct dec_rec) * (size_t)nrec);
-	off_pend = off_ht + AL(sizeof(uint32_t) * (size_t)htsize);
-	off_work = off_pend + AL(sizeof(struct dec_pend) * (size_t)npend);
-	off_rbuf = off_work + AL(sizeof(uint32_t) * ((size_t)nrec + 1));
-	off_pbuf = off_rbuf + (size_t)slot * nrec;
-	off_scr = off_pbuf + (size_t)slot * npend;
-	size = off_scr + (size_t)slot * IL_FEC_MAX_C;
-#undef AL
-
-	d = fec_alloc(cfg, size);
+	dec_layout(cfg, &y);
+	d = fec_alloc(cfg, y.size);
 	if (!d) {
-		snprintf(err, errlen, "fec: cannot allocate %zu bytes for the decoder", size);
+		snprintf(err, errlen, "fec: cannot allocate %zu bytes for the decoder", y.size);
 		return NULL;
 	}
-	d->cfg = *cfg;
-	d->deliver = deliver;
-	d->arg = arg;
-	d->slot = slot;
-	d->max_span = fec_max_span(cfg);
-	d->settle = fec_settle_span(cfg);
-	d->rs = cfg->code == IL_FEC_CODE_RS;
-	d->ref_impl = cfg->xor_impl == IL_FEC_XOR_REF;
-	d->rec = (struct dec_rec *)((uint8_t *)d + off_rec);
-	d->nrec = nrec;
-	d->ht = (uint32_t *)((uint8_t *)d + off_ht);
-	d->ht_mask = htsize - 1;
-	memset(d->ht, 0xff, sizeof(uint32_t) * htsize);
-	d->pend = (struct dec_pend *)((uint8_t *)d + off_pend);
-	d->npend = npend;
-	d->work = (uint32_t *)((uint8_t *)d + off_work);
-	d->work_cap = nrec + 1;
-	d->rec_buf = (uint8_t *)d + off_rbuf;
-	d->pend_buf = (uint8_t *)d + off_pbuf;
-	d->scratch = (uint8_t *)d + off_scr;
-	d->footprint = size;
-	if (d->rs)
-		fec_gf_init(&d->gf, cfg->r, cfg->c);
+	dec_init(d, cfg, deliver, arg);
 	return d;
+}
+
+void il_fec_dec_reset(struct il_fec_dec *d)
+{
+	struct il_fec_cfg cfg = d->cfg;
+
+	dec_init(d, &cfg, d->deliver, d->arg);
 }
 
 void il_fec_dec_free(struct il_fec_dec *d)
 {
 	if (d) {
 		struct il_fec_cfg cfg = d->cfg;
+
+		for (uint32_t i = 0; i < d->nrec; i++)
+			if (d->rec[i].state != REC_FREE && d->rec[i].handle != NULL)
+				cfg.release(d->rec[i].handle, cfg.release_arg);
 
 		fec_free(&cfg, d);
 	}
@@ -245,7 +277,7 @@ static void two_repair(struct il_fec_dec *d, uint32_t pi, uint64_t now)
 				d->st.repairs_inconsistent++;
 				continue;
 			}
-			zb = rec_data(d, z);
+			zb = rec_slot(d, z);
 			n = len < big->xor_len ? len : big->xor_len;
 			memcpy(zb, pend_data(d, bi), n);
 			if (n < len)
@@ -306,7 +338,7 @@ static void rs_try(struct il_fec_dec *d, uint32_t pi, uint64_t now)
 		cols[s] = p->miss_pos[s];
 		/* A packet recovered meanwhile (queued, not yet subtracted)
 		 * must keep its bytes: decode it into scratch. */
-		out[s] = d->rec[miss[s]].state == REC_MISSING ? rec_data(d, miss[s])
+		out[s] = d->rec[miss[s]].state == REC_MISSING ? rec_slot(d, miss[s])
 							       : d->scratch + (size_t)s * d->slot;
 	}
 	if (fec_gf_solve(&d->gf, m, rows, cols, in, lc, len, out, lens, d->ref_impl) != 0)
@@ -367,7 +399,7 @@ static void cascade(struct il_fec_dec *d, uint64_t now)
 					if (len == 0 || len > p->xor_len) {
 						d->st.repairs_inconsistent++;
 					} else {
-						memcpy(rec_data(d, t), pend_data(d, pi), len);
+						memcpy(rec_slot(d, t), pend_data(d, pi), len);
 						d->rec[t].len = (uint16_t)len;
 						recovered(d, t, p->layer, IL_FEC_HOW_CASCADE, now);
 					}
@@ -382,18 +414,60 @@ static void cascade(struct il_fec_dec *d, uint64_t now)
 	}
 }
 
-enum il_fec_verdict il_fec_dec_data(struct il_fec_dec *d, const struct il_fec_id *id,
-				    const void *span, uint32_t len, uint64_t now_ns)
+/* Keep the bytes of record ri: by reference when a handle comes with
+ * them, else copied into the record's slot. */
+static void rec_take(struct il_fec_dec *d, uint32_t ri, const void *span, uint32_t len,
+		     void *handle, bool *kept)
 {
-	uint32_t hash = fec_id_hash(id);
-	uint32_t ri;
+	struct dec_rec *r = &d->rec[ri];
 
+	if (handle != NULL) {
+		r->ext = span;
+		r->handle = handle;
+		*kept = true;
+	} else {
+		memcpy(rec_slot(d, ri), span, len);
+	}
+	r->len = (uint16_t)len;
+}
+
+static enum il_fec_verdict dec_data(struct il_fec_dec *d, const struct il_fec_id *id_in,
+				    bool check_known, const void *span, uint32_t len, void *handle,
+				    bool *kept, uint64_t now_ns)
+{
+	struct il_fec_id id = *id_in;
+	uint32_t hash = fec_id_hash(&id);
+	uint32_t pos = hash & d->ht_mask, ri;
+
+	*kept = false;
 	d->st.data_in++;
 	dec_expire(d, now_ns);
-	ri = dec_lookup(d, id, hash);
-	if (ri != REC_NONE) {
+	if (len == 0 || len > d->max_span) {
+		d->st.data_unstored++;
+		return IL_FEC_FORWARD;
+	}
+	ri = dec_next_tuple(d, &id, hash, &pos);
+	if (ri != REC_NONE && !check_known) {
+		/* Another packet with these addresses, IP id and length: the
+		 * payload checks tell them apart (this one's, and the kept
+		 * ones' as they are met). */
+		struct il_fec_id full;
+		uint32_t off = d->cfg.verify_l3_off >= 0 ? (uint32_t)d->cfg.verify_l3_off : 0;
+
+		if (len <= off ||
+		    il_fec_id_ipv4((const uint8_t *)span + off, len - off, &full) != 0) {
+			d->st.data_unstored++;
+			return IL_FEC_FORWARD;
+		}
+		id.csum = full.csum;
+		check_known = true;
+		d->st.checks_computed++;
+	}
+	for (; ri != REC_NONE; ri = dec_next_tuple(d, &id, hash, &pos)) {
 		struct dec_rec *r = &d->rec[ri];
 
+		if (!dec_rec_check(d, ri) || r->id.csum != id.csum)
+			continue;
 		if (r->state == REC_RECOVERED) {
 			d->st.late_originals++;
 			return IL_FEC_DROP_LATE;
@@ -403,25 +477,35 @@ enum il_fec_verdict il_fec_dec_data(struct il_fec_dec *d, const struct il_fec_id
 			return IL_FEC_FORWARD;
 		}
 		/* Awaited by stored repairs: it arrived late or out of order. */
-		if (len == 0 || len > d->max_span) {
-			d->st.data_unstored++;
-			return IL_FEC_FORWARD;
-		}
-		memcpy(rec_data(d, ri), span, len);
-		r->len = (uint16_t)len;
+		rec_take(d, ri, span, len, handle, kept);
 		r->state = REC_HAVE;
 		dec_push(d, ri);
 		cascade(d, now_ns);
 		return IL_FEC_FORWARD;
 	}
-	if (len == 0 || len > d->max_span) {
-		d->st.data_unstored++;
-		return IL_FEC_FORWARD;
-	}
-	ri = dec_rec_alloc(d, id, hash, now_ns, REC_HAVE);
-	memcpy(rec_data(d, ri), span, len);
-	d->rec[ri].len = (uint16_t)len;
+	ri = dec_rec_alloc(d, &id, hash, now_ns, REC_HAVE);
+	d->rec[ri].csum_known = check_known;
+	rec_take(d, ri, span, len, handle, kept);
 	return IL_FEC_FORWARD;
+}
+
+enum il_fec_verdict il_fec_dec_data(struct il_fec_dec *d, const struct il_fec_id *id,
+				    const void *span, uint32_t len, uint64_t now_ns)
+{
+	bool kept;
+
+	return dec_data(d, id, true, span, len, NULL, &kept, now_ns);
+}
+
+enum il_fec_verdict il_fec_dec_data_ref(struct il_fec_dec *d, const struct il_fec_id *id,
+					bool check_known, const void *span, uint32_t len,
+					void *handle, bool *kept, uint64_t now_ns)
+{
+	if (d->cfg.release == NULL)
+		handle = NULL; /* nobody to give it back to: copy */
+	if (d->cfg.verify_l3_off < 0)
+		check_known = true; /* the caller could not have left it out */
+	return dec_data(d, id, check_known, span, len, handle, kept, now_ns);
 }
 
 /* ---- repairs ---------------------------------------------------------- */
@@ -584,7 +668,7 @@ enum il_fec_bad il_fec_dec_repair(struct il_fec_dec *d, const void *msg, uint32_
 
 		memcpy(&ids[k], rp.ids + k * IL_FEC_ID_LEN, IL_FEC_ID_LEN);
 		h = fec_id_hash(&ids[k]);
-		ri = dec_lookup(d, &ids[k], h);
+		ri = dec_lookup(d, &ids[k], h, xk);
 		if (ri == REC_NONE) {
 			if (d->have_horizon && xk <= d->horizon) {
 				d->st.repairs_expired++;
@@ -644,7 +728,7 @@ enum il_fec_bad il_fec_dec_repair(struct il_fec_dec *d, const void *msg, uint32_
 					  REC_MISSING);
 			d->rec[t].x = rp.x_first + (uint64_t)k * rp.interleave;
 		}
-		memcpy(rec_data(d, t), buf, len_code);
+		memcpy(rec_slot(d, t), buf, len_code);
 		d->rec[t].len = len_code;
 		recovered(d, t, rp.layer, IL_FEC_HOW_IMMEDIATE, now_ns);
 		cascade(d, now_ns);

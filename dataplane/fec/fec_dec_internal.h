@@ -46,10 +46,13 @@ struct dec_rec {
 	struct il_fec_id id;
 	uint64_t x;    /* encoder packet number, once a repair told us */
 	uint64_t t_ns; /* arrival (MISSING: when its neighbours arrived) */
-	uint32_t hash;
+	const uint8_t *ext; /* HAVE by reference: the caller's bytes (else the slot) */
+	void *handle;       /* ... released through cfg.release */
+	uint32_t hash;      /* of the id without its payload check */
 	uint16_t len;
 	uint8_t state;
 	uint8_t nref;
+	uint8_t csum_known; /* id.csum is the payload check (else not computed yet) */
 	struct rec_ref ref[REC_MAXREF];
 };
 
@@ -105,9 +108,16 @@ struct il_fec_dec {
 	struct fec_gf gf;
 };
 
-static inline uint8_t *rec_data(const struct il_fec_dec *d, uint32_t i)
+/* The record's slot: where a copied or rebuilt packet is written. */
+static inline uint8_t *rec_slot(const struct il_fec_dec *d, uint32_t i)
 {
 	return d->rec_buf + (size_t)i * d->slot;
+}
+
+/* The record's packet bytes, wherever they are. */
+static inline const uint8_t *rec_data(const struct il_fec_dec *d, uint32_t i)
+{
+	return d->rec[i].ext != NULL ? d->rec[i].ext : rec_slot(d, i);
 }
 
 static inline uint8_t *pend_data(const struct il_fec_dec *d, uint32_t i)
@@ -120,8 +130,23 @@ static inline bool ref_valid(const struct il_fec_dec *d, struct rec_ref r)
 	return d->pend[r.idx].live && d->pend[r.idx].gen == r.gen;
 }
 
+/* Ids are hashed and indexed without their payload check: a received
+ * packet's check is computed only when two packets share the rest. */
 uint32_t fec_id_hash(const struct il_fec_id *id);
-uint32_t dec_lookup(const struct il_fec_dec *d, const struct il_fec_id *id, uint32_t hash);
+static inline bool fec_tuple_eq(const struct il_fec_id *a, const struct il_fec_id *b)
+{
+	return a->src == b->src && a->dst == b->dst && a->ip_id == b->ip_id &&
+	       a->ip_len == b->ip_len;
+}
+/* Next record after table position *pos (start with *pos = hash &
+ * ht_mask) whose id has the same addresses, IP id and length, or REC_NONE. */
+uint32_t dec_next_tuple(const struct il_fec_dec *d, const struct il_fec_id *id, uint32_t hash,
+			uint32_t *pos);
+/* The record a recipe entry names (id with its check, packet number x). */
+uint32_t dec_lookup(struct il_fec_dec *d, const struct il_fec_id *id, uint32_t hash, uint64_t x);
+/* Make record ri's payload check known (a HAVE record computes it from
+ * its bytes); false when its bytes are not an IPv4 packet. */
+bool dec_rec_check(struct il_fec_dec *d, uint32_t ri);
 /* A new record (evicting the oldest if the store is full). */
 uint32_t dec_rec_alloc(struct il_fec_dec *d, const struct il_fec_id *id, uint32_t hash,
 		       uint64_t now, uint8_t state);

@@ -89,36 +89,33 @@ uint16_t fec_first_target(unsigned b, unsigned i, unsigned r)
 	return (uint16_t)s;
 }
 
-struct il_fec_enc *il_fec_enc_create(const struct il_fec_cfg *cfg, il_fec_emit_fn emit,
-				     void *arg, char *err, size_t errlen)
+/* Bins of all layers, rows per bin, and the bytes the encoder takes. */
+static size_t enc_size(const struct il_fec_cfg *cfg, size_t *nbins_out, size_t *off_out)
 {
-	struct il_fec_enc *e;
-	size_t nbins = 0, size, off;
-	unsigned nlayers, rows;
-	uint32_t hdr_room, slot;
-	uint8_t *base;
+	unsigned nlayers = fec_layers(cfg), rows = cfg->code == IL_FEC_CODE_RS ? cfg->c : 1;
+	size_t nbins = 0, off = fec_round_up(sizeof(struct il_fec_enc), FEC_ALIGN);
 
-	if (il_fec_cfg_check(cfg, err, errlen, NULL, 0) != 0)
-		return NULL;
-	if (!emit) {
-		snprintf(err, errlen, "fec: encoder needs an emit callback");
-		return NULL;
-	}
-	nlayers = fec_layers(cfg);
-	rows = cfg->code == IL_FEC_CODE_RS ? cfg->c : 1;
 	for (unsigned l = 0; l < nlayers; l++)
 		nbins += cfg->interleave[l];
-	hdr_room = fec_round_up(IL_FEC_REPAIR_HDR_LEN(cfg->r), FEC_ALIGN);
-	slot = fec_slot_size(cfg);
+	*nbins_out = nbins;
+	*off_out = off;
+	return off + fec_round_up((uint32_t)(nbins * sizeof(struct enc_bin)), FEC_ALIGN) +
+	       nbins * rows * (size_t)(fec_round_up(IL_FEC_REPAIR_HDR_LEN(cfg->r), FEC_ALIGN) +
+				       fec_slot_size(cfg));
+}
 
-	off = fec_round_up(sizeof(*e), FEC_ALIGN);
-	size = off + fec_round_up((uint32_t)(nbins * sizeof(struct enc_bin)), FEC_ALIGN) +
-	       nbins * rows * (size_t)(hdr_room + slot);
-	e = fec_alloc(cfg, size);
-	if (!e) {
-		snprintf(err, errlen, "fec: cannot allocate %zu bytes for the encoder", size);
-		return NULL;
-	}
+/* The encoder as create() makes it, in the size bytes at e: every bin
+ * empty, counters zero (also what il_fec_enc_reset() puts back). */
+static void enc_init(struct il_fec_enc *e, const struct il_fec_cfg *cfg, il_fec_emit_fn emit,
+		     void *arg)
+{
+	size_t nbins, off, size = enc_size(cfg, &nbins, &off);
+	unsigned nlayers = fec_layers(cfg), rows = cfg->code == IL_FEC_CODE_RS ? cfg->c : 1;
+	uint32_t hdr_room = fec_round_up(IL_FEC_REPAIR_HDR_LEN(cfg->r), FEC_ALIGN);
+	uint32_t slot = fec_slot_size(cfg);
+	uint8_t *base;
+
+	memset(e, 0, size);
 	e->cfg = *cfg;
 	e->emit = emit;
 	e->arg = arg;
@@ -160,7 +157,35 @@ struct il_fec_enc *il_fec_enc_create(const struct il_fec_cfg *cfg, il_fec_emit_f
 			bins += L->i;
 		}
 	}
+}
+
+struct il_fec_enc *il_fec_enc_create(const struct il_fec_cfg *cfg, il_fec_emit_fn emit,
+				     void *arg, char *err, size_t errlen)
+{
+	struct il_fec_enc *e;
+	size_t nbins, off, size;
+
+	if (il_fec_cfg_check(cfg, err, errlen, NULL, 0) != 0)
+		return NULL;
+	if (!emit) {
+		snprintf(err, errlen, "fec: encoder needs an emit callback");
+		return NULL;
+	}
+	size = enc_size(cfg, &nbins, &off);
+	e = fec_alloc(cfg, size);
+	if (!e) {
+		snprintf(err, errlen, "fec: cannot allocate %zu bytes for the encoder", size);
+		return NULL;
+	}
+	enc_init(e, cfg, emit, arg);
 	return e;
+}
+
+void il_fec_enc_reset(struct il_fec_enc *e)
+{
+	struct il_fec_cfg cfg = e->cfg;
+
+	enc_init(e, &cfg, e->emit, e->arg);
 }
 
 void il_fec_enc_free(struct il_fec_enc *e)

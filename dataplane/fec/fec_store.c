@@ -13,26 +13,71 @@ uint32_t fec_id_hash(const struct il_fec_id *id)
 	uint64_t a, b, h;
 
 	memcpy(&a, id, 8);
-	memcpy(&b, (const uint8_t *)id + 8, 8);
+	memcpy(&b, (const uint8_t *)id + 8, 4); /* IP id and length, not the check */
+	b &= 0xffffffffull;
 	h = a * 0x9e3779b97f4a7c15ull ^ b * 0xc2b2ae3d27d4eb4full;
 	h ^= h >> 32;
 	h *= 0xd6e8feb86659fd93ull;
 	return (uint32_t)(h >> 32);
 }
 
-uint32_t dec_lookup(const struct il_fec_dec *d, const struct il_fec_id *id, uint32_t hash)
+uint32_t dec_next_tuple(const struct il_fec_dec *d, const struct il_fec_id *id, uint32_t hash,
+			uint32_t *pos)
 {
-	uint32_t i = hash & d->ht_mask;
-
-	for (;;) {
+	for (uint32_t i = *pos;; i = (i + 1) & d->ht_mask) {
 		uint32_t ri = d->ht[i];
 
-		if (ri == REC_NONE)
+		if (ri == REC_NONE) {
+			*pos = i;
 			return REC_NONE;
-		if (d->rec[ri].hash == hash && il_fec_id_eq(&d->rec[ri].id, id))
+		}
+		if (d->rec[ri].hash == hash && fec_tuple_eq(&d->rec[ri].id, id)) {
+			*pos = (i + 1) & d->ht_mask;
 			return ri;
-		i = (i + 1) & d->ht_mask;
+		}
 	}
+}
+
+bool dec_rec_check(struct il_fec_dec *d, uint32_t ri)
+{
+	struct dec_rec *r = &d->rec[ri];
+	struct il_fec_id full;
+	uint32_t off = d->cfg.verify_l3_off >= 0 ? (uint32_t)d->cfg.verify_l3_off : 0;
+
+	if (r->csum_known)
+		return true;
+	if (r->len <= off || il_fec_id_ipv4(rec_data(d, ri) + off, r->len - off, &full) != 0)
+		return false;
+	r->id.csum = full.csum;
+	r->csum_known = 1;
+	d->st.checks_computed++;
+	return true;
+}
+
+/*
+ * A recipe entry names a packet by its whole id and its packet number.
+ * A kept record matches when the rest of the id agrees and either its
+ * check is known and equal, or it is not known (nobody needed it) and
+ * the packet numbers do not disagree. A record matched that way with a
+ * different payload (two packets sharing addresses, IP id and length,
+ * one of them lost) makes a recovery fail its verification, never a
+ * wrong delivery. Records whose check is known always compare it.
+ */
+uint32_t dec_lookup(struct il_fec_dec *d, const struct il_fec_id *id, uint32_t hash, uint64_t x)
+{
+	uint32_t pos = hash & d->ht_mask, ri, loose = REC_NONE;
+
+	while ((ri = dec_next_tuple(d, id, hash, &pos)) != REC_NONE) {
+		const struct dec_rec *r = &d->rec[ri];
+
+		if (r->csum_known) {
+			if (r->id.csum == id->csum)
+				return ri;
+		} else if (loose == REC_NONE && (r->x == X_UNKNOWN || x == X_UNKNOWN || r->x == x)) {
+			loose = ri;
+		}
+	}
+	return loose;
 }
 
 static void ht_insert(struct il_fec_dec *d, uint32_t ri)
@@ -159,6 +204,10 @@ static void rec_evict_oldest(struct il_fec_dec *d, bool by_age)
 		d->have_horizon = true;
 	}
 	ht_delete(d, ri);
+	if (r->handle != NULL)
+		d->cfg.release(r->handle, d->cfg.release_arg);
+	r->ext = NULL;
+	r->handle = NULL;
 	r->state = REC_FREE;
 	r->nref = 0;
 }
@@ -185,6 +234,9 @@ uint32_t dec_rec_alloc(struct il_fec_dec *d, const struct il_fec_id *id, uint32_
 	r->len = 0;
 	r->state = state;
 	r->nref = 0;
+	r->ext = NULL;
+	r->handle = NULL;
+	r->csum_known = 1;
 	ht_insert(d, ri);
 	return ri;
 }

@@ -626,6 +626,7 @@ int il_cfg_set(struct il_cfg *root, const char *path, const char *value, char *e
 				return -1;
 			}
 			struct il_cfg *val = tmp->kids[0];
+			free(tmp->keys[0]); /* the scratch key "v": the value is ours now */
 			tmp->n = 0;
 			il_cfg_free(tmp);
 			char *cp = child_path(cur->path, cur->kind == IL_CFG_MAP ? tok : NULL, (int)idx);

@@ -116,6 +116,7 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 	struct classify *c = st->ctx;
 	const struct il_app *app = c->app;
 	uint16_t out = 0;
+	uint8_t kinds = 0; /* of the survivors, for dispatch */
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -140,6 +141,7 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 		}
 		if (v == IL_V_PASS) {
 			st->ctr[v]++;
+			kinds |= IL_KIND_BIT(IL_K_NONE);
 			pkts[out++] = m;
 			continue;
 		}
@@ -154,12 +156,14 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 				mt->group_idx = (uint16_t)g;
 				st->ctr[CL_C_RAW_MATCHED]++;
 			}
+			kinds |= IL_KIND_BIT(mt->kind);
 			pkts[out++] = m;
 			continue;
 		}
 		if (v == IL_V_CONTROL) {
 			st->ctr[v]++;
 			mt->kind = IL_K_CONTROL;
+			kinds |= IL_KIND_BIT(IL_K_CONTROL);
 			pkts[out++] = m;
 			continue;
 		}
@@ -173,8 +177,11 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 		st->ctr[v]++;
 		mt->group_idx = (uint16_t)(gi - 1);
 		mt->kind = v == IL_V_DATA ? IL_K_DATA : IL_K_NAK;
+		kinds |= IL_KIND_BIT(mt->kind);
 		pkts[out++] = m;
 	}
+	if (st->io != NULL)
+		st->io->kinds = kinds;
 	return out;
 }
 
@@ -231,4 +238,5 @@ const struct il_stage_type il_stage_classify = {
 	.process = classify_process,
 	.destroy = classify_destroy,
 	.meta_sets = IL_META_TAGS,
+	.kinds_kept = true, /* it sets io->kinds */
 };

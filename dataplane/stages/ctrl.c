@@ -497,7 +497,11 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 	uint16_t out = 0;
 	uint64_t rx_ns = 0, out_ns = 0;
 
-	for (uint16_t i = 0; i < n; i++) {
+	/* A poll stage: called for every burst, scans only those with
+	 * packets for it; the housekeeping below runs either way. */
+	if (!il_burst_has(st, st->kinds))
+		out = n;
+	for (uint16_t i = out; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 
 		if (likely(il_meta(m)->kind != IL_K_CONTROL)) {
@@ -671,6 +675,7 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 		if (c->g[gi].log_slots == NULL)
 			return ERR("out of memory for stage '%s'", st->name);
 		il_tfrc_sendlog_init(&c->g[gi].log, c->g[gi].log_slots, CTL_SENDLOG_SLOTS - 1);
+		st->kinds |= IL_KIND_BIT(IL_K_DATA); /* WAN groups log what is sent */
 	}
 	struct il_chan_params cp = { .up_slots = (uint32_t)up, .down_slots = (uint32_t)down };
 	if (il_chan_open(c->chan_path, IL_CHAN_DATAPLANE, &cp, &c->ch, cerr, sizeof(cerr)))
@@ -781,4 +786,6 @@ const struct il_stage_type il_stage_control = {
 	.destroy = ctrl_destroy,
 	.state = ctrl_state,
 	.meta_needs = IL_META_TAGS,
+	.kinds = IL_KIND_BIT(IL_K_CONTROL),
+	.kinds_kept = true,
 };

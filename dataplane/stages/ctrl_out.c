@@ -214,8 +214,8 @@ void ctrl_credits_advance(struct il_stage *st, struct ctrl *c, unsigned gi)
 		if (e->sender_seq + e->count > cs->stable_next)
 			cs->stable_next = e->sender_seq + e->count;
 		/* WAN groups: what each sender got through, for the split. */
-		if (g->rate_kbps && e->m != NULL && rte_pktmbuf_pkt_len(e->m) > IL_UDP_HDRS_LEN)
-			cs->bytes += rte_pktmbuf_pkt_len(e->m) - IL_UDP_HDRS_LEN;
+		if (g->rate_kbps && e->len > IL_UDP_HDRS_LEN)
+			cs->bytes += e->len - IL_UDP_HDRS_LEN;
 	}
 	if (g->window == 0)
 		return;

@@ -99,6 +99,8 @@ struct fec_dec_ctx {
 	uint32_t local_be, peer_be;
 	uint16_t port_be;
 	bool check_peer;
+	bool by_ref;      /* received packets held by reference (hold: ref, and no
+			   * stage after this one writes into frames) */
 	double ns_per_tsc;
 	uint64_t tsc0, last_tick_ns;
 };
@@ -151,6 +153,12 @@ static void dec_deliver(void *arg, const uint8_t *span, uint32_t len,
 	}
 }
 
+static void dec_release(void *handle, void *arg)
+{
+	(void)arg;
+	rte_pktmbuf_free(handle);
+}
+
 static void dec_free(struct fec_dec_ctx *c)
 {
 	if (c == NULL)
@@ -184,6 +192,9 @@ static int dec_create(struct il_stage *st, const struct il_cfg *params, struct i
 			 c->sc.pending);
 		goto fail;
 	}
+	/* Received packets held by reference give their mbuf back here. */
+	c->sc.fec.release = dec_release;
+	c->sc.fec.release_arg = c;
 	c->dec = il_fec_dec_create(&c->sc.fec, dec_deliver, c, msg, sizeof(msg));
 	if (c->dec == NULL) {
 		snprintf(err, errlen, "stage '%s': %s", st->name, msg);
@@ -206,6 +217,35 @@ fail:
 	return -1;
 }
 
+/* A frame held by reference must keep its bytes: not when a stage after
+ * this one in its chain writes into frames (a sequencer stamping, ftcp
+ * rewriting). Then every packet is copied. */
+static bool dec_holds_refs(const struct il_stage *st)
+{
+	const struct fec_dec_ctx *c = st->ctx;
+	bool ref = c->sc.enabled && c->sc.hold_ref;
+
+	for (unsigned w = 0; w < st->app->n_workers; w++)
+		for (unsigned k = 0; k < st->app->workers[w].n_chains; k++) {
+			const struct il_chain *ch = &st->app->workers[w].chains[k];
+			bool after = false;
+
+			for (unsigned i = 0; i < ch->n_stages; i++) {
+				if (after && ch->stages[i]->type->writes_frames)
+					ref = false;
+				after |= ch->stages[i] == st;
+			}
+		}
+	return ref;
+}
+
+static uint32_t dec_mbufs_held(const struct il_stage *st)
+{
+	const struct fec_dec_ctx *c = st->ctx;
+
+	return dec_holds_refs(st) ? c->sc.fec.dec_max_pkts : 0;
+}
+
 static int dec_bind(struct il_stage *st, char *err, size_t errlen)
 {
 	struct fec_dec_ctx *c = st->ctx;
@@ -220,6 +260,7 @@ static int dec_bind(struct il_stage *st, char *err, size_t errlen)
 			 st->name, c->sc.fec.lan_mtu + FEC_ETH_LEN, room);
 		return -1;
 	}
+	c->by_ref = dec_holds_refs(st);
 	return 0;
 }
 
@@ -327,16 +368,22 @@ static uint16_t dec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 			rte_pktmbuf_free(m);
 			continue;
 		}
-		if (il_fec_id_ipv4(ip, span - FEC_ETH_LEN, &id) != 0) {
+		/* The payload check comes with the repairs (their recipes):
+		 * the codec computes it here only when it must tell two
+		 * packets apart. */
+		if (il_fec_id_ipv4_tuple(ip, span - FEC_ETH_LEN, &id) != 0) {
 			st->ctr[CTR_UNPROTECTED]++;
 			pkts[k++] = m;
 			continue;
 		}
-		if (il_fec_dec_data(c->dec, &id, rte_pktmbuf_mtod(m, const void *), span, now) ==
-		    IL_FEC_DROP_LATE) {
+		bool kept = false;
+		if (il_fec_dec_data_ref(c->dec, &id, false, rte_pktmbuf_mtod(m, const void *), span,
+					c->by_ref ? m : NULL, &kept, now) == IL_FEC_DROP_LATE) {
 			rte_pktmbuf_free(m); /* counted by the codec: drop_late_original */
 			continue;
 		}
+		if (kept)
+			rte_mbuf_refcnt_update(m, 1); /* the store's reference */
 		pkts[k++] = m;
 	}
 	c->last_tick_ns = now;
@@ -366,6 +413,8 @@ static void dec_state(const struct il_stage *st, struct il_state_sink *out)
 		{ "store_repairs_hwm", s->repairs_hwm },
 		{ "ref_overflow", s->ref_overflow },
 		{ "epoch_changes", s->epoch_changes },
+		{ "by_reference", c->by_ref },
+		{ "checks_computed", s->checks_computed },
 		{ "lat_pkts_sum", s->lat_pkts_sum },
 		{ "lat_us_sum", s->lat_ns_sum / 1000u },
 	};
@@ -395,6 +444,7 @@ const struct il_stage_type il_stage_fec_dec = {
 	.poll = true,
 	.destroy = dec_destroy,
 	.state = dec_state,
+	.mbufs_held = dec_mbufs_held,
 	/* Recovered packets join the burst untagged, and may be Interlink
 	 * frames: a classify goes after this stage, not before. */
 	.meta_loses = IL_META_TAGS,

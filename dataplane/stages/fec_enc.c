@@ -34,7 +34,7 @@ static const char *const enc_keys[] = {
 static const char *const dec_keys[] = {
 	"type", "enabled", "mode", "r", "c", "interleaves", "stagger", "delay_xor", "xor_impl",
 	"lan_mtu", "link_mtu", "link_id", "local_ip", "peer_ip", "port", "pending",
-	"store_pkts", "store_repairs", "store_age_ms", NULL,
+	"store_pkts", "store_repairs", "store_age_ms", "hold", NULL,
 };
 
 static const char *const mode_names[] = { "xor", "rs", NULL };
@@ -217,6 +217,14 @@ int fec_stage_parse(const struct il_stage *st, const struct il_cfg *params,
 		if (il_cfg_u64(params, "store_age_ms", 1000, 0, 3600000, &v, err, errlen))
 			return -1;
 		fc->dec_max_age_ns = v * 1000000u;
+		const char *hold;
+		if (il_cfg_str(params, "hold", "ref", &hold, err, errlen))
+			return -1;
+		if (strcmp(hold, "ref") != 0 && strcmp(hold, "copy") != 0)
+			return ERR("config: key '%s.hold': '%s' is not ref or copy (how the decoder "
+				   "keeps received packets: a reference to the mbuf, or a copy)",
+				   il_cfg_path(params), hold);
+		sc->hold_ref = strcmp(hold, "ref") == 0;
 	}
 	warn[0] = '\0';
 	if (il_fec_cfg_check(fc, msg, sizeof(msg), warn, sizeof(warn))) {

@@ -40,6 +40,7 @@ struct fec_stage_cfg {
 	struct rte_ether_addr peer_mac, local_mac;
 	uint32_t pending;       /* FIFO of packets made while a burst is walked */
 	uint64_t idle_flush_us; /* encoder: flush open bins after this idle time */
+	bool hold_ref;          /* decoder: keep received packets by mbuf reference */
 };
 
 /* Read a fec_enc (enc = true) or fec_dec stage's keys into sc, run the

@@ -54,13 +54,6 @@ static inline uint64_t tsc_us(const struct ftcp *f, uint64_t dt)
 	return dt * 1000000 / f->hz;
 }
 
-static inline uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no syscall */
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- logger ring ----------------------------------------------------- */
 
 static void wake_logger(struct ftcp *f)

@@ -196,4 +196,5 @@ const struct il_stage_type il_stage_ftcp = {
 	.poll = true,
 	.destroy = ftcp_destroy,
 	.state = ftcp_state,
+	.writes_frames = true, /* rewrites sequence and ack numbers in place */
 };

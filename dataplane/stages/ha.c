@@ -543,6 +543,7 @@ void il_ha_alive(const struct il_ha *ha, struct il_cm_alive *a)
 		.authority_ok = ha->role == IL_HA_ACTIVE && now < ha->auth_tsc,
 		.superseded = ha->superseded,
 		.quiescing = ha->quiescing,
+		.sent_ns = now_ns,
 	};
 }
 

@@ -16,10 +16,15 @@
  * stage named by `control` (same lcore), or from VIEW frames that pass.
  *
  * Fast path: every stamped DATA frame of a protected group goes into the
- * bins by reference (one more mbuf reference per bin instance that will
- * build a repair); a full bin XORs its frames in one ISA-L pass and each
- * target gets its own copy from the pool. Fixed memory: the LEC core's one
- * allocation and the address table, both sized from the config.
+ * bins by reference: the core's frame table keeps one mbuf reference
+ * however many bins keep the frame. When a bin fires, its frames' XOR is
+ * written straight into the repair's first frame (AVX2, or ISA-L from the
+ * frames' common 32-byte offset), the other targets get their own headers
+ * chained to a clone of it, or a copy. Bins are one per group by default
+ * (plan groups: one XOR pass per frame and layer), at the peers' rate
+ * (rate peers: each member as many repairs of a frame as its peers would
+ * send it); bins older than flush_us fire short. Fixed memory: the LEC
+ * core's one allocation and the address table, both sized from the config.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +44,7 @@
 #include <interlink/wire_msg.h>
 
 #include "ctrl.h"
+#include "stage_auth.h"
 
 enum {
 	LEC_C_DATA,          /* stamped DATA frames seen */
@@ -53,9 +59,11 @@ enum {
 	LEC_C_VIEWS,         /* view changes applied */
 	LEC_C_DROP_NO_ADDR,  /* a target whose address is not known yet */
 	LEC_C_DROP_NOMBUF,   /* pool empty */
-	LEC_C_DROP_EMIT_FULL, /* this iteration's emit queue full */
+	LEC_C_TX_DIRECT,     /* repairs straight to the tx buffer: the emit queue was full */
 	LEC_C_DROP_ADDR_FULL, /* address table full */
 	LEC_C_DROP_VIEW,     /* a view LEC's limits refused (the previous one stays) */
+	LEC_C_DROP_UNAUTH,   /* with auth: a member's frame or a VIEW whose MAC or
+			      * counter did not verify: nothing learnt from it */
 	LEC_C_COUNT
 };
 
@@ -72,13 +80,25 @@ static const char *const lec_counter_names[LEC_C_COUNT] = {
 	[LEC_C_VIEWS] = "views",
 	[LEC_C_DROP_NO_ADDR] = "drop_no_addr",
 	[LEC_C_DROP_NOMBUF] = "drop_nombuf",
-	[LEC_C_DROP_EMIT_FULL] = "drop_emit_full",
+	[LEC_C_TX_DIRECT] = "tx_direct",
 	[LEC_C_DROP_ADDR_FULL] = "drop_addr_full",
 	[LEC_C_DROP_VIEW] = "drop_view",
+	[LEC_C_DROP_UNAUTH] = "drop_unauth",
 };
 
 #define LEC_REGION_KEYS 64 /* regions reported one by one; the rest summed */
 #define LEC_NO_REGION UINT32_MAX
+
+#define IL_LEC_MAX_TARGETS 256 /* copies of one repair */
+#define LEC_DEFAULT_PLAN 1      /* groups */
+#define LEC_DEFAULT_LAYERS 8
+#define LEC_DEFAULT_RATE 1 /* peers */
+#define LEC_DEFAULT_FLUSH_US 10000
+
+struct lec_acache {
+	uint32_t id;
+	int32_t slot; /* -1: empty */
+};
 
 struct lec_addr {
 	uint8_t mac[6];
@@ -98,10 +118,14 @@ struct lec_ctx {
 	uint8_t r;
 	uint32_t max_len;
 	bool want[IL_MAX_GROUPS];     /* by group index */
+	double c;                     /* targets per message (config) */
+	double c_group[IL_MAX_GROUPS]; /* c_groups: > 0 for a group's own c */
+	bool rate_peers;              /* rate: peers */
 	uint32_t view_id[IL_MAX_GROUPS];
 	uint16_t receivers[IL_MAX_GROUPS];
 	uint64_t frames[IL_MAX_GROUPS], too_long[IL_MAX_GROUPS];
 	uint64_t view_tsc, next_view;
+	uint64_t flush_tsc, next_flush; /* bins older than flush_us fire short */
 	uint64_t tx_seq;
 	uint16_t ip_id;
 	bool by_ref; /* copies reference one message (the tx port takes chained mbufs) */
@@ -117,6 +141,15 @@ struct lec_ctx {
 	uint16_t *region_groups;
 	uint32_t n_regions;
 	uint32_t *vin, *roles, *rcv; /* scratch: a view, its receivers */
+	struct lec_acache *acache;    /* id -> address slot, in front of h */
+	uint32_t acache_shift;
+	/* With auth (the stage's own `auth` map, or its control stage's keys):
+	 * addresses and views are learnt only from frames whose MAC and
+	 * counter verify (our own replay windows: the control stage checks the
+	 * same frames against its own). */
+	struct il_stage_auth auth;
+	const struct il_auth_keyring *keys;
+	struct il_auth_replay *replay;
 };
 
 /* ---- the LEC core's callbacks ------------------------------------------ */
@@ -133,9 +166,9 @@ static void lec_release(void *arg, void *const *cookies, uint32_t n)
 	rte_pktmbuf_free_bulk((struct rte_mbuf **)(uintptr_t)cookies, n);
 }
 
-/* The repair's Interlink message (header, LEC body, ids, XOR) at b. */
-static void put_msg(uint8_t *b, const struct lec_ctx *x, const struct il_lec_repair *rep,
-		    uint64_t seq)
+/* The repair's Interlink header, LEC body and ids at b (its XOR follows). */
+static void put_msg_head(uint8_t *b, const struct lec_ctx *x, const struct il_lec_repair *rep,
+			 uint64_t seq)
 {
 	const struct il_hdr_fields h = { .type = IL_T_LEC_REPAIR, .group_id = rep->ids[0].group,
 					 .sender_seq = seq };
@@ -146,9 +179,54 @@ static void put_msg(uint8_t *b, const struct lec_ctx *x, const struct il_lec_rep
 	b = il_lec_body_put(il_hdr_put(b, &h), &lf);
 	for (unsigned j = 0; j < rep->count; j++)
 		b = il_lec_id_put(b, rep->ids[j].group, rep->ids[j].epoch, rep->ids[j].seq);
-	rte_memcpy(b, rep->payload, rep->len);
 }
 
+/* Member id -> slot in the address table: a direct-mapped cache in front
+ * of the rte_hash (slots never move: members are never deleted), so a
+ * repair's targets cost a multiply and a compare each. -1: not learnt. */
+static inline int32_t addr_find(struct lec_ctx *x, uint32_t id)
+{
+	struct lec_acache *c = &x->acache[(uint32_t)(id * 0x9e3779b1u) >> x->acache_shift];
+	int32_t k;
+
+	if (likely(c->slot >= 0 && c->id == id))
+		return c->slot;
+	k = rte_hash_lookup(x->h, &id);
+	if (k >= 0) {
+		c->id = id;
+		c->slot = k;
+	}
+	return k;
+}
+
+/* Repairs need no order with the burst (they go to the hosts' TX side, and
+ * a receiver keeps a repair that comes before its data): after the burst
+ * while there is room, else straight into the port's tx buffer. */
+static inline void lec_out(struct lec_ctx *x, struct rte_mbuf *m)
+{
+	if (likely(il_emit_room(x->st) > 0)) {
+		il_emit(x->st, x->tx, m);
+	} else {
+		x->st->ctr[LEC_C_TX_DIRECT]++;
+		il_tx(x->st->io, x->tx, m);
+	}
+}
+
+static inline void count_copy(struct lec_ctx *x, struct lec_addr *a, uint16_t mlen)
+{
+	a->copies++;
+	if (a->region < x->n_regions)
+		x->region_copies[a->region]++;
+	x->st->ctr[LEC_C_REPAIR_COPIES]++;
+	x->st->ctr[LEC_C_REPAIR_BYTES] += mlen;
+}
+
+/* One repair to its targets. The first target's frame is built in one
+ * mbuf: the XOR of the frames (the core's sources, still referenced)
+ * written straight into it, at the sources' offset from a 32-byte
+ * boundary so that ISA-L runs (the headers, written after, cover the
+ * junk before it). Every other target gets its own headers chained to a
+ * clone of that message (fanout reference) or a whole copy. */
 static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t *targets,
 		     uint32_t n)
 {
@@ -156,66 +234,77 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 	struct il_stage *st = x->st;
 	const struct il_app *app = x->app;
 	const uint16_t mlen = (uint16_t)IL_LEC_REPAIR_LEN(rep->count, rep->len);
+	const uint32_t poff = IL_UDP_HDRS_LEN + (uint32_t)IL_LEC_REPAIR_LEN(rep->count, 0);
 	const uint64_t seq = ++x->tx_seq;
 	struct il_path path = { .src_ip = app->appliance_ip, .src_port = x->udp_port,
 				.dst_port = x->udp_port, .ttl = 16, .df = true };
-	const void *keys[RTE_HASH_LOOKUP_BULK_MAX];
-	int32_t pos[RTE_HASH_LOOKUP_BULK_MAX];
-	struct rte_mbuf *msg = NULL;
+	int32_t slot[IL_LEC_MAX_TARGETS];
 	uint32_t go = 0;
+	struct rte_mbuf *m0;
+	uint8_t *f0;
 
 	st->ctr[LEC_C_REPAIRS]++;
-	memcpy(path.src_mac, app->ports[x->tx].mac, 6);
-	/* the targets' addresses in one bulk lookup (they are few: c or so) */
-	if (n > RTE_HASH_LOOKUP_BULK_MAX) {
-		st->ctr[LEC_C_DROP_NO_ADDR] += n - RTE_HASH_LOOKUP_BULK_MAX;
-		n = RTE_HASH_LOOKUP_BULK_MAX;
+	if (unlikely(n > IL_LEC_MAX_TARGETS)) {
+		st->ctr[LEC_C_DROP_NO_ADDR] += n - IL_LEC_MAX_TARGETS;
+		n = IL_LEC_MAX_TARGETS;
 	}
-	for (uint32_t i = 0; i < n; i++)
-		keys[i] = &targets[i];
-	if (rte_hash_lookup_bulk(x->h, keys, n, pos) != 0)
-		return;
 	for (uint32_t i = 0; i < n; i++) {
-		if (pos[i] < 0)
+		int32_t k = addr_find(x, targets[i]);
+
+		if (unlikely(k < 0))
 			st->ctr[LEC_C_DROP_NO_ADDR]++;
 		else
-			pos[go++] = pos[i];
+			slot[go++] = k;
 	}
-	if (go > 1 && x->by_ref) {
-		/* one message, referenced by every copy: each target's frame is
-		 * its own Ethernet/IPv4/UDP headers chained to it */
-		uint8_t *b;
+	if (unlikely(go == 0))
+		return;
+	m0 = il_pktmbuf_alloc(app->pool);
+	if (unlikely(m0 == NULL)) {
+		st->ctr[LEC_C_DROP_NOMBUF] += go;
+		return;
+	}
+	if (rep->payload == NULL) {
+		/* the XOR lands where the sources sit relative to 32 bytes */
+		uintptr_t want = (uintptr_t)rep->src[0] & 31;
+		uintptr_t at = (uintptr_t)m0->buf_addr + RTE_PKTMBUF_HEADROOM + poff;
 
-		msg = il_pktmbuf_alloc(app->pool);
-		b = msg ? (uint8_t *)rte_pktmbuf_append(msg, mlen) : NULL;
-		if (unlikely(b == NULL)) {
-			st->ctr[LEC_C_DROP_NOMBUF] += go;
-			rte_pktmbuf_free(msg);
-			return;
-		}
-		put_msg(b, x, rep, seq);
+		m0->data_off = (uint16_t)(RTE_PKTMBUF_HEADROOM - ((at - want) & 31));
 	}
-	for (uint32_t i = 0; i < go; i++) {
-		struct lec_addr *a = &x->addr[pos[i]];
+	f0 = (uint8_t *)rte_pktmbuf_append(m0, (uint16_t)(IL_UDP_HDRS_LEN + mlen));
+	if (unlikely(f0 == NULL)) {
+		st->ctr[LEC_C_DROP_NOMBUF] += go;
+		rte_pktmbuf_free(m0);
+		return;
+	}
+	m0->l2_len = IL_ETH_HLEN;
+	m0->l3_len = IL_IPV4_HLEN;
+	if (rep->payload == NULL)
+		il_lec_repair_xor(rep, f0 + poff, 31);
+	else
+		rte_memcpy(f0 + poff, rep->payload, rep->len);
+	put_msg_head(f0 + IL_UDP_HDRS_LEN, x, rep, seq);
+	memcpy(path.src_mac, app->ports[x->tx].mac, 6);
+
+	for (uint32_t i = 1; i < go; i++) {
+		struct lec_addr *a = &x->addr[slot[i]];
 		struct rte_mbuf *m;
 		uint8_t *f;
 
-		if (unlikely(il_emit_room(st) == 0)) {
-			st->ctr[LEC_C_DROP_EMIT_FULL]++;
-			continue;
-		}
 		memcpy(path.dst_mac, a->mac, 6);
 		path.dst_ip = a->ip;
-		if (msg != NULL) {
+		if (x->by_ref) {
+			/* its own headers, chained to the message (which the
+			 * clone references without the first frame's headers) */
 			struct rte_mbuf *ind;
 
 			m = il_app_frame_alloc(app, IL_UDP_HDRS_LEN, &f);
-			ind = m ? rte_pktmbuf_clone(msg, app->pool) : NULL;
+			ind = m ? rte_pktmbuf_clone(m0, app->pool) : NULL;
 			if (unlikely(ind == NULL)) {
 				st->ctr[LEC_C_DROP_NOMBUF]++;
 				rte_pktmbuf_free(m);
 				continue;
 			}
+			rte_pktmbuf_adj(ind, IL_UDP_HDRS_LEN);
 			il_udp_frame_put(f, &path, x->ip_id++, mlen);
 			rte_pktmbuf_chain(m, ind);
 		} else {
@@ -224,18 +313,21 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 				st->ctr[LEC_C_DROP_NOMBUF]++;
 				continue;
 			}
-			put_msg(il_udp_frame_put(f, &path, x->ip_id++, mlen), x, rep, seq);
+			rte_memcpy(il_udp_frame_put(f, &path, x->ip_id++, mlen),
+				   f0 + IL_UDP_HDRS_LEN, mlen);
 		}
 		/* no UDP checksum (allowed over IPv4): the receiver checks every
 		 * frame it rebuilds against the id that names it */
-		il_emit(st, x->tx, m);
-		a->copies++;
-		if (a->region < x->n_regions)
-			x->region_copies[a->region]++;
-		st->ctr[LEC_C_REPAIR_COPIES]++;
-		st->ctr[LEC_C_REPAIR_BYTES] += mlen;
+		lec_out(x, m);
+		count_copy(x, a, mlen);
 	}
-	rte_pktmbuf_free(msg); /* the copies hold it */
+	struct lec_addr *a0 = &x->addr[slot[0]];
+
+	memcpy(path.dst_mac, a0->mac, 6);
+	path.dst_ip = a0->ip;
+	il_udp_frame_put(f0, &path, x->ip_id++, mlen);
+	lec_out(x, m0);
+	count_copy(x, a0, mlen);
 }
 
 /* ---- member addresses and regions --------------------------------------- */
@@ -256,15 +348,34 @@ static uint32_t region_of(const struct lec_ctx *x, uint32_t id)
 	return LEC_NO_REGION;
 }
 
-/* A member's frame: where its host is. */
+/* With auth: the frame's Interlink message is signed by a key we hold,
+ * with a counter its sender has not used before. */
+static bool frame_verified(struct lec_ctx *x, const uint8_t *f, const struct il_meta *mt)
+{
+	if (x->keys == NULL)
+		return true;
+	if (il_auth_verify(x->keys, x->replay, f + mt->il_off,
+			   il_get16(f + mt->l4_off + 4) - IL_UDP_HLEN) == IL_AUTH_OK)
+		return true;
+	x->st->ctr[LEC_C_DROP_UNAUTH]++;
+	return false;
+}
+
+/* A member's frame: where its host is. The address is the frame's source,
+ * outside what a MAC covers: with auth, a frame whose MAC and counter
+ * verify (a replayed frame does not) binds its sender to where it came
+ * from; without auth, any frame does (docs/lec.md, "Addresses"). */
 static void learn(struct lec_ctx *x, const struct rte_mbuf *m, const uint8_t *f,
 		  const struct il_meta *mt)
 {
 	uint32_t id = il_get32(f + mt->il_off + IL_OFF_SENDER_ID);
 	uint32_t ip = il_get32(f + mt->l3_off + 12);
-	int32_t k = rte_hash_lookup(x->h, &id);
+	int32_t k;
 
 	(void)m;
+	if (!frame_verified(x, f, mt))
+		return;
+	k = rte_hash_lookup(x->h, &id);
 	if (likely(k >= 0)) {
 		struct lec_addr *a = &x->addr[k];
 
@@ -321,6 +432,22 @@ static void regions_renumber(struct lec_ctx *x)
 
 /* ---- views --------------------------------------------------------------- */
 
+/* Targets per message for group gi of k receivers. rate: peers gives each
+ * member as many repairs of a message as its peers would have sent it
+ * with receiver-side LEC at (r, c): each of the k - 1 others sends
+ * min(c, k - 1) copies, one of which is this member's with probability
+ * 1 / (k - 1), so min(c, k - 1) per member, k min(c, k - 1) in all
+ * (the core gives a bin layers when that exceeds a member per repair). */
+static double group_c(const struct lec_ctx *x, unsigned gi, uint32_t k)
+{
+	if (x->c_group[gi] > 0)
+		return x->c_group[gi];
+	if (x->rate_peers && k >= 2)
+		return (double)k * (x->c < k - 1 ? x->c : (double)(k - 1));
+	/* one node's rate: at most every member once (Ricochet's cap) */
+	return k > 0 && x->c > k ? (double)k : x->c;
+}
+
 /* Group gi's view: its receivers into LEC (applied by the caller). */
 static bool view_set(struct lec_ctx *x, unsigned gi, uint32_t view_id, const uint32_t *ids,
 		     const uint32_t *roles, uint16_t n)
@@ -335,7 +462,8 @@ static bool view_set(struct lec_ctx *x, unsigned gi, uint32_t view_id, const uin
 		if (roles[i] & IL_ROLE_RECEIVER)
 			x->rcv[k++] = ids[i];
 	x->receivers[gi] = (uint16_t)k;
-	if (il_lec_group_set(x->l, x->app->groups[gi].id, 0, x->rcv, k, err, sizeof(err)) != 0) {
+	if (il_lec_group_set(x->l, x->app->groups[gi].id, group_c(x, gi, k), x->rcv, k, err,
+			     sizeof(err)) != 0) {
 		x->st->ctr[LEC_C_DROP_VIEW]++;
 		return false;
 	}
@@ -382,11 +510,11 @@ static void view_from_frame(struct lec_ctx *x, const uint8_t *h, uint32_t len,
 	const struct il_group *g = il_app_group_by_id(x->app, il_get16(h + IL_OFF_GROUP_ID));
 	uint32_t hl = h[IL_OFF_HDR_LEN];
 
-	if (g == NULL || len < hl || il_view_get(h + hl, len - hl, &v) != 0)
+	if (g == NULL || len < hl || il_view_get(h + hl, len - hl, &v) != 0 ||
+	    !frame_verified(x, h - mt->il_off, mt))
 		return;
 	unsigned gi = (unsigned)(g - x->app->groups);
 
-	(void)mt;
 	if (!x->want[gi])
 		return;
 	for (uint16_t i = 0; i < v.n_members; i++) {
@@ -402,12 +530,17 @@ static void view_from_frame(struct lec_ctx *x, const uint8_t *h, uint32_t len,
 static uint16_t lec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct lec_ctx *x = st->ctx;
+	/* the core's clock is the TSC (it only compares times: flush by age) */
+	const uint64_t now = rte_rdtsc();
 
-	if (x->ctl != NULL) {
-		uint64_t now = rte_rdtsc();
-
-		if (unlikely(now >= x->next_view))
-			views_from_ctl(x, now);
+	if (x->ctl != NULL && unlikely(now >= x->next_view))
+		views_from_ctl(x, now);
+	if (unlikely(now >= x->next_flush)) {
+		x->next_flush = now + x->flush_tsc / 4;
+		if (x->flush_tsc)
+			il_lec_flush_aged(x->l, now, x->flush_tsc);
+		else
+			x->next_flush = UINT64_MAX;
 	}
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -436,7 +569,7 @@ static uint16_t lec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 						      .epoch = il_get32(h + IL_OFF_EPOCH),
 						      .group = x->app->groups[gi].id };
 
-			il_lec_data(x->l, &id, h, len, m, 0);
+			il_lec_data(x->l, &id, h, len, m, now);
 			st->ctr[LEC_C_PROTECTED]++;
 			x->frames[gi]++;
 		} else if (mt->kind == IL_K_CONTROL || mt->kind == IL_K_NAK) {
@@ -455,7 +588,8 @@ static uint16_t lec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 
 static const char *const lec_keys[] = {
 	"type", "control", "tx", "r", "c", "stagger", "groups", "xor_impl", "max_members",
-	"max_bins", "max_links", "max_group_size", "view_poll_us", "fanout", NULL,
+	"max_bins", "max_links", "max_group_size", "view_poll_us", "fanout", "plan",
+	"max_layers", "flush_us", "auth", "rate", "c_groups", NULL,
 };
 
 static void *lec_stage_alloc(size_t size, size_t align, void *arg)
@@ -477,6 +611,9 @@ static void lec_destroy(struct il_stage *st)
 	if (x == NULL)
 		return;
 	il_lec_free(x->l); /* gives back the references the bins hold */
+	il_stage_auth_free(&x->auth);
+	if (x->replay != x->auth.replay)
+		rte_free(x->replay);
 	rte_hash_free(x->h);
 	rte_free(x->addr);
 	rte_free(x->region_copies);
@@ -485,8 +622,38 @@ static void lec_destroy(struct il_stage *st)
 	rte_free(x->vin);
 	rte_free(x->roles);
 	rte_free(x->rcv);
+	rte_free(x->acache);
 	rte_free(x);
 	st->ctx = NULL;
+}
+
+/* c_groups: { <group id>: <targets per message> } */
+static int parse_c_groups(struct lec_ctx *x, const struct il_cfg *p, char *err, size_t errlen)
+{
+	const struct il_cfg *m = il_cfg_get(p, "c_groups");
+
+	if (m == NULL)
+		return 0;
+	if (il_cfg_kind(m) != IL_CFG_MAP)
+		return ERR("config: key '%s.c_groups' must map group ids to targets per message",
+			   il_cfg_path(p));
+	for (unsigned i = 0; i < il_cfg_len(m); i++) {
+		const char *k = il_cfg_key_at(m, i), *v = il_cfg_scalar(il_cfg_at(m, i));
+		char *end = NULL, *vend = NULL;
+		unsigned long id = k ? strtoul(k, &end, 10) : 0;
+		const struct il_group *g = (k && *k && !*end && id <= 65535) ?
+						   il_app_group_by_id(x->app, (uint16_t)id) : NULL;
+		double c = v ? strtod(v, &vend) : 0;
+
+		if (g == NULL)
+			return ERR("config: key '%s.c_groups.%s': not a configured group id",
+				   il_cfg_path(p), k ? k : "?");
+		if (!v || !*v || *vend || !(c >= 0.01 && c <= IL_LEC_MAX_C))
+			return ERR("config: key '%s.c_groups.%s' = '%s'; allowed: 0.01..%g",
+				   il_cfg_path(p), k, v ? v : "?", IL_LEC_MAX_C);
+		x->c_group[g - x->app->groups] = c;
+	}
+	return 0;
 }
 
 static int parse_groups(struct lec_ctx *x, const struct il_cfg *p, char *err, size_t errlen)
@@ -520,8 +687,12 @@ static int parse_groups(struct lec_ctx *x, const struct il_cfg *p, char *err, si
 static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app, char *err,
 		      size_t errlen)
 {
-	static const char *const impls[] = { "isal", "ref", NULL };
+	static const char *const impls[] = { "isal", "ref", "avx2", NULL };
 	static const char *const fanouts[] = { "auto", "copy", "reference", NULL };
+	static const char *const plans[] = { "regions", "groups", NULL };
+	static const char *const rates[] = { "node", "peers", NULL };
+	uint64_t layers, flush_us;
+	int plan, rate;
 	struct lec_ctx *x = rte_zmalloc("il_lec_stage", sizeof(*x), RTE_CACHE_LINE_SIZE);
 	struct il_lec_cfg lc;
 	const char *ctl, *tx;
@@ -542,13 +713,20 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	    il_cfg_u64(p, "r", 8, 2, IL_LEC_MAX_R, &r, err, errlen) ||
 	    il_cfg_double(p, "c", 5.0, 0.01, IL_LEC_MAX_C, &c, err, errlen) ||
 	    il_cfg_u64(p, "stagger", 1, 1, IL_LEC_MAX_STAGGER, &stagger, err, errlen) ||
-	    il_cfg_enum(p, "xor_impl", impls, 0, &impl, err, errlen) ||
+	    il_cfg_enum(p, "xor_impl", impls, IL_LEC_XOR_AVX2, &impl, err, errlen) ||
 	    il_cfg_u64(p, "max_members", 1024, 1, 1u << 20, &members, err, errlen) ||
 	    il_cfg_u64(p, "max_bins", 512, 1, 1u << 16, &bins, err, errlen) ||
 	    il_cfg_u64(p, "max_links", 4096, 1, 1u << 22, &links, err, errlen) ||
 	    il_cfg_u64(p, "max_group_size", 256, 1, 1u << 16, &gsize, err, errlen) ||
 	    il_cfg_u64(p, "view_poll_us", 1000, 1, 1000000, &poll_us, err, errlen) ||
 	    il_cfg_enum(p, "fanout", fanouts, 0, &x->fanout, err, errlen) ||
+	    il_cfg_enum(p, "plan", plans, LEC_DEFAULT_PLAN, &plan, err, errlen) ||
+	    il_cfg_u64(p, "max_layers", LEC_DEFAULT_LAYERS, 1, IL_LEC_MAX_LAYERS, &layers, err,
+		       errlen) ||
+	    il_cfg_u64(p, "flush_us", LEC_DEFAULT_FLUSH_US, 0, 1000000, &flush_us, err, errlen) ||
+	    il_stage_auth_create(p, &x->auth, err, errlen) ||
+	    il_cfg_enum(p, "rate", rates, LEC_DEFAULT_RATE, &rate, err, errlen) ||
+	    parse_c_groups(x, p, err, errlen) ||
 	    parse_groups(x, p, err, errlen))
 		goto fail;
 	int ti = il_app_port_index(app, tx);
@@ -573,6 +751,10 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	lc.r = (uint8_t)r;
 	lc.c = c;
 	lc.stagger = (uint8_t)stagger;
+	lc.plan = (uint8_t)plan;
+	x->c = c;
+	x->rate_peers = rate == 1;
+	lc.max_layers = (uint8_t)layers;
 	lc.xor_impl = (uint8_t)impl;
 	lc.decode = false;
 	lc.defer_xor = true;
@@ -616,13 +798,24 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	x->vin = rte_zmalloc("il_lec_view", sizeof(uint32_t) * 65536, 0);
 	x->roles = rte_zmalloc("il_lec_roles", sizeof(uint32_t) * 65536, 0);
 	x->rcv = rte_zmalloc("il_lec_rcv", sizeof(uint32_t) * 65536, 0);
+	uint32_t ac = 16;
+	while (ac < 2 * members)
+		ac <<= 1;
+	x->acache_shift = 32u - (uint32_t)__builtin_ctz(ac);
+	x->acache = rte_malloc("il_lec_acache", sizeof(*x->acache) * ac, 0);
+	if (x->acache)
+		for (uint32_t i = 0; i < ac; i++)
+			x->acache[i] = (struct lec_acache){ 0, -1 };
 	if (!x->h || !x->addr || !x->region_copies || !x->region_members || !x->region_groups ||
-	    !x->vin || !x->roles || !x->rcv) {
+	    !x->vin || !x->roles || !x->rcv || !x->acache) {
 		il_err(err, errlen, "stage '%s': out of memory for %llu members", st->name,
 		    (unsigned long long)members);
 		goto fail;
 	}
+	x->keys = x->auth.keys;
+	x->replay = x->auth.replay;
 	x->view_tsc = poll_us * rte_get_tsc_hz() / 1000000u;
+	x->flush_tsc = flush_us * rte_get_tsc_hz() / 1000000u;
 	return 0;
 fail:
 	lec_destroy(st);
@@ -645,6 +838,17 @@ static int lec_bind(struct il_stage *st, char *err, size_t errlen)
 				   "stage '%s' (lcore %d): it reads the views in force", st->name,
 				   st->lcore, c->name, c->lcore);
 		x->ctl = c;
+		/* without keys of its own, the stage checks members' frames with
+		 * its control stage's keys (its own replay windows) */
+		const struct ctrl *cc = c->ctx;
+
+		if (x->keys == NULL && cc->auth.keys != NULL) {
+			x->keys = cc->auth.keys;
+			x->replay = rte_zmalloc("il_lec_replay", il_auth_replay_bytes(1024), 0);
+			if (x->replay == NULL)
+				return ERR("stage '%s': out of memory for replay windows", st->name);
+			il_auth_replay_init(x->replay, 1024);
+		}
 	}
 	/* Copies of a repair reference one message when the port sends
 	 * chained mbufs (memif, af_packet and most NICs do); else each copy
@@ -732,5 +936,6 @@ const struct il_stage_type il_stage_lec = {
 	.process = lec_process,
 	.destroy = lec_destroy,
 	.state = lec_state,
+	.poll = true, /* views and the flush timer when no traffic comes */
 	.meta_needs = IL_META_TAGS,
 };

@@ -11,6 +11,7 @@
 
 #include <rte_cycles.h>
 #include <rte_malloc.h>
+#include <rte_memcpy.h>
 #include <rte_random.h>
 
 #include <interlink/app.h>
@@ -42,6 +43,7 @@ enum {
 	NAK_C_REPEAT_REQUESTERS,
 	NAK_C_DROP_BAD_MAC,
 	NAK_C_DROP_REPLAY,
+	NAK_C_DROP_RETX_NO_MBUF,
 	NAK_C_STALE_EPOCH,
 	NAK_C_SHADOW_NAKS,
 	NAK_C_COUNT
@@ -65,6 +67,7 @@ static const char *const nak_counter_names[NAK_C_COUNT] = {
 	[NAK_C_REPEAT_REQUESTERS] = "repeat_requesters",
 	[NAK_C_DROP_BAD_MAC] = "drop_bad_mac",
 	[NAK_C_DROP_REPLAY] = "drop_replay",
+	[NAK_C_DROP_RETX_NO_MBUF] = "drop_retx_no_mbuf",
 	[NAK_C_STALE_EPOCH] = "nak_stale_epoch",
 	[NAK_C_SHADOW_NAKS] = "shadow_naks",
 };
@@ -145,6 +148,28 @@ static void answer_unavail(struct il_stage *st, struct nak *k, struct nak_reques
 	}
 	send_unavail(st, k, gi, f, mt, first, last, epoch, low);
 	nak_budget_answered(&k->req, r, gi, true, first, last, now);
+}
+
+/* A held frame goes out as it was stamped: the same mbuf with one more
+ * reference, or a copy of the bytes the sequencer kept in its arena. */
+static bool retransmit(struct il_stage *st, struct nak *k, unsigned gi,
+		       const struct il_hist_ent *e)
+{
+	if (e->m != NULL) {
+		rte_mbuf_refcnt_update(e->m, 1);
+		il_emit(st, k->tx, e->m);
+		return true;
+	}
+	uint8_t *f;
+	struct rte_mbuf *m = il_app_frame_alloc(k->app, e->len, &f);
+
+	if (unlikely(m == NULL)) {
+		st->ctr[NAK_C_DROP_RETX_NO_MBUF]++;
+		return false;
+	}
+	rte_memcpy(f, il_seq_hist_bytes(k->seq, gi, e), e->len);
+	il_emit(st, k->tx, m);
+	return true;
 }
 
 /* A NAK of the previous epoch (docs/ha.md, "Repair below the cut"): the
@@ -277,8 +302,8 @@ static void serve(struct il_stage *st, struct nak *k, struct rte_mbuf *m)
 			st->ctr[lim == 1 ? NAK_C_REQUESTER_LIMITED : NAK_C_RATE_LIMITED]++;
 			break;
 		}
-		rte_mbuf_refcnt_update(e->m, 1);
-		il_emit(st, k->tx, e->m);
+		if (!retransmit(st, k, gi, e))
+			break;
 		if (!sent)
 			sent_first = e->first;
 		sent_last = e->first + e->count - 1;
@@ -462,4 +487,6 @@ const struct il_stage_type il_stage_nak = {
 	.destroy = nak_destroy,
 	.log = nak_log,
 	.meta_needs = IL_META_TAGS,
+	.kinds = IL_KIND_BIT(IL_K_NAK),
+	.kinds_kept = true,
 };

@@ -7,9 +7,12 @@
 #include <string.h>
 
 #include <rte_ip.h>
-#include <rte_jhash.h>
 #include <rte_malloc.h>
+#include <rte_memcpy.h>
 #include <rte_udp.h>
+#if defined(RTE_ARCH_X86)
+#include <emmintrin.h>
+#endif
 
 #include <interlink/csum.h>
 #include <interlink/err.h>
@@ -36,28 +39,81 @@ static const char *const seq_counter_names[SEQ_C_COUNT] = {
 	[SEQ_C_RESTAMPED] = "restamped_frames",
 };
 
-struct raw_key {
-	uint32_t ip;
-	uint16_t port;
-	uint16_t group_idx;
-};
+/*
+ * The history. A frame of at most copy_max bytes is copied into its
+ * group's arena (the slot of the same index as its ring entry) and its
+ * mbuf is left to the sender's transmit, which frees it at once: the
+ * history never makes the pool recycle cold mbufs, and evicting costs
+ * nothing. Longer frames, or every frame with copy_max 0, are held by
+ * reference, and evicting one frees an mbuf stamped `depth` frames ago
+ * whose lines are long cold (prefetched a burst ahead). The alternatives
+ * measured side by side (bulk release, references for the newest frames
+ * only, plain stores) are in docs/benchmarks.md.
+ */
+
+/* Copy a stamped frame into its arena slot with streaming stores: the
+ * slot's cold lines are not fetched first, and the arena, read again only
+ * for a retransmission, does not push the working set out of the cache.
+ * Whole 64-byte lines: the slot is a multiple of 64, and hist_copies()
+ * checked that the mbuf's data room goes on that far past the frame. */
+static inline void arena_copy(uint8_t *dst, const uint8_t *src, uint32_t len)
+{
+#if defined(RTE_ARCH_X86)
+	for (uint32_t o = 0; o < len; o += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(src + o));
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 32));
+		__m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 48));
+		_mm_stream_si128((__m128i *)(void *)(dst + o), a);
+		_mm_stream_si128((__m128i *)(void *)(dst + o + 16), b);
+		_mm_stream_si128((__m128i *)(void *)(dst + o + 32), c);
+		_mm_stream_si128((__m128i *)(void *)(dst + o + 48), d);
+	}
+#else
+	rte_memcpy(dst, src, len);
+#endif
+}
+
+static inline bool hist_copies(const struct il_seq *s, const struct rte_mbuf *m)
+{
+	return m->data_len <= s->copy_max && m->nb_segs == 1 &&
+	       m->data_off + RTE_ALIGN_CEIL((uint32_t)m->data_len, 64) <= m->buf_len;
+}
 
 static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_seq_group *g,
 			     struct rte_mbuf *m, uint64_t first, uint32_t count, uint32_t sender,
 			     uint64_t sseq)
 {
-	struct il_hist_ent *e = &g->ring[g->head & s->mask];
+	uint32_t idx = g->head & s->mask;
+	struct il_hist_ent *e = &g->ring[idx];
 
 	if (g->n == s->depth) {
-		s->victims[s->n_victims++] = e->m;
+		if (e->m != NULL)
+			s->victims[s->n_victims++] = e->m;
 		st->ctr[SEQ_C_HIST_EVICTED]++;
 	} else {
 		g->n++;
 	}
-	rte_mbuf_refcnt_update(m, 1);
-	e->m = m;
+	if (s->copy_max) {
+		/* The entry a burst from now evicts, if it holds a reference
+		 * (a frame longer than copy_max): its mbuf is cold. */
+		const struct rte_mbuf *ahead = g->ring[(idx + IL_BURST) & s->mask].m;
+		if (unlikely(ahead != NULL)) {
+			rte_prefetch0(ahead);
+			rte_prefetch0(&ahead->next);
+		}
+	}
+	if (s->copy_max && hist_copies(s, m)) {
+		arena_copy(g->arena + (size_t)idx * s->slot, rte_pktmbuf_mtod(m, const uint8_t *),
+			   m->data_len);
+		e->m = NULL;
+	} else {
+		rte_mbuf_refcnt_update(m, 1);
+		e->m = m;
+	}
 	e->first = first;
-	e->count = count;
+	e->count = (uint16_t)count;
+	e->len = (uint16_t)m->pkt_len;
 	e->sender = sender;
 	e->sender_seq = sseq;
 	g->head++;
@@ -140,29 +196,78 @@ static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rt
 		  il_get64(h + IL_OFF_SENDER_SEQ));
 }
 
-static uint64_t raw_sender_next(struct il_seq *s, struct il_stage *st, uint32_t ip_be,
-				uint16_t port_be, uint16_t gi)
+/* Raw-mode senders: the per-source FIFO sequence of every (source
+ * address, source port, group) seen, in an open-addressing table at most
+ * half full (linear probing, never deleted from: a source keeps its
+ * numbering for the appliance's lifetime). Read for every raw frame, so it
+ * is a multiply and a probe or two, not a general hash table's lookup. A
+ * slot with seq 0 is empty: a used slot has numbered one frame at least. */
+static inline uint64_t raw_sender_next(struct il_seq *s, struct il_stage *st, uint32_t ip_be,
+				       uint16_t port_be, uint16_t gi)
 {
-	struct raw_key k = {.ip = ip_be, .port = port_be, .group_idx = gi};
-	int32_t pos = rte_hash_lookup(s->raw_senders, &k);
+	uint64_t key = (uint64_t)ip_be << 32 | (uint32_t)port_be << 16 | gi;
+	uint32_t i = (uint32_t)((key * UINT64_C(0x9e3779b97f4a7c15)) >> 32) & s->raw_mask;
 
-	if (pos < 0) {
-		pos = rte_hash_add_key(s->raw_senders, &k);
-		if (pos < 0) {
-			st->ctr[SEQ_C_RAW_SENDER_TABLE_FULL]++;
-			return 0;
+	for (;; i = (i + 1) & s->raw_mask) {
+		struct il_raw_sender *r = &s->raw_senders[i];
+
+		if (likely(r->key == key && r->seq != 0))
+			return ++r->seq;
+		if (r->seq == 0) {
+			if (unlikely(s->raw_sender_n == s->raw_sender_cap)) {
+				st->ctr[SEQ_C_RAW_SENDER_TABLE_FULL]++;
+				return 0;
+			}
+			s->raw_sender_n++;
+			r->key = key;
+			return r->seq = 1;
 		}
-		s->raw_sender_seq[pos] = 0;
 	}
-	return ++s->raw_sender_seq[pos];
 }
 
-/* Returns 0, or the counter to drop under. */
+/* The raw-mode header's fixed part for group gi, made again whenever the
+ * epoch or uto changed since it was made (an epoch change at run time
+ * costs one rebuild per group). */
+static inline const struct il_hdr1_tmpl *raw_tmpl(struct il_seq *s, unsigned gi)
+{
+	struct il_seq_group *g = &s->groups[gi];
+
+	if (unlikely(g->tmpl_epoch != s->epoch || g->tmpl_uto != s->uto || !g->tmpl_ok)) {
+		il_hdr1_tmpl_init(&g->tmpl, &(struct il_hdr_fields){
+			.type = IL_T_DATA,
+			.flags = IL_F_STAMPED | IL_F_RAW | (s->uto ? IL_F_STABLE_VALID : 0),
+			.group_id = s->app->groups[gi].id,
+			.msg_count = 1,
+			.epoch = s->epoch,
+		});
+		g->tmpl_epoch = s->epoch;
+		g->tmpl_uto = s->uto;
+		g->tmpl_ok = true;
+	}
+	return &g->tmpl;
+}
+
+/* Fold a 64-bit one's-complement sum to 16 bits. */
+static inline uint16_t fold64(uint64_t acc)
+{
+	acc = (acc & 0xffffffffu) + (acc >> 32);
+	acc = (acc & 0xffff) + (acc >> 16);
+	acc = (acc & 0xffff) + (acc >> 16);
+	acc = (acc & 0xffff) + (acc >> 16);
+	return (uint16_t)acc;
+}
+
+/* Raw mode: plain UDP matched by a group's filter. The 42 bytes of
+ * headers move into the headroom (the payload stays where it is), the
+ * header and one message record go in the gap, lengths, destination and
+ * both checksums are updated, not recomputed. Returns 0, or the counter to
+ * drop under. */
 static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
 {
 	struct il_meta *mt = il_meta(m);
-	const struct il_group *grp = &s->app->groups[mt->group_idx];
-	struct il_seq_group *g = &s->groups[mt->group_idx];
+	const unsigned gi = mt->group_idx;
+	const struct il_group *grp = &s->app->groups[gi];
+	struct il_seq_group *g = &s->groups[gi];
 	uint8_t *old = rte_pktmbuf_mtod(m, uint8_t *);
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(old + mt->l3_off);
 	uint32_t ip_end = mt->l3_off + rte_be_to_cpu_16(ip->total_length);
@@ -171,62 +276,56 @@ static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mb
 		rte_pktmbuf_trim(m, (uint16_t)(m->pkt_len - ip_end)); /* Ethernet padding */
 	if (m->pkt_len + RAW_INSERT > (uint32_t)s->app->frame_max + (mt->l3_off - 14u))
 		return SEQ_C_DROP_RAW_TOO_BIG;
-	if (m->nb_segs != 1 || rte_pktmbuf_headroom(m) < RAW_INSERT)
+	if (m->nb_segs != 1 || m->data_off < RAW_INSERT)
 		return SEQ_C_DROP_NO_HEADROOM;
 
-	uint8_t *base = (uint8_t *)rte_pktmbuf_prepend(m, RAW_INSERT);
-	memmove(base, old, mt->il_off);
+	uint8_t *base = old - RAW_INSERT;
+	m->data_off -= RAW_INSERT;
+	m->data_len += RAW_INSERT;
+	m->pkt_len += RAW_INSERT;
+	if (likely(mt->il_off == IL_UDP_HDRS_LEN))
+		memcpy(base, old, IL_UDP_HDRS_LEN); /* 42 < 44: they do not overlap */
+	else
+		memmove(base, old, mt->il_off);
 	ip = (struct rte_ipv4_hdr *)(base + mt->l3_off);
 	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(base + mt->l4_off);
-	uint8_t *h = base + mt->il_off;
-	uint16_t plen = (uint16_t)(rte_be_to_cpu_16(udp->dgram_len) - sizeof(*udp));
-	uint64_t gs = g->next++;
-	uint64_t sseq = raw_sender_next(s, st, ip->src_addr, udp->src_port, mt->group_idx);
-	uint16_t ucs = udp->dgram_cksum;
-	struct il_csum_delta d;
-	uint32_t new_dst = rte_cpu_to_be_32(grp->address);
+	uint16_t ulen = udp->dgram_len, ucs = udp->dgram_cksum, dport = udp->dst_port;
+	uint16_t new_ulen = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(ulen) + RAW_INSERT));
 	uint16_t new_dport = rte_cpu_to_be_16(grp->out_port);
-	uint16_t new_ulen = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(udp->dgram_len) + RAW_INSERT));
+	uint32_t old_dst = ip->dst_addr, new_dst = rte_cpu_to_be_32(grp->address);
+	uint64_t gs = g->next++;
+	uint64_t sseq = raw_sender_next(s, st, ip->src_addr, udp->src_port, (uint16_t)gi);
+	uint64_t ins = il_hdr1_put(base + mt->il_off, raw_tmpl(s, gi), ip->src_addr, sseq, gs,
+				   s->uto ? g->stable : 0,
+				   (uint16_t)(rte_be_to_cpu_16(ulen) - sizeof(*udp)));
 
-	/* The header and the one message record that wraps the payload. */
-	il_rec_put(il_hdr_put(h, &(struct il_hdr_fields){
-				   .type = IL_T_DATA,
-				   .flags = IL_F_STAMPED | IL_F_RAW | (s->uto ? IL_F_STABLE_VALID : 0),
-				   .group_id = grp->id,
-				   .msg_count = 1,
-				   .sender_id = rte_be_to_cpu_32(ip->src_addr),
-				   .epoch = s->epoch,
-				   .sender_seq = sseq,
-				   .global_seq = gs,
-				   .stable_seq = s->uto ? g->stable : 0,
-			   }),
-		   plen);
 	g->carried = g->stable;
-
+	/* Both checksums in 64-bit one's-complement sums of memory-order
+	 * words (16 and 32 bits fold alike; RFC 1624: new = ~(~old + ~m + m')).
+	 * UDP: out go the old length (pseudo-header and header), destination
+	 * and port, in come the new ones and the 44 inserted bytes. */
 	if (ucs) {
-		il_csum_begin(&d, ucs);
-		/* Pseudo-header and header: length twice, destination, port. */
-		il_csum_sub16(&d, udp->dgram_len);
-		il_csum_sub16(&d, udp->dgram_len);
-		il_csum_add16(&d, new_ulen);
-		il_csum_add16(&d, new_ulen);
-		il_csum_sub(&d, &ip->dst_addr, 4);
-		il_csum_add(&d, &new_dst, 4);
-		il_csum_sub16(&d, udp->dst_port);
-		il_csum_add16(&d, new_dport);
-		il_csum_add(&d, h, RAW_INSERT);
-		udp->dgram_cksum = il_udp_csum_fix(il_csum_end(&d));
+		uint64_t acc = (uint16_t)~ucs + ins;
+		acc += 2u * ((uint16_t)~ulen + (uint32_t)new_ulen);
+		acc += (uint32_t)~old_dst + (uint64_t)new_dst;
+		acc += (uint16_t)~dport + (uint32_t)new_dport;
+		udp->dgram_cksum = il_udp_csum_fix((uint16_t)~fold64(acc));
 	}
 	udp->dgram_len = new_ulen;
 	udp->dst_port = new_dport;
-	if (ip->dst_addr != new_dst) {
+	/* IPv4: the total length, and the destination when it changes (a
+	 * header that came in damaged stays so). */
+	uint16_t old_tot = ip->total_length;
+	uint16_t new_tot = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(old_tot) + RAW_INSERT));
+	uint64_t iacc = (uint16_t)~ip->hdr_checksum + (uint32_t)(uint16_t)~old_tot + new_tot;
+	if (old_dst != new_dst) {
 		/* Steer to the group's multicast address (and its MAC). */
+		iacc += (uint32_t)~old_dst + (uint64_t)new_dst;
 		ip->dst_addr = new_dst;
 		il_mcast_mac(base, grp->address);
 	}
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(ip->total_length) + RAW_INSERT));
-	ip->hdr_checksum = 0;
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	ip->total_length = new_tot;
+	ip->hdr_checksum = (uint16_t)~fold64(iacc);
 	mt->kind = IL_K_DATA;
 	st->ctr[SEQ_C_RAW_INSERTED]++;
 	hist_push(s, st, g, m, gs, 1, rte_be_to_cpu_32(ip->src_addr), sseq);
@@ -243,8 +342,15 @@ static inline void prefetch_victims(struct il_seq *s, struct rte_mbuf **pkts, ui
 		if (mt->kind != IL_K_DATA && mt->kind != IL_K_RAW)
 			continue;
 		struct il_seq_group *g = &s->groups[mt->group_idx];
-		if (g->n == s->depth)
-			rte_prefetch0(g->ring[(g->head + g->pf) & s->mask].m);
+		if (g->n == s->depth) {
+			/* Freeing reads both of the mbuf's lines (refcnt, pool;
+			 * next). A NULL entry (copied) is not prefetched. */
+			const struct rte_mbuf *v = g->ring[(g->head + g->pf) & s->mask].m;
+			if (v != NULL) {
+				rte_prefetch0(v);
+				rte_prefetch0(&v->next);
+			}
+		}
 		g->pf++;
 	}
 }
@@ -359,7 +465,8 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 	struct il_seq *s = st->ctx;
 	uint16_t out = 0;
 
-	prefetch_victims(s, pkts, n);
+	if (s->copy_max == 0)
+		prefetch_victims(s, pkts, n);
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		uint8_t kind = il_meta(m)->kind, fifo_start = 0;
@@ -392,6 +499,8 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 		}
 		pkts[out++] = m;
 	}
+	if (st->io != NULL)
+		st->io->kinds |= IL_KIND_BIT(IL_K_DATA);
 	if (s->n_victims) {
 		rte_pktmbuf_free_bulk(s->victims, s->n_victims);
 		s->n_victims = 0;
@@ -402,9 +511,8 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 static int seq_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app, char *err,
 		      size_t errlen)
 {
-	static const char *const keys[] = {"type", "history", "raw_senders", NULL};
-	uint64_t depth, raw_cap;
-	char name[RTE_HASH_NAMESIZE];
+	static const char *const keys[] = {"type", "history", "raw_senders", "copy_max", NULL};
+	uint64_t depth, raw_cap, copy_max;
 
 	if (il_cfg_check_keys(p, keys, err, errlen))
 		return -1;
@@ -415,6 +523,8 @@ static int seq_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 			   "group for retransmission, e.g. 16384)", il_cfg_path(p), depth);
 	if (il_cfg_u64(p, "raw_senders", 4096, 8, 1u << 20, &raw_cap, err, errlen))
 		return -1;
+	if (il_cfg_u64(p, "copy_max", 256, 0, 1024, &copy_max, err, errlen))
+		return -1;
 	struct il_seq *s = rte_zmalloc("il_seq", sizeof(*s), RTE_CACHE_LINE_SIZE);
 	if (!s)
 		return ERR("out of memory for stage '%s'", st->name);
@@ -422,6 +532,8 @@ static int seq_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	s->app = app;
 	s->depth = (uint32_t)depth;
 	s->mask = (uint32_t)depth - 1;
+	s->copy_max = (uint32_t)copy_max;
+	s->slot = (uint32_t)RTE_ALIGN_CEIL(s->copy_max, 64);
 	s->epoch = app->epoch;
 	s->groups = rte_zmalloc("il_seq_groups", sizeof(*s->groups) * app->n_groups,
 				RTE_CACHE_LINE_SIZE);
@@ -436,19 +548,24 @@ static int seq_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		if (!s->groups[g].ring || !s->groups[g].fifo)
 			return ERR("out of memory for %lu history slots of stage '%s'", depth,
 				   st->name);
+		if (s->slot) {
+			/* Not zeroed: written before it is read. */
+			s->groups[g].arena = rte_malloc("il_hist_arena", (size_t)s->slot * depth,
+							RTE_CACHE_LINE_SIZE);
+			if (!s->groups[g].arena)
+				return ERR("out of memory for the %lu x %u-byte history arena of "
+					   "stage '%s' (lower '%s.copy_max' or raise the EAL memory)",
+					   depth, s->slot, st->name, il_cfg_path(p));
+		}
 	}
-	snprintf(name, sizeof(name), "il_raw_%.16s", st->name);
-	struct rte_hash_parameters hp = {
-		.name = name,
-		.entries = (uint32_t)raw_cap,
-		.key_len = sizeof(struct raw_key),
-		.hash_func = rte_jhash,
-		.socket_id = (int)rte_socket_id(),
-	};
-	s->raw_senders = rte_hash_create(&hp);
+	uint32_t slots = 16;
+	while (slots < 2 * raw_cap)
+		slots *= 2;
+	s->raw_senders = rte_zmalloc("il_raw_senders", sizeof(s->raw_senders[0]) * slots,
+				     RTE_CACHE_LINE_SIZE);
 	s->raw_sender_cap = (uint32_t)raw_cap;
-	s->raw_sender_seq = rte_zmalloc("il_raw_seq", sizeof(uint64_t) * raw_cap, 0);
-	if (!s->raw_senders || !s->raw_sender_seq)
+	s->raw_mask = slots - 1;
+	if (!s->raw_senders)
 		return ERR("cannot create the raw-sender table of stage '%s'", st->name);
 	return 0;
 }
@@ -460,14 +577,19 @@ static void seq_destroy(struct il_stage *st)
 		return;
 	for (unsigned g = 0; s->groups && g < s->app->n_groups; g++) {
 		struct il_seq_group *grp = &s->groups[g];
-		for (uint32_t i = 0; i < grp->n; i++)
-			rte_pktmbuf_free(grp->ring[(grp->head - grp->n + i) & s->mask].m);
+		for (uint32_t i = 0; i < grp->n; i++) {
+			struct rte_mbuf *m = grp->ring[(grp->head - grp->n + i) & s->mask].m;
+			if (m != NULL)
+				rte_pktmbuf_free(m);
+		}
 		rte_free(grp->ring);
+		rte_free(grp->arena);
 		rte_free(grp->fifo);
 	}
 	rte_free(s->groups);
-	rte_hash_free(s->raw_senders);
-	rte_free(s->raw_sender_seq);
+	if (s->n_victims)
+		rte_pktmbuf_free_bulk(s->victims, s->n_victims);
+	rte_free(s->raw_senders);
 	rte_free(s);
 	st->ctx = NULL;
 }
@@ -483,6 +605,14 @@ static void seq_state(const struct il_stage *st, struct il_state_sink *out)
 	}
 }
 
+/* Any frame may be longer than copy_max: every slot may hold an mbuf. */
+static uint32_t seq_mbufs_held(const struct il_stage *st)
+{
+	const struct il_seq *s = st->ctx;
+
+	return s->depth * s->app->n_groups;
+}
+
 /* A new epoch at run time (the ha stage, docs/ha.md): the sequence space
  * starts again at 1, the history of the old one is let go (a standby's
  * shadow serves it, not this), and every sender's FIFO is learnt again
@@ -492,8 +622,11 @@ void il_seq_restart(struct il_seq *s, uint32_t epoch)
 	for (unsigned gi = 0; gi < s->app->n_groups; gi++) {
 		struct il_seq_group *g = &s->groups[gi];
 
-		for (uint32_t i = 0; i < g->n; i++)
-			rte_pktmbuf_free(g->ring[(g->head - g->n + i) & s->mask].m);
+		for (uint32_t i = 0; i < g->n; i++) {
+			struct rte_mbuf *m = g->ring[(g->head - g->n + i) & s->mask].m;
+			if (m != NULL)
+				rte_pktmbuf_free(m);
+		}
 		g->n = g->head = g->pf = 0;
 		g->next = 1;
 		g->stable = g->carried = 0;
@@ -501,8 +634,8 @@ void il_seq_restart(struct il_seq *s, uint32_t epoch)
 		memset(g->fifo, 0, sizeof(*g->fifo) * IL_SEQ_FIFO_SLOTS);
 		g->n_fifo = 0;
 	}
-	if (s->raw_senders != NULL)
-		rte_hash_reset(s->raw_senders);
+	memset(s->raw_senders, 0, sizeof(s->raw_senders[0]) * (s->raw_mask + 1));
+	s->raw_sender_n = 0;
 	s->resume_due = s->inc_due = false;
 	s->epoch = epoch;
 }
@@ -516,5 +649,10 @@ const struct il_stage_type il_stage_sequencer = {
 	.process = seq_process,
 	.destroy = seq_destroy,
 	.state = seq_state,
+	.mbufs_held = seq_mbufs_held,
 	.meta_needs = IL_META_TAGS,
+	/* CONTROL: a sender's JOIN or HEARTBEAT under uto (fifo_member). */
+	.kinds = IL_KIND_BIT(IL_K_DATA) | IL_KIND_BIT(IL_K_RAW) | IL_KIND_BIT(IL_K_CONTROL),
+	.kinds_kept = true, /* raw frames leave as DATA: seq_process says so */
+	.writes_frames = true,
 };

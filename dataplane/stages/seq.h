@@ -7,16 +7,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include <rte_hash.h>
 #include <rte_mbuf.h>
 
 #include <interlink/app.h>
+#include <interlink/wire_msg.h>
 
-/* One stamped frame in the history: it covers [first, first + count). */
+/* One stamped frame in the history: it covers [first, first + count).
+ * The frame itself is either held by reference (m) or, when it is no
+ * longer than the stage's copy_max, copied into the group's arena slot of
+ * the same index (m == NULL; il_seq_hist_bytes()). */
 struct il_hist_ent {
 	struct rte_mbuf *m;
 	uint64_t first;
-	uint32_t count;
+	uint16_t count;
+	uint16_t len;         /* the frame's length in bytes, as stamped */
 	uint32_t sender;      /* sender_id, for credits and Fast-Join */
 	uint64_t sender_seq;  /* sender_seq of the first message */
 };
@@ -52,27 +56,39 @@ struct il_seq_group {
 	uint32_t n;         /* frames held */
 	uint32_t pf;        /* frames of the current burst already prefetched */
 	struct il_hist_ent *ring;
+	uint8_t *arena;     /* depth slots of il_seq.slot bytes (copy_max > 0): the
+			     * bytes of entries with m == NULL */
 	/* Uniform total order (set by the control stage on the same lcore):
 	 * every sequence below `stable` is held by every receiver of the
 	 * view. Stamped into DATA headers; the history frees nothing above. */
 	uint64_t stable;
 	uint64_t carried;        /* stable_seq stamped on the last DATA frame */
 	uint64_t stamped_frames; /* DATA frames stamped so far (idle detection) */
+	struct il_hdr1_tmpl tmpl;  /* raw mode: the header's fixed part (seq.c raw_tmpl) */
+	uint32_t tmpl_epoch;
+	bool tmpl_uto, tmpl_ok;
 	struct il_seq_fifo *fifo; /* IL_SEQ_FIFO_SLOTS entries (checked only under uto) */
 	uint32_t n_fifo;
+};
+
+/* A raw-mode source: (address, port, group index) and its last sender_seq. */
+struct il_raw_sender {
+	uint64_t key;
+	uint64_t seq;
 };
 
 struct il_seq {
 	struct il_app *app;
 	uint32_t depth, mask;
+	uint32_t copy_max;  /* frames up to this many bytes go into the arena (0: none) */
+	uint32_t slot;      /* arena bytes per entry: copy_max rounded up to 64 */
 	uint32_t epoch;
 	bool uto;           /* a control stage is attached: see il_seq_group.stable */
 	bool resume_due;    /* some il_seq_fifo.notify is set */
 	bool inc_due;       /* some il_seq_fifo.ctl_reset is set */
 	struct il_seq_group *groups; /* app->n_groups entries */
-	struct rte_hash *raw_senders; /* (group, ip, port) -> per-sender seq slot */
-	uint64_t *raw_sender_seq;
-	uint32_t raw_sender_cap;
+	struct il_raw_sender *raw_senders; /* raw_mask + 1 slots (seq.c) */
+	uint32_t raw_mask, raw_sender_n, raw_sender_cap;
 	/* Frames the history let go during the current burst, freed together. */
 	uint16_t n_victims;
 	struct rte_mbuf *victims[IL_BURST_CAP];
@@ -129,6 +145,14 @@ static inline const struct il_hist_ent *il_seq_hist_at(const struct il_seq *s, u
 {
 	const struct il_seq_group *g = &s->groups[gi];
 	return &g->ring[(g->head - g->n + idx) & s->mask];
+}
+
+/* The bytes of a copied entry (e->m == NULL) of group gi, e->len of them. */
+static inline const uint8_t *il_seq_hist_bytes(const struct il_seq *s, unsigned gi,
+					       const struct il_hist_ent *e)
+{
+	const struct il_seq_group *g = &s->groups[gi];
+	return g->arena + (size_t)(e - g->ring) * s->slot;
 }
 
 /* The FIFO entry of sender `id` in group gi (created when `create`), or

@@ -3,11 +3,14 @@
  * sender and receiver, sends --count numbered messages and prints each
  * delivery: "po" on arrival in the group's order, "uto" once stable.
  *
- *   il-hello TX_IF RX_IF MEMBER_ID [COUNT [MEMBERS]]
+ *   il-hello [--auth-keys FILE [--auth-key-id ID]] TX_IF RX_IF MEMBER_ID [COUNT [MEMBERS]]
  *
+ * --auth-keys: authenticated control traffic (the appliance's key file):
+ * our control messages signed, the appliance's checked (docs/libinterlink.md).
  * With MEMBERS, it starts sending once a view has that many members and
  * waits for COUNT x MEMBERS U-deliveries (everyone's messages).
  */
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +41,7 @@ static void on_uto(void *user, const struct il_ep_msg *m)
 
 static void on_view(void *user, const struct il_ep_view *v)
 {
-	static const char *const ev[] = { "joined", "changed", "excluded" };
+	static const char *const ev[] = { "joined", "changed", "excluded", "new epoch" };
 
 	((struct app *)user)->members = v->n_members;
 	printf("view %u %s: start %lu, %u members\n", v->view_id, ev[v->event], v->start_seq,
@@ -54,8 +57,25 @@ int main(int argc, char **argv)
 	/* A member that prints must not die because its reader went away
 	 * (`il-hello ... | head`): it would leave the group mid-run. */
 	signal(SIGPIPE, SIG_IGN);
+	static const struct option lo[] = { { "auth-keys", 1, 0, 'A' },
+					    { "auth-key-id", 1, 0, 'I' }, { 0, 0, 0, 0 } };
+	const char *auth_keys = NULL;
+	uint32_t auth_key_id = 0;
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "+", lo, NULL)) != -1) {
+		if (ch == 'A')
+			auth_keys = optarg;
+		else if (ch == 'I')
+			auth_key_id = (uint32_t)strtoul(optarg, NULL, 0);
+		else
+			argc = 0; /* usage */
+	}
+	argv += optind - 1;
+	argc -= optind - 1;
 	if (argc < 4) {
-		fprintf(stderr, "usage: il-hello TX_IF RX_IF MEMBER_ID [COUNT [MEMBERS]]\n");
+		fprintf(stderr, "usage: il-hello [--auth-keys FILE [--auth-key-id ID]] TX_IF RX_IF "
+			"MEMBER_ID [COUNT [MEMBERS]]\n");
 		return 2;
 	}
 	unsigned count = argc > 4 ? (unsigned)atoi(argv[4]) : 10;
@@ -69,6 +89,10 @@ int main(int argc, char **argv)
 	struct il_ep *ep = il_ep_open(&cfg, err, sizeof(err));
 	if (ep == NULL) {
 		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	if (auth_keys != NULL && il_ep_set_auth(ep, auth_keys, auth_key_id, err, sizeof(err))) {
+		fprintf(stderr, "--auth-keys: %s\n", err);
 		return 1;
 	}
 	const struct il_ep_callbacks cb = { .po = on_po, .uto = on_uto, .view = on_view };
@@ -96,6 +120,11 @@ int main(int argc, char **argv)
 	       st.view_rx, st.credit_rx, st.msgs_packed, st.msgs_tx);
 	printf("resend: resume_rx %lu resent_resume %lu resend_timeouts %lu resent_timeout %lu\n",
 	       st.resume_rx, st.resent_resume, st.resend_timeouts, st.resent_timeout);
+	struct il_ep_auth_stats as;
+
+	il_ep_get_auth_stats(ep, &as);
+	printf("auth: signed_tx %lu verified_rx %lu bad_mac %lu replay %lu\n", as.signed_tx,
+	       as.verified_rx, as.bad_mac, as.replay);
 	il_ep_close(ep); /* sends LEAVE */
 	return a.uto_seen >= count * members ? 0 : 1;
 }

@@ -17,6 +17,8 @@
 
 struct opts {
 	const char *tx, *rx, *mcast, *status, *log;
+	const char *auth_keys; /* --auth-keys: authenticated control traffic */
+	uint32_t auth_key_id;
 	uint32_t id, keys;
 	uint16_t group;
 	uint64_t count, seed, rate; /* rate: PUTs/s per writer, 0 = credits only */
@@ -35,5 +37,9 @@ static inline void kv_put_encode(uint8_t *b, uint32_t key, uint64_t value)
 }
 
 int kv_replica(struct il_ep *ep, volatile bool *stop);
+
+/* The auth counters (all zero without --auth-keys) into a status file. */
+struct il_json;
+void kv_auth_status(struct il_json *j, const struct il_ep *ep);
 
 #endif

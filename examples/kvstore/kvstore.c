@@ -5,6 +5,7 @@
  *                      [--rate PUTS_PER_S [--bursts N]] [--status FILE]
  *   il-kvstore replica --tx IF --rx IF --id N --listen IP:PORT [--peer IP:PORT]...
  *                      [--recover] [--keys K] [--status FILE] [--log FILE]
+ *   either with [--auth-keys FILE [--auth-key-id ID]]: authenticated control traffic
  *
  * Writers send PUT(key, value) messages to the group. Replicas apply them
  * in uniform total order (the UTO callback): a PUT is applied only once
@@ -75,6 +76,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: il-kvstore writer|replica --tx IF --rx IF --id N [--group G] [--mcast ADDR]\n"
+		"                  [--auth-keys FILE [--auth-key-id ID]]\n"
 		"       writer:  --count C [--keys K] [--seed S] [--rate PUTS_PER_S [--bursts N]]\n"
 		"                [--status FILE]\n"
 		"       replica: --listen IP:PORT [--peer IP:PORT]... [--recover] [--keys K]\n"
@@ -93,7 +95,8 @@ static void parse(int argc, char **argv)
 		{ "group", 1, 0, 'g' },	 { "mcast", 1, 0, 'm' },  { "count", 1, 0, 'c' },
 		{ "keys", 1, 0, 'k' },	 { "seed", 1, 0, 's' },	  { "status", 1, 0, 'S' },
 		{ "listen", 1, 0, 'l' }, { "peer", 1, 0, 'p' },	  { "recover", 0, 0, 'R' },
-		{ "rate", 1, 0, 'q' },	 { "log", 1, 0, 'L' },	  { "bursts", 1, 0, 'b' },
+		{ "rate", 1, 0, 'q' },	 { "log", 1, 0, 'L' },	  { "auth-keys", 1, 0, 'A' },
+		{ "auth-key-id", 1, 0, 'I' }, { "bursts", 1, 0, 'b' },
 		{ 0, 0, 0, 0 },
 	};
 	struct opts *o = &kv_opts;
@@ -111,6 +114,8 @@ static void parse(int argc, char **argv)
 		case 's': o->seed = strtoull(optarg, NULL, 0); break;
 		case 'S': o->status = optarg; break;
 		case 'L': o->log = optarg; break;
+		case 'A': o->auth_keys = optarg; break;
+		case 'I': o->auth_key_id = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'l':
 			if (parse_addr(optarg, &o->listen))
 				usage();
@@ -168,7 +173,24 @@ static struct il_ep *open_ep(void)
 		fprintf(stderr, "il-kvstore: %s\n", err);
 		exit(1);
 	}
+	/* Before the JOIN: every control message of ours goes signed. */
+	if (kv_opts.auth_keys != NULL &&
+	    il_ep_set_auth(ep, kv_opts.auth_keys, kv_opts.auth_key_id, err, sizeof(err)) != 0) {
+		fprintf(stderr, "il-kvstore: --auth-keys: %s\n", err);
+		exit(1);
+	}
 	return ep;
+}
+
+void kv_auth_status(struct il_json *j, const struct il_ep *ep)
+{
+	struct il_ep_auth_stats as;
+
+	il_ep_get_auth_stats(ep, &as);
+	il_json_u64(j, "auth_signed_tx", as.signed_tx);
+	il_json_u64(j, "auth_verified_rx", as.verified_rx);
+	il_json_u64(j, "auth_bad_mac", as.bad_mac);
+	il_json_u64(j, "auth_replay", as.replay);
 }
 
 /* ---- writer ------------------------------------------------------------ */
@@ -211,6 +233,7 @@ static void writer_status(struct il_ep *ep, uint64_t sent, bool final)
 	il_json_u64(&j, "packed", st.msgs_packed);
 	il_json_u64(&j, "deferred", st.msgs_deferred);
 	il_json_bool(&j, "final", final);
+	kv_auth_status(&j, ep);
 	il_json_end(&j);
 	failed = il_json_finish(&j);
 	/* A reader sees the whole previous status or the whole new one. */

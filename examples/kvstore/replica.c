@@ -417,6 +417,7 @@ static void write_status(struct il_ep *ep, uint64_t pos)
 	il_json_u64(&j, "epoch_reports", st.epoch_reports);
 	il_json_u64(&j, "cut_repairs", st.cut_repairs);
 	il_json_u64(&j, "cut_incomplete", st.cut_incomplete);
+	kv_auth_status(&j, ep);
 	il_json_end(&j);
 	bool ok = il_json_finish(&j) == 0;
 	/* A partial file never replaces a whole one. */

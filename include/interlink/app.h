@@ -173,6 +173,10 @@ void il_runtime_apply(struct il_app *app, struct il_worker *w, uint32_t seq);
 
 /* Pipeline loop of one worker (dataplane/pipeline.c). */
 int il_worker_main(void *arg);
+/* A received burst through a chain's stages (dispatch by kind, per-stage
+ * cycles): returns the survivors, left in pkts for the chain's tx. */
+uint16_t il_chain_stages(struct il_lcore_io *io, struct il_chain *ch, struct rte_mbuf **pkts,
+			 uint16_t n);
 /* The app the telemetry callbacks read. */
 void il_telemetry_register(struct il_app *app);
 /* /interlink/stages, /interlink/counters, /interlink/groups (stats_layout.c). */

@@ -251,6 +251,10 @@ struct il_cm_alive {
 	uint8_t superseded;          /* active: a newer epoch was seen on "out" */
 	uint8_t quiescing;
 	uint8_t reserved[2];
+	/* when the data plane wrote it (CLOCK_MONOTONIC): a receiver tells a
+	 * report of a data plane that ran from one that was away (absent from
+	 * older data planes: len says) */
+	uint64_t sent_ns;
 };
 
 #define IL_CM_PAYLOAD_SIZE (IL_CHAN_MSG_SIZE - 8u)

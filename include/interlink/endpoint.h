@@ -73,8 +73,8 @@ struct il_ep_config {
 	 * host had lost it (NULL: none). */
 	bool (*rx_filter)(void *arg, const uint8_t *d, size_t len);
 	void *rx_filter_arg;
-	/* Measurements: count the thread CPU time spent in LEC (lec_ns); two
-	 * clock readings, system calls, per LEC call (false) */
+	/* Measurements: count the time spent in LEC's calls (lec_ns); two
+	 * readings of the monotonic clock per LEC call (false) */
 	bool lec_cpu_stats;
 };
 
@@ -155,9 +155,11 @@ struct il_ep_stats {
 	/* frames rebuilt that were not the stamped DATA frame their id named
 	 * (a peer's corrupt or forged repair): dropped */
 	uint64_t lec_rebuilt_bad;
-	/* with lec_cpu_stats: thread CPU nanoseconds spent in LEC (encoding,
-	 * decoding, building and queueing repairs; the kernel's sends not) */
-	uint64_t lec_ns;
+	/* with lec_cpu_stats: nanoseconds spent in LEC's calls (encoding,
+	 * decoding, building and queueing repairs; the kernel's sends not),
+	 * calls in which the thread was descheduled (over 200 us) left out
+	 * and counted in lec_slow */
+	uint64_t lec_ns, lec_slow;
 	/* a pair of appliances (docs/ha.md): frames of an epoch older than the
 	 * newest seen, ignored; EPOCH_REPORTs sent; old-epoch repairs taken
 	 * below a cut; cuts this receiver could not complete (it rejoined as a
@@ -251,6 +253,25 @@ struct il_ep_lec {
 	uint32_t regions, bins;                        /* in force */
 };
 int il_ep_lec_stats(const struct il_ep *ep, struct il_ep_lec *out);
+
+/* Authenticated control traffic (docs/libinterlink.md): with the keys of
+ * key_file (the appliance's key file format: "<key id> <64 hex digits>"
+ * lines; mode 0600 or stricter), every JOIN, LEAVE, ACK, HEARTBEAT and NAK
+ * goes out signed with key key_id (0: the file's first key), and STABLE,
+ * VIEW, CREDIT and UNAVAIL frames are taken only with a valid MAC and a
+ * counter not seen before: others are dropped and counted. Call it after
+ * il_ep_open and before the first il_ep_join. 0, or -errno with err. */
+int il_ep_set_auth(struct il_ep *ep, const char *key_file, uint32_t key_id, char *err,
+		   size_t errlen);
+
+struct il_ep_auth_stats {
+	uint64_t signed_tx;   /* control messages we signed */
+	uint64_t verified_rx; /* STABLE, VIEW, CREDIT, UNAVAIL taken */
+	uint64_t bad_mac;     /* dropped: no MAC, an unknown key or a wrong MAC */
+	uint64_t replay;      /* dropped: a counter seen before (or too old) */
+};
+/* All zero while authentication is off. */
+void il_ep_get_auth_stats(const struct il_ep *ep, struct il_ep_auth_stats *st);
 
 /* The library's version, "MAJOR.MINOR.PATCH", the same as its package's and
  * pkg-config's: what a program was actually loaded with. */

@@ -68,6 +68,9 @@ uint32_t il_fec_payload_check(const void *p, uint32_t len);
 /* Fill *id from the IPv4 packet at ip (avail bytes readable). -1 when it
  * is not IPv4, the header is malformed or the packet is truncated. */
 int il_fec_id_ipv4(const void *ip, uint32_t avail, struct il_fec_id *id);
+/* The same without the payload check (csum 0): what a decoder needs to
+ * look a received packet up, the check coming with the repairs. */
+int il_fec_id_ipv4_tuple(const void *ip, uint32_t avail, struct il_fec_id *id);
 
 static inline bool il_fec_id_eq(const struct il_fec_id *a, const struct il_fec_id *b)
 {
@@ -100,6 +103,13 @@ struct il_fec_cfg {
 	int32_t verify_l3_off;    /* offset of the IPv4 header in a span: recovered
 	                           * spans must yield their recipe id or are
 	                           * dropped; -1 turns the check off (0) */
+
+	/* Decoder: spans handed over by il_fec_dec_data_ref are kept by
+	 * reference, not copied; release(handle, release_arg) is called when
+	 * the decoder no longer needs one (its record left the store, or the
+	 * decoder is freed). */
+	void (*release)(void *handle, void *arg);
+	void *release_arg;
 
 	/* Memory for create(); NULL means aligned_alloc/free. A stage passes
 	 * rte_zmalloc_socket/rte_free wrappers for its NUMA node. */
@@ -152,6 +162,9 @@ struct il_fec_enc_stats {
 struct il_fec_enc *il_fec_enc_create(const struct il_fec_cfg *cfg, il_fec_emit_fn emit,
 				     void *arg, char *err, size_t errlen);
 void il_fec_enc_free(struct il_fec_enc *e);
+/* Back to what create() made: every bin empty, counters zero (the same
+ * configuration and memory; e.g. a test or fuzzer's next case). */
+void il_fec_enc_reset(struct il_fec_enc *e);
 
 /* Protect one packet: XOR its span into one bin of every layer (RS: into
  * the parities of its block) and emit the repairs that fire. 0, or -1
@@ -224,6 +237,8 @@ struct il_fec_dec_stats {
 	uint64_t dup_originals;   /* same id seen before: forwarded, not stored */
 	uint64_t late_originals;  /* arrived after their recovery: dropped */
 	uint64_t data_unstored;   /* too long or empty: forwarded, not stored */
+	uint64_t checks_computed; /* payload checks of received packets computed
+				   * (tuple shared by two packets, or late arrivals) */
 	/* repairs */
 	uint64_t repairs_in;
 	uint64_t repairs_useless;      /* nothing missing */
@@ -258,12 +273,31 @@ struct il_fec_dec_stats {
 struct il_fec_dec *il_fec_dec_create(const struct il_fec_cfg *cfg, il_fec_deliver_fn deliver,
 				     void *arg, char *err, size_t errlen);
 void il_fec_dec_free(struct il_fec_dec *d);
+/* Back to what create() made: no packet or repair held, counters zero. */
+void il_fec_dec_reset(struct il_fec_dec *d);
 
 /* An original packet arrived from the link. The span is copied (it may
  * be needed by repairs still to come); recoveries it enables are
  * delivered before this returns. */
 enum il_fec_verdict il_fec_dec_data(struct il_fec_dec *d, const struct il_fec_id *id,
 				    const void *span, uint32_t len, uint64_t now_ns);
+
+/*
+ * The same, keeping the span by reference: the caller guarantees the
+ * bytes stay as they are until cfg.release(handle) (for an mbuf: one more
+ * reference, and nothing after the decoder writes into the frame).
+ * *kept says whether the decoder took the reference (not for a duplicate,
+ * a late original or a span it does not store). With check_known false
+ * the id's csum is not filled in (il_fec_id_ipv4_tuple): the decoder then
+ * computes the payload check of a received packet only when it needs it
+ * (another packet with the same addresses, IP id and length in the
+ * store), and matches repairs' recipes to it by the rest of the id and
+ * the packet number; a recovered packet is still checked against the
+ * whole id its recipe names (verify_l3_off, which must be set).
+ */
+enum il_fec_verdict il_fec_dec_data_ref(struct il_fec_dec *d, const struct il_fec_id *id,
+					bool check_known, const void *span, uint32_t len,
+					void *handle, bool *kept, uint64_t now_ns);
 
 /* A repair message (from the Interlink header on) arrived. IL_FEC_OK or
  * the reason it was refused (also counted). */

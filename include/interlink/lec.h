@@ -37,6 +37,7 @@ extern "C" {
 
 #define IL_LEC_MAX_R 32         /* messages per repair */
 #define IL_LEC_MAX_STAGGER 64   /* bin instances per logical bin */
+#define IL_LEC_MAX_LAYERS 64    /* repairs per message per target region (c > |G|) */
 #define IL_LEC_MAX_C 64.0       /* repair targets per message per group */
 #define IL_LEC_MAX_GROUPS 4096  /* groups per node */
 #define IL_LEC_MAX_LEN 65535u   /* longest payload */
@@ -64,33 +65,66 @@ static inline bool il_lec_id_eq(const struct il_lec_id *a, const struct il_lec_i
  * length of the one a receiver recovers. The wire form is the caller's. */
 struct il_lec_repair {
 	const struct il_lec_id *ids;
-	const uint8_t *payload; /* len bytes */
+	const uint8_t *payload; /* len bytes; NULL in ops.send of an instance
+	                         * that keeps references (defer_xor, or
+	                         * decode): il_lec_repair_xor() writes them
+	                         * where the caller wants them */
 	uint16_t count;         /* 1..IL_LEC_MAX_R */
 	uint16_t len;
 	uint16_t len_xor;
+	/* by reference: the messages themselves (count of them), and the
+	 * instance that keeps them, for il_lec_repair_xor() */
+	const uint8_t *const *src;
+	const uint16_t *src_len;
+	const struct il_lec *from;
 };
 
 /* ---- configuration ------------------------------------------------------ */
 
-/* XOR kernels. ISAL: ISA-L xor_gen over 32-byte aligned internal copies
- * (every message is copied once into an aligned slot); REF: plain C
- * straight from the caller's bytes (the tests' reference). */
+/* XOR kernels. AVX2 (the default): multi-source XOR in one pass, any
+ * alignment, cached stores, when the CPU has AVX2 (else as ISAL); ISAL:
+ * ISA-L xor_gen over 32-byte aligned internal copies (every message is
+ * copied once into an aligned slot; its stores are non-temporal); REF:
+ * plain C straight from the caller's bytes (the tests' reference). */
 enum il_lec_xor_impl {
 	IL_LEC_XOR_ISAL = 0,
 	IL_LEC_XOR_REF = 1,
+	IL_LEC_XOR_AVX2 = 2,
+};
+
+/* Which bins a node keeps. REGIONS: Algorithm 1, composite bins per
+ * region (a Ricochet node: repairs mix every group a target shares with
+ * it, so bins fill at the rate of all those groups). GROUPS: one bin per
+ * group, drawing its c targets from every region of the group (an
+ * observer such as the appliance: one XOR pass per message whatever the
+ * regions, each repair to c targets; bins fill at the group's own rate,
+ * so pair it with il_lec_flush_aged()). Same targets per message and
+ * region either way. */
+enum il_lec_plan {
+	IL_LEC_PLAN_REGIONS = 0,
+	IL_LEC_PLAN_GROUPS = 1,
 };
 
 struct il_lec_cfg {
 	uint8_t r;        /* messages per repair, 2..IL_LEC_MAX_R (8) */
 	uint8_t stagger;  /* instances per logical bin, 1..IL_LEC_MAX_STAGGER (1) */
-	uint8_t xor_impl; /* enum il_lec_xor_impl (ISAL) */
+	uint8_t xor_impl; /* enum il_lec_xor_impl (AVX2) */
+	uint8_t plan;     /* enum il_lec_plan (REGIONS) */
+	uint8_t max_layers; /* 1..IL_LEC_MAX_LAYERS (1): a bin whose targets per
+	                     * repair exceed a region's size (c_G above |G|, each
+	                     * member owed several repairs of a message) gets
+	                     * that many layers: bin instances that take every
+	                     * message, their rounds out of phase, so each of
+	                     * a member's repairs of a message has other
+	                     * companions. c_G is capped at |G| x max_layers */
 	bool decode;      /* keep a message store and decode repairs (true); an
 	                   * encode-only node (false) trusts its caller to pass
 	                   * each message once */
 	bool defer_xor;   /* encode-only: bins keep references to the caller's
 	                   * payloads (ops.hold/ops.release) and XOR them all
 	                   * at once when they fire, instead of copying each
-	                   * message into every bin as it arrives (false) */
+	                   * message into every bin as it arrives (false). A
+	                   * decoding node always does so, from its store */
 	double c;         /* default repair targets per message per group (5) */
 	uint32_t self_id; /* this node's member id, left out of every view;
 	                   * IL_LEC_OBSERVER for a node in none (0) */
@@ -148,10 +182,10 @@ struct il_lec_ops {
 	void (*recovered)(void *arg, const struct il_lec_id *id, const uint8_t *payload,
 			  uint32_t len, const struct il_lec_recovery *info);
 	/* defer_xor only: the payload passed with cookie to il_lec_data() must
-	 * stay valid for n more bins (a DPDK caller adds n to the mbuf's
-	 * reference count)... */
+	 * stay valid until released (a DPDK caller adds n to the mbuf's
+	 * reference count; n is 1: the core counts the bins itself)... */
 	void (*hold)(void *arg, void *cookie, uint32_t n);
-	/* ...and each of these is done with one of them (rte_pktmbuf_free_bulk) */
+	/* ...and each of these is released once (rte_pktmbuf_free_bulk) */
 	void (*release)(void *arg, void *const *cookies, uint32_t n);
 	void *arg;
 };
@@ -230,6 +264,19 @@ void il_lec_tick(struct il_lec *l, uint64_t now_ns);
 /* Fire every bin instance holding at least min_fill (>= 1) messages as a
  * short repair, e.g. when a stream ends. Returns the repairs sent. */
 uint32_t il_lec_flush(struct il_lec *l, unsigned min_fill);
+/* Fire, as short repairs, the bin instances whose oldest message was
+ * handed in (il_lec_data's now_ns) at or before now_ns - age_ns: the last
+ * messages of a stream, or of a slow group, are not left waiting for
+ * more. Returns the repairs sent. */
+uint32_t il_lec_flush_aged(struct il_lec *l, uint64_t now_ns, uint64_t age_ns);
+
+/* In ops.send, when rep->payload is NULL (an instance with defer_xor or
+ * decode): the XOR of rep's messages (rep->src, rep->src_len), zero-
+ * padded to rep->len, into dst[0, rep->len). When dst and every message
+ * sit at one offset a from a 32-byte boundary, with a <= cfg.src_slack and
+ * a <= dst_slack, ISA-L runs from the boundary and dst[-a, 0) gets junk;
+ * else the plain C path. Call it from ops.send, while rep is valid. */
+void il_lec_repair_xor(const struct il_lec_repair *rep, uint8_t *dst, uint32_t dst_slack);
 
 /* ---- counters ----------------------------------------------------------- */
 
@@ -248,13 +295,16 @@ struct il_lec_stats {
 	uint64_t copy_ops;       /* first message copied into an empty bin (defer_xor:
 	                          * one per repair built, its other messages
 	                          * counting in xor_ops) */
-	uint64_t holds;          /* defer_xor: references taken (ops.hold) */
+	uint64_t holds;          /* defer_xor: references taken (ops.hold): one per
+	                          * message that any instance keeps */
 	uint64_t repairs_sent;   /* repairs with at least one target */
 	uint64_t repair_targets; /* copies to send (sum of targets) */
 	uint64_t repairs_skipped;    /* drawn with no target: never built */
 	uint64_t drop_repair_view;   /* built, but a view change left no target */
 	uint64_t drop_bin_view;      /* messages in bins a view change removed */
-	uint64_t flushed;            /* short repairs sent by il_lec_flush */
+	uint64_t drop_bin_evicted;   /* decoding: messages left out of a repair because
+	                              * the store evicted them before it fired */
+	uint64_t flushed;            /* short repairs sent by il_lec_flush(_aged) */
 	/* decoding */
 	uint64_t repairs_in;
 	uint64_t repair_result[IL_LEC_REP_COUNT_];

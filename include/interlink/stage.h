@@ -56,6 +56,10 @@ enum il_kind {
 	IL_K_CONTROL,  /* other valid Interlink message */
 };
 
+/* Sets of kinds, one bit per enum il_kind. */
+#define IL_KIND_BIT(k) ((uint8_t)(1u << (k)))
+#define IL_KINDS_ALL 0xffu
+
 struct __attribute__((may_alias)) il_meta {
 	uint8_t kind;       /* enum il_kind */
 	uint8_t l3_off;     /* IPv4 header (<= 18) */
@@ -104,6 +108,10 @@ struct il_lcore_io {
 	uint64_t tx_dropped[IL_MAX_PORTS]; /* tx ring full: counted drops */
 	uint64_t tx_queued[IL_MAX_PORTS];  /* handed to the tx buffer */
 	uint64_t rx[IL_MAX_PORTS];         /* received by this lcore */
+	/* Kinds (IL_KIND_BIT) the burst in the chain may hold: every kind
+	 * before classify, which narrows it to those it tagged; a stage that
+	 * does not keep kinds (il_stage_type.kinds_kept) widens it again. */
+	uint8_t kinds;
 	uint64_t tx_muted;                 /* not sent: the appliance is muted (app.h) */
 	/* Packets stages emit go out after the survivors of the burst that
 	 * produced them, so a retransmission never overtakes its original. */
@@ -154,6 +162,23 @@ struct il_stage_type {
 	 * every packet it passes on; loses (it adds packets to the burst that
 	 * may be Interlink frames but are not tagged as such). */
 	uint8_t meta_needs, meta_sets, meta_loses;
+	/* Dispatch by kind: the kinds (IL_KIND_BIT) of the packets this stage
+	 * acts on; a burst holding none of them goes past it untouched, not
+	 * even scanned (0: every burst). A stage instance may widen its own
+	 * set at create (il_stage.kinds). A poll stage is always called and
+	 * checks il_burst_has() itself. */
+	uint8_t kinds;
+	/* Its survivors hold no kind the burst did not (a stage that turns
+	 * packets into another kind ORs it into io->kinds). Otherwise the
+	 * pipeline assumes every kind after it. */
+	bool kinds_kept;
+	/* It writes into the frames it passes on (a stage before it that
+	 * keeps references to them, fec_dec, copies instead). */
+	bool writes_frames;
+	/* Optional: the most mbufs the instance may hold between bursts (a
+	 * history, a decoder's store), for sizing the pool. Called once the
+	 * stages are placed on their chains, before the pool exists. */
+	uint32_t (*mbufs_held)(const struct il_stage *st);
 	/* Optional: change parameters at run time (interlink-ctl set). Called
 	 * by the poll loop of the stage's lcore between two bursts, so it may
 	 * change any state without a lock; params is a map of the keys to
@@ -169,6 +194,7 @@ struct il_stage {
 	struct il_app *app;
 	struct il_lcore_io *io; /* set when placed on an lcore */
 	int lcore;              /* -1 until placed */
+	uint8_t kinds;          /* type->kinds, or wider (see there) */
 	uint64_t ctr[IL_MAX_STAGE_COUNTERS];
 	uint64_t pkts_in;       /* packets handed to process() */
 	uint64_t tsc_busy;      /* cycles in process() with packets (IL_STAGE_CYCLES) */
@@ -199,6 +225,12 @@ static inline void il_tx_burst(struct il_lcore_io *io, uint16_t port, struct rte
 		io->tx_dropped[port] += n - sent;
 		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
 	}
+}
+
+/* Whether the burst being processed may hold packets of these kinds. */
+static inline bool il_burst_has(const struct il_stage *st, uint8_t kinds)
+{
+	return st->io == NULL || (st->io->kinds & kinds) != 0;
 }
 
 /* Room left for il_emit() in this poll iteration. */

@@ -101,6 +101,52 @@ static inline uint8_t *il_rec_put(uint8_t *r, uint16_t len)
 	return r + IL_MSG_HDR_LEN;
 }
 
+/* A DATA header with one message record, built per frame from a template
+ * of the fields that do not change between frames of one group (the
+ * sequencer's raw mode: version, type, flags, group, count, epoch, made
+ * once by il_hdr_put). The sender id comes as it sits in memory (the raw
+ * frame's IPv4 source address). Writes the 44 bytes with 64-bit stores
+ * and returns their one's-complement sum as memory-order 32-bit words,
+ * unfolded, for an incremental UDP checksum (RFC 1624). */
+struct il_hdr1_tmpl {
+	uint64_t w0;       /* bytes 0..7: version .. msg_count */
+	uint32_t epoch;    /* bytes 12..15, as stored */
+};
+
+static inline void il_hdr1_tmpl_init(struct il_hdr1_tmpl *t, const struct il_hdr_fields *f)
+{
+	uint8_t h[IL_HDR_LEN];
+
+	il_hdr_put(h, f);
+	memcpy(&t->w0, h, 8);
+	memcpy(&t->epoch, h + IL_OFF_EPOCH, 4);
+}
+
+static inline uint64_t il_sum64w(uint64_t w)
+{
+	return (w & 0xffffffffu) + (w >> 32);
+}
+
+static inline uint64_t il_hdr1_put(uint8_t *h, const struct il_hdr1_tmpl *t, uint32_t sender_raw,
+				   uint64_t sender_seq, uint64_t global_seq, uint64_t stable_seq,
+				   uint16_t rec_len)
+{
+	uint64_t w1 = (uint64_t)t->epoch << 32 | sender_raw; /* little-endian host */
+	uint64_t w2 = __builtin_bswap64(sender_seq);
+	uint64_t w3 = __builtin_bswap64(global_seq);
+	uint64_t w4 = __builtin_bswap64(stable_seq);
+	uint32_t r = htons(rec_len); /* msg_flags 0 */
+
+	IL_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "w1 assumes a little-endian host");
+	memcpy(h, &t->w0, 8);
+	memcpy(h + 8, &w1, 8);
+	memcpy(h + 16, &w2, 8);
+	memcpy(h + 24, &w3, 8);
+	memcpy(h + 32, &w4, 8);
+	memcpy(h + IL_HDR_LEN, &r, 4);
+	return il_sum64w(t->w0) + il_sum64w(w1) + il_sum64w(w2) + il_sum64w(w3) + il_sum64w(w4) + r;
+}
+
 /* NAK and UNAVAIL: the inclusive range. */
 static inline uint8_t *il_range_put(uint8_t *b, uint64_t first, uint64_t last)
 {

@@ -223,7 +223,9 @@ enum il_auth_verdict il_auth_verify(const struct il_auth_keyring *kr, struct il_
 	uint8_t mac[IL_AUTH_MAC_LEN];
 	const struct il_auth_key *k;
 
-	if (!(msg[IL_OFF_FLAGS] & IL_F_AUTH) || len < IL_AUTH_HDR_LEN ||
+	/* The length first: a message shorter than the option is refused
+	 * before any byte of it is read. */
+	if (len < IL_AUTH_HDR_LEN || !(msg[IL_OFF_FLAGS] & IL_F_AUTH) ||
 	    msg[IL_OFF_HDR_LEN] < IL_AUTH_HDR_LEN || msg[IL_OFF_HDR_LEN] > len)
 		return IL_AUTH_BAD_MAC;
 	k = il_auth_key_find(kr, il_get32(msg + IL_OFF_AUTH_KEY_ID));

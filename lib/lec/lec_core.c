@@ -10,8 +10,9 @@
 
 #ifdef IL_LEC_NO_ISAL
 /* The copy libinterlink carries (endpoint/meson.build): a host library
- * that needs nothing beyond liburing and libc, so every XOR takes the
- * plain C path, the same one `xor_impl = ref` selects. */
+ * that needs nothing beyond liburing and libc, so no ISA-L: XORs take the
+ * AVX2 kernel where the CPU has it, else the plain C path (the one
+ * `xor_impl = ref` selects). */
 #define IL_LEC_HAVE_ISAL 0
 static inline int xor_gen(int vects, int len, void **array)
 {
@@ -27,6 +28,13 @@ static inline int xor_gen(int vects, int len, void **array)
 
 #include "lec_internal.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define IL_LEC_HAVE_AVX2 1
+#else
+#define IL_LEC_HAVE_AVX2 0
+#endif
+
 /* ---- configuration ------------------------------------------------------ */
 
 void il_lec_cfg_defaults(struct il_lec_cfg *cfg)
@@ -34,7 +42,9 @@ void il_lec_cfg_defaults(struct il_lec_cfg *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->r = 8;
 	cfg->stagger = 1;
-	cfg->xor_impl = IL_LEC_XOR_ISAL;
+	cfg->xor_impl = IL_LEC_XOR_AVX2;
+	cfg->plan = IL_LEC_PLAN_REGIONS;
+	cfg->max_layers = 1;
 	cfg->decode = true;
 	cfg->c = 5.0;
 	cfg->self_id = 0;
@@ -64,9 +74,13 @@ int il_lec_cfg_check(const struct il_lec_cfg *cfg, char *err, size_t errlen)
 		err[0] = '\0';
 	RANGE("r", cfg->r, 2, IL_LEC_MAX_R, " (with r = 1 a repair would only copy a message)");
 	RANGE("stagger", cfg->stagger, 1, IL_LEC_MAX_STAGGER, "");
-	if (cfg->xor_impl > IL_LEC_XOR_REF)
-		return ERR("lec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u)",
-			   cfg->xor_impl, IL_LEC_XOR_ISAL, IL_LEC_XOR_REF);
+	if (cfg->xor_impl > IL_LEC_XOR_AVX2)
+		return ERR("lec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u), avx2 (%u)",
+			   cfg->xor_impl, IL_LEC_XOR_ISAL, IL_LEC_XOR_REF, IL_LEC_XOR_AVX2);
+	if (cfg->plan > IL_LEC_PLAN_GROUPS)
+		return ERR("lec.plan = %u is unknown; allowed: regions (%u), groups (%u)", cfg->plan,
+			   IL_LEC_PLAN_REGIONS, IL_LEC_PLAN_GROUPS);
+	RANGE("max_layers", cfg->max_layers, 1, IL_LEC_MAX_LAYERS, "");
 	if (!(cfg->c > 0.0 && cfg->c <= IL_LEC_MAX_C))
 		return ERR("lec.c = %g is out of range; allowed: above 0, at most %g", cfg->c,
 			   IL_LEC_MAX_C);
@@ -93,12 +107,16 @@ int il_lec_cfg_check(const struct il_lec_cfg *cfg, char *err, size_t errlen)
 	if (cfg->defer_xor && cfg->decode)
 		return ERR("lec.defer_xor = true needs lec.decode = false: a decoding node "
 			   "keeps its own copies of the messages");
-	if ((uint64_t)cfg->max_bins * cfg->stagger * lec_round(cfg->max_len, LEC_ALIGN) >
-	    (1ull << 32))
-		return ERR("lec.max_bins x lec.stagger x lec.max_len = %llu bytes of bins is "
-			   "too much; allowed: at most 4 GiB",
-			   (unsigned long long)cfg->max_bins * cfg->stagger *
-				   lec_round(cfg->max_len, LEC_ALIGN));
+	/* an instance by reference keeps no accumulator, only frame indexes */
+	uint64_t per_inst = cfg->defer_xor || cfg->decode ? 4ull * cfg->r
+							  : lec_round(cfg->max_len, LEC_ALIGN);
+	uint64_t ninst = (uint64_t)cfg->max_bins * cfg->stagger * cfg->max_layers;
+
+	if (ninst * per_inst > (1ull << 32))
+		return ERR("lec.max_bins x lec.stagger x lec.max_layers x %s = %llu bytes of bins "
+			   "is too much; allowed: at most 4 GiB",
+			   cfg->defer_xor || cfg->decode ? "4 r" : "lec.max_len",
+			   (unsigned long long)(ninst * per_inst));
 	return 0;
 }
 
@@ -133,7 +151,7 @@ static void layout(struct il_lec *l, struct carve *cv)
 {
 	const struct il_lec_cfg *c = &l->cfg;
 	size_t W = l->W, slot = l->slot_size;
-	size_t ninst = (size_t)c->max_bins * c->stagger;
+	size_t ninst = (size_t)c->max_bins * c->stagger * c->max_layers;
 
 	l->grp = carve(cv, sizeof(*l->grp) * c->max_groups);
 	for (uint32_t g = 0; g < c->max_groups; g++) {
@@ -159,12 +177,21 @@ static void layout(struct il_lec *l, struct carve *cv)
 	l->bin_keys = carve(cv, 8 * W * c->max_bins);
 	l->bin_order = carve(cv, 4 * (size_t)c->max_bins);
 	l->inst = carve(cv, sizeof(*l->inst) * ninst);
-	l->inst_ids = carve(cv, sizeof(struct il_lec_id) * ninst * c->r);
-	l->acc_buf = carve(cv, slot * ninst);
-	if (c->defer_xor) {
-		l->inst_src = carve(cv, sizeof(uint8_t *) * ninst * c->r);
-		l->inst_len = carve(cv, sizeof(uint16_t) * ninst * c->r);
-		l->inst_cookie = carve(cv, sizeof(void *) * ninst * c->r);
+	if (c->defer_xor || c->decode) {
+		/* every (instance, position) may keep a frame, and the add
+		 * loop holds the one it is adding */
+		size_t nframes = ninst * c->r + 1;
+
+		l->inst_fr = carve(cv, 4 * ninst * c->r);
+		l->frames = carve(cv, sizeof(*l->frames) * nframes);
+		l->frame_free = carve(cv, 4 * nframes);
+		l->rep_ids = carve(cv, sizeof(struct il_lec_id) * c->r);
+		l->rep_src = carve(cv, sizeof(uint8_t *) * c->r);
+		l->rep_len = carve(cv, sizeof(uint16_t) * c->r);
+		l->rel = carve(cv, sizeof(void *) * c->r);
+	} else {
+		l->inst_ids = carve(cv, sizeof(struct il_lec_id) * ninst * c->r);
+		l->acc_buf = carve(cv, slot * ninst);
 	}
 
 	l->nb_ids = carve(cv, 4 * (size_t)c->max_members);
@@ -222,9 +249,14 @@ struct il_lec *il_lec_create(const struct il_lec_cfg *cfg, const struct il_lec_o
 	l->cfg = *cfg;
 	l->ops = *ops;
 	l->W = (cfg->max_groups + 63) / 64;
-	/* a deferred repair may be gathered 31 bytes into its slot */
-	l->slot_size = lec_round(cfg->max_len + (cfg->defer_xor ? 32u : 0u), LEC_ALIGN);
-	l->isal = IL_LEC_HAVE_ISAL && cfg->xor_impl == IL_LEC_XOR_ISAL;
+	l->slot_size = lec_round(cfg->max_len, LEC_ALIGN);
+	/* AVX2 where the CPU has it, else ISA-L (where linked), else plain C */
+	l->avx2 = false;
+#if IL_LEC_HAVE_AVX2
+	__builtin_cpu_init();
+	l->avx2 = cfg->xor_impl == IL_LEC_XOR_AVX2 && __builtin_cpu_supports("avx2");
+#endif
+	l->isal = IL_LEC_HAVE_ISAL && !l->avx2 && cfg->xor_impl != IL_LEC_XOR_REF;
 	l->rng = cfg->seed ? cfg->seed : 0x5eed1ec0ffeeull;
 
 	layout(l, &cv);
@@ -238,6 +270,13 @@ struct il_lec *il_lec_create(const struct il_lec_cfg *cfg, const struct il_lec_o
 	cv.off = 0;
 	layout(l, &cv);
 	l->footprint = cv.off + sizeof(*l);
+	l->by_ref = cfg->defer_xor || cfg->decode;
+	if (l->by_ref) {
+		l->nframe_free = (uint32_t)((size_t)cfg->max_bins * cfg->stagger * cfg->max_layers *
+						    cfg->r + 1);
+		for (uint32_t f = 0; f < l->nframe_free; f++)
+			l->frame_free[f] = l->nframe_free - 1 - f;
+	}
 	if (cfg->decode) {
 		l->rring.n = cfg->store_msgs;
 		l->pring.n = cfg->store_repairs;
@@ -298,11 +337,71 @@ void lec_fill(uint8_t *dst, uint32_t *ext, const void *src, uint32_t len)
 	*ext = len;
 }
 
+#if IL_LEC_HAVE_AVX2
+/* dst[0, len & ~31) := (acc ? dst : 0) ^ src[0] ^ ... ^ src[n-1], 64 then
+ * 32 bytes at a time, any alignment, ordinary (cached) stores: the repair
+ * is read again at once (the next XOR into an accumulator, the tx path).
+ * ISA-L's xor_gen stores non-temporally, which costs a trip to memory for
+ * whoever reads it next (measured in docs/lec.md). Returns the bytes done. */
+__attribute__((target("avx2"))) static uint32_t xor_avx2(uint8_t *dst, const uint8_t *const *src,
+							 unsigned n, uint32_t len, bool acc)
+{
+	uint32_t i = 0;
+
+	for (; i + 64 <= len; i += 64) {
+		__m256i a, b;
+		unsigned j = 0;
+
+		if (acc) {
+			a = _mm256_loadu_si256((const __m256i *)(dst + i));
+			b = _mm256_loadu_si256((const __m256i *)(dst + i + 32));
+		} else {
+			a = _mm256_loadu_si256((const __m256i *)(src[0] + i));
+			b = _mm256_loadu_si256((const __m256i *)(src[0] + i + 32));
+			j = 1;
+		}
+		for (; j < n; j++) {
+			a = _mm256_xor_si256(a, _mm256_loadu_si256((const __m256i *)(src[j] + i)));
+			b = _mm256_xor_si256(b, _mm256_loadu_si256((const __m256i *)(src[j] + i + 32)));
+		}
+		_mm256_storeu_si256((__m256i *)(dst + i), a);
+		_mm256_storeu_si256((__m256i *)(dst + i + 32), b);
+	}
+	for (; i + 32 <= len; i += 32) {
+		__m256i a;
+		unsigned j = 0;
+
+		if (acc) {
+			a = _mm256_loadu_si256((const __m256i *)(dst + i));
+		} else {
+			a = _mm256_loadu_si256((const __m256i *)(src[0] + i));
+			j = 1;
+		}
+		for (; j < n; j++)
+			a = _mm256_xor_si256(a, _mm256_loadu_si256((const __m256i *)(src[j] + i)));
+		_mm256_storeu_si256((__m256i *)(dst + i), a);
+	}
+	return i;
+}
+#endif
+
 void lec_xor(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
 	     unsigned n, uint32_t len)
 {
 	if (n == 0)
 		return;
+#if IL_LEC_HAVE_AVX2
+	if (l->avx2) {
+		/* any alignment; the caller's bytes past len are not read */
+		uint32_t done = xor_avx2(dst, src, n, len, true);
+
+		for (unsigned k = 0; done < len && k < n; k++)
+			il_xor(dst + done, src[k] + done, len - done);
+		if (*ext < len)
+			*ext = len;
+		return;
+	}
+#endif
 	if (l->isal) {
 		/* xor_gen writes the XOR of vectors 0..v-2 into vector v-1;
 		 * listing dst first and last accumulates. Every slot is
@@ -353,31 +452,30 @@ static void gather_c(uint8_t *dst, const uint8_t *const *src, unsigned n, uint32
 	}
 }
 
-void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
-		const uint16_t *len, unsigned n, uint32_t *off)
+void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t dst_slack,
+		const uint8_t *const *src, const uint16_t *len, unsigned n)
 {
 	uint32_t lo = len[0], hi = len[0], done = 0, a = (uint32_t)((uintptr_t)src[0] & 31);
-	bool aligned = l->isal && n >= 2;
+	bool aligned = l->isal && n >= 2 && ((uintptr_t)dst & 31) == a && a <= l->cfg.src_slack &&
+		       a <= dst_slack;
 
 	for (unsigned j = 1; j < n; j++) {
 		if (len[j] < lo)
 			lo = len[j];
 		if (len[j] > hi)
 			hi = len[j];
+		aligned = aligned && ((uintptr_t)src[j] & 31) == a;
 	}
-	/* Every source at the same distance a from a 32-byte boundary (mbufs
-	 * with their frames at one offset): with a bytes of slack before each
-	 * we may start a from the boundary, and the XOR lands at dst + a. */
-	for (unsigned j = 0; aligned && j < n; j++)
-		aligned = ((uintptr_t)src[j] & 31) == a;
-	aligned = aligned && a <= l->cfg.src_slack;
-	if (!aligned)
-		a = 0;
-	*off = a;
-	dst += a;
-	/* the common prefix in one pass over every source; xor_gen only over
+	/* Every source and dst at the same distance a from a 32-byte boundary
+	 * (mbufs with their frames at one offset): with a bytes of slack
+	 * before each we may start a bytes early, from the boundary. The
+	 * common prefix in one pass over every source; xor_gen only over
 	 * whole 32-byte blocks of it, since the caller's bytes beyond a
-	 * message are not ours to read */
+	 * message are not ours to read. */
+#if IL_LEC_HAVE_AVX2
+	if (l->avx2)
+		done = xor_avx2(dst, src, n, lo, false);
+#endif
 	if (aligned && lo + a >= 32) {
 		void *v[IL_LEC_MAX_R + 1];
 		uint32_t span = (lo + a) & ~31u;
@@ -389,12 +487,13 @@ void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8
 			done = span - a;
 	}
 	gather_c(dst, src, n, done, lo);
-	/* the longer messages' tails (dst is zero there) */
-	for (unsigned j = 0; j < n; j++)
-		if (len[j] > lo)
-			il_xor(dst + lo, src[j] + lo, len[j] - lo);
-	if (*ext < a + hi)
-		*ext = a + hi;
+	/* the longer messages' tails, over zero */
+	if (hi > lo) {
+		memset(dst + lo, 0, hi - lo);
+		for (unsigned j = 0; j < n; j++)
+			if (len[j] > lo)
+				il_xor(dst + lo, src[j] + lo, len[j] - lo);
+	}
 }
 
 bool lec_zero(const uint8_t *buf, uint32_t from, uint32_t to)

@@ -49,7 +49,7 @@ static void recover(struct il_lec *l, uint32_t ri, const uint8_t *buf, uint32_t 
 	l->st.recovered_how[how]++;
 	g->st.recovered++;
 	l->ops.recovered(l->ops.arg, &r->id, slot, len, &info);
-	lec_bins_add(l, g, &r->id, slot, len, NULL);
+	lec_bins_add(l, g, &r->id, slot, len, (void *)(uintptr_t)ri, now);
 	if (r->nref)
 		push_work(l, ri);
 }
@@ -214,7 +214,7 @@ enum il_lec_verdict il_lec_data(struct il_lec *l, const struct il_lec_id *id,
 		}
 		l->st.data_new++;
 		g->st.data_new++;
-		lec_bins_add(l, g, id, src, len, cookie);
+		lec_bins_add(l, g, id, src, len, cookie, now_ns);
 		return IL_LEC_NEW;
 	}
 
@@ -239,7 +239,7 @@ enum il_lec_verdict il_lec_data(struct il_lec *l, const struct il_lec_id *id,
 	r->state = LEC_R_HELD;
 	l->st.data_new++;
 	g->st.data_new++;
-	lec_bins_add(l, g, id, rec_slot(l, ri), len, NULL);
+	lec_bins_add(l, g, id, rec_slot(l, ri), len, (void *)(uintptr_t)ri, now_ns);
 	if (r->nref) {
 		push_work(l, ri);
 		run_cascade(l, now_ns);

@@ -3,11 +3,13 @@
  * Repair bins (Ricochet sections 4.2.1, 4.2.2 and 4.2.5).
  *
  * A message of group G enters every bin whose group set contains G; a
- * logical bin is `stagger` instances filled round-robin, so consecutive
- * messages of a burst land in different repairs. An instance fires after
- * r messages: its XOR goes to the targets it draws, region by region
- * (floor of the mean, plus one with the fractional part's probability),
- * distinct members picked at random within each region.
+ * logical bin is `stagger` positions filled round-robin, so consecutive
+ * messages of a burst land in different repairs, and each position has
+ * `layers` instances (usually one) that all take its messages, their
+ * rounds out of phase. An instance fires after r messages: its XOR goes
+ * to the targets it draws, region by region (floor of the mean, plus one
+ * with the fractional part's probability), distinct members picked at
+ * random within each region.
  *
  * The draw for a round is made when the round starts, and only an
  * instance with at least one target XORs its messages: on average a
@@ -15,11 +17,14 @@
  * of bins. The draw is kept as a seed and replayed when the instance
  * fires, so the counts that decided to build the XOR are the ones used.
  *
- * By default a message is XORed into each accumulator as it arrives (the
- * caller's buffer is free again at once). With defer_xor an instance only
- * keeps references and XORs its r messages in one pass when it fires:
- * each byte of the repair is written once instead of r times, which is
- * what a data-plane caller holding mbufs wants.
+ * An encode-only node by default XORs a message into each accumulator as
+ * it arrives (the caller's buffer is free again at once). With defer_xor,
+ * and always on a decoding node (whose store holds every message anyway),
+ * an instance only keeps the index of the message in a frame table, and
+ * the caller XORs the r messages in one pass when the instance fires,
+ * straight into the buffer it sends (il_lec_repair_xor): each byte of the
+ * repair is written once, and a message kept by several instances costs
+ * one reference.
  */
 #include <string.h>
 
@@ -36,21 +41,29 @@ static uint32_t draw(struct il_lec *l, const struct lec_bin *b, uint64_t seed, b
 	for (uint32_t t = 0; t < b->tgt_n; t++) {
 		const struct lec_target *tg = &rg->tgt[b->tgt_first + t];
 		uint32_t size = rg->size[tg->region];
-		uint32_t k = tg->whole + ((uint32_t)(lec_rand(&s) >> 32) < tg->frac);
+		uint32_t k = tg->whole;
 
+		/* a whole count needs no draw (no random state consumed:
+		 * the same seed replays the same counts either way) */
+		if (tg->frac)
+			k += (uint32_t)(lec_rand(&s) >> 32) < tg->frac;
 		if (k > size)
 			k = size;
 		if (pick) {
 			/* a partial Fisher-Yates shuffle of the region's list */
 			uint32_t *m = rg->members + rg->start[tg->region];
 
-			for (uint32_t j = 0; j < k; j++) {
-				uint32_t x = j + lec_below(&l->rng, size - j);
-				uint32_t v = m[x];
+			if (k == size) {
+				memcpy(&l->targets[total], m, 4 * (size_t)k);
+			} else {
+				for (uint32_t j = 0; j < k; j++) {
+					uint32_t x = j + lec_below(&l->rng, size - j);
+					uint32_t v = m[x];
 
-				m[x] = m[j];
-				m[j] = v;
-				l->targets[total + j] = v;
+					m[x] = m[j];
+					m[j] = v;
+					l->targets[total + j] = v;
+				}
 			}
 		}
 		total += k;
@@ -74,23 +87,72 @@ void lec_inst_reset(struct il_lec *l, struct lec_bin *b, struct lec_inst *in)
 {
 	inst_clear(in);
 	in->seed = lec_rand(&l->rng);
-	in->xor_on = draw(l, b, in->seed, false) > 0;
+	/* a bin whose whole counts alone give a target needs no draw to know */
+	in->xor_on = b->always || draw(l, b, in->seed, false) > 0;
 }
 
+/* The instance lets go of its frames; those no other instance holds are
+ * free again (defer_xor: given back to the caller, in one call). */
 static void release(struct il_lec *l, struct lec_inst *in)
 {
-	if (l->cfg.defer_xor && in->nx)
-		l->ops.release(l->ops.arg, in->cookie, in->nx);
+	uint32_t k = 0;
+
+	if (!l->by_ref)
+		return;
+	for (uint32_t j = 0; j < in->nx; j++) {
+		uint32_t f = in->fr[j];
+		struct lec_frame *fr = &l->frames[f];
+
+		if (--fr->refs == 0) {
+			l->rel[k++] = fr->cookie;
+			l->frame_free[l->nframe_free++] = f;
+		}
+	}
+	if (k && l->cfg.defer_xor)
+		l->ops.release(l->ops.arg, l->rel, k);
+}
+
+/* The round's messages as a repair's ids and sources; a decoding node
+ * leaves out those its store has evicted since (their bytes are gone). */
+static uint32_t gather_refs(struct il_lec *l, const struct lec_inst *in, uint16_t *len_max,
+			    uint16_t *len_xor)
+{
+	uint32_t k = 0;
+
+	*len_max = 0;
+	*len_xor = 0;
+	for (uint32_t j = 0; j < in->nx; j++) {
+		const struct lec_frame *fr = &l->frames[in->fr[j]];
+
+		if (l->cfg.decode) {
+			const struct lec_rec *r = &l->rec[(uintptr_t)fr->cookie];
+
+			if (r->gen != fr->gen || r->state != LEC_R_HELD) {
+				l->st.drop_bin_evicted++;
+				continue;
+			}
+		}
+		l->rep_ids[k] = fr->id;
+		l->rep_src[k] = fr->src;
+		l->rep_len[k] = fr->len;
+		if (fr->len > *len_max)
+			*len_max = fr->len;
+		*len_xor ^= fr->len;
+		k++;
+	}
+	return k;
 }
 
 uint32_t lec_bin_drop(struct il_lec *l, struct lec_bin *b)
 {
 	uint32_t msgs = 0;
 
-	for (uint32_t s = 0; s < l->cfg.stagger; s++) {
+	for (uint32_t s = 0; s < (uint32_t)l->cfg.stagger * b->layers; s++) {
 		struct lec_inst *in = &b->inst[s];
 
-		msgs += in->n;
+		/* every layer holds the same messages: count them once */
+		if (s % b->layers == 0)
+			msgs += in->n;
 		release(l, in);
 		inst_clear(in);
 	}
@@ -108,101 +170,170 @@ static void fire(struct il_lec *l, struct lec_bin *b, struct lec_inst *in, bool 
 		if (n == 0) {
 			l->st.drop_repair_view++;
 		} else {
-			uint32_t off = 0;
-
-			if (l->cfg.defer_xor) {
-				lec_gather(l, in->acc, &in->ext, in->src, in->lens, in->nx, &off);
-				l->st.copy_ops++;
-				l->st.xor_ops += in->nx - 1;
-			}
 			struct il_lec_repair rep = {
-				.ids = in->ids,
-				.payload = in->acc + off,
 				.count = (uint16_t)in->nx,
 				.len = in->len_max,
 				.len_xor = in->len_xor,
+				.from = l,
 			};
 
-			l->ops.send(l->ops.arg, &rep, l->targets, n);
-			l->st.repairs_sent++;
-			l->st.repair_targets += n;
-			l->st.flushed += flush;
+			if (l->by_ref) {
+				rep.count = (uint16_t)gather_refs(l, in, &rep.len, &rep.len_xor);
+				rep.ids = l->rep_ids;
+				rep.src = l->rep_src;
+				rep.src_len = l->rep_len;
+				if (rep.count) {
+					l->st.copy_ops++;
+					l->st.xor_ops += rep.count - 1u;
+				}
+			} else {
+				rep.ids = in->ids;
+				rep.payload = in->acc;
+			}
+			if (rep.count) {
+				l->ops.send(l->ops.arg, &rep, l->targets, n);
+				l->st.repairs_sent++;
+				l->st.repair_targets += n;
+				l->st.flushed += flush;
+			}
 		}
 	}
 	release(l, in);
 	lec_inst_reset(l, b, in);
 }
 
+/* A message's frame, taken when the first instance keeps it. The add
+ * loop holds one count of its own until it is done, so an instance that
+ * fires meanwhile cannot give the frame back early. */
+static uint32_t frame_take(struct il_lec *l, const struct il_lec_id *id, const uint8_t *src,
+			   uint32_t len, void *cookie)
+{
+	uint32_t f = l->frame_free[--l->nframe_free];
+	struct lec_frame *fr = &l->frames[f];
+
+	fr->src = src;
+	fr->cookie = cookie;
+	fr->id = *id;
+	fr->len = (uint16_t)len;
+	fr->refs = 1;
+	if (l->cfg.defer_xor) {
+		l->ops.hold(l->ops.arg, cookie, 1);
+		l->st.holds++;
+	} else {
+		fr->gen = l->rec[(uintptr_t)cookie].gen;
+	}
+	return f;
+}
+
+static void bins_add_deferred(struct il_lec *l, const struct lec_group *g,
+			      const struct il_lec_id *id, const uint8_t *src, uint32_t len,
+			      void *cookie, uint64_t now)
+{
+	const uint32_t *lk = l->links + g->link_first;
+	const uint32_t stagger = l->cfg.stagger;
+	uint32_t f = LEC_NONE;
+
+	for (uint32_t k = 0; k < g->link_n; k++) {
+		struct lec_bin *b = &l->bin[lk[k]];
+		struct lec_inst *in = &b->inst[b->rr * b->layers];
+
+		if (++b->rr == stagger)
+			b->rr = 0;
+		for (uint32_t j = 0; j < b->layers; j++, in++) {
+			if (in->xor_on) {
+				if (f == LEC_NONE)
+					f = frame_take(l, id, src, len, cookie);
+				l->frames[f].refs++;
+				if (in->nx == 0)
+					in->t_first = now;
+				in->fr[in->nx++] = f;
+				if (len > in->len_max)
+					in->len_max = (uint16_t)len;
+				in->len_xor ^= (uint16_t)len;
+			}
+			if (++in->n == l->cfg.r)
+				fire(l, b, in, false);
+		}
+		l->st.bin_adds += b->layers;
+	}
+	if (f != LEC_NONE && --l->frames[f].refs == 0) {
+		/* every instance that kept it has fired already */
+		l->frame_free[l->nframe_free++] = f;
+		if (l->cfg.defer_xor)
+			l->ops.release(l->ops.arg, &cookie, 1);
+	}
+}
+
 void lec_bins_add(struct il_lec *l, const struct lec_group *g, const struct il_lec_id *id,
-		  const uint8_t *src, uint32_t len, void *cookie)
+		  const uint8_t *src, uint32_t len, void *cookie, uint64_t now)
 {
 	const uint32_t *lk = l->links + g->link_first;
 
-	if (l->cfg.defer_xor) {
-		/* one hold for every instance about to keep it, taken before
-		 * any of them can fire and release it */
-		uint32_t n = 0;
-
-		for (uint32_t k = 0; k < g->link_n; k++) {
-			const struct lec_bin *b = &l->bin[lk[k]];
-
-			n += b->inst[b->rr].xor_on;
-		}
-		if (n) {
-			l->ops.hold(l->ops.arg, cookie, n);
-			l->st.holds += n;
-		}
+	if (l->by_ref) {
+		bins_add_deferred(l, g, id, src, len, cookie, now);
+		return;
 	}
 	for (uint32_t k = 0; k < g->link_n; k++) {
 		struct lec_bin *b = &l->bin[lk[k]];
-		struct lec_inst *in = &b->inst[b->rr];
+		struct lec_inst *in = &b->inst[b->rr * b->layers];
 
 		if (++b->rr == l->cfg.stagger)
 			b->rr = 0;
-		l->st.bin_adds++;
-		if (in->xor_on && l->cfg.defer_xor) {
-			in->src[in->nx] = src;
-			in->lens[in->nx] = (uint16_t)len;
-			in->cookie[in->nx] = cookie;
-			in->ids[in->nx++] = *id;
-			if (len > in->len_max)
-				in->len_max = (uint16_t)len;
-			in->len_xor ^= (uint16_t)len;
-		} else if (in->xor_on) {
-			if (in->nx == 0) {
-				/* an empty accumulator is all zero: copy */
-				memcpy(in->acc, src, len);
-				in->ext = len;
-				l->st.copy_ops++;
-			} else {
-				lec_xor(l, in->acc, &in->ext, &src, 1, len);
-				l->st.xor_ops++;
+		for (uint32_t j = 0; j < b->layers; j++, in++) {
+			l->st.bin_adds++;
+			if (in->xor_on) {
+				if (in->nx == 0) {
+					/* an empty accumulator is all zero: copy */
+					memcpy(in->acc, src, len);
+					in->ext = len;
+					in->t_first = now;
+					l->st.copy_ops++;
+				} else {
+					lec_xor(l, in->acc, &in->ext, &src, 1, len);
+					l->st.xor_ops++;
+				}
+				in->ids[in->nx++] = *id;
+				if (len > in->len_max)
+					in->len_max = (uint16_t)len;
+				in->len_xor ^= (uint16_t)len;
 			}
-			in->ids[in->nx++] = *id;
-			if (len > in->len_max)
-				in->len_max = (uint16_t)len;
-			in->len_xor ^= (uint16_t)len;
+			if (++in->n == l->cfg.r)
+				fire(l, b, in, false);
 		}
-		if (++in->n == l->cfg.r)
-			fire(l, b, in, false);
 	}
+}
+
+static uint32_t flush_if(struct il_lec *l, unsigned min_fill, bool aged, uint64_t before)
+{
+	uint64_t sent = l->st.repairs_sent;
+
+	for (uint32_t d = 0; d < l->nbins; d++) {
+		struct lec_bin *b = &l->bin[l->bin_order[d]];
+
+		for (uint32_t s = 0; s < (uint32_t)l->cfg.stagger * b->layers; s++) {
+			struct lec_inst *in = &b->inst[s];
+
+			if (!in->xor_on || in->nx < min_fill || (aged && in->t_first > before))
+				continue;
+			fire(l, b, in, true);
+		}
+	}
+	return (uint32_t)(l->st.repairs_sent - sent);
 }
 
 uint32_t il_lec_flush(struct il_lec *l, unsigned min_fill)
 {
-	uint64_t before = l->st.repairs_sent;
+	return flush_if(l, min_fill < 1 ? 1 : min_fill, false, 0);
+}
 
-	if (min_fill < 1)
-		min_fill = 1;
-	for (uint32_t d = 0; d < l->nbins; d++) {
-		struct lec_bin *b = &l->bin[l->bin_order[d]];
+uint32_t il_lec_flush_aged(struct il_lec *l, uint64_t now_ns, uint64_t age_ns)
+{
+	if (now_ns < age_ns)
+		return 0;
+	return flush_if(l, 1, true, now_ns - age_ns);
+}
 
-		for (uint32_t s = 0; s < l->cfg.stagger; s++) {
-			struct lec_inst *in = &b->inst[s];
-
-			if (in->xor_on && in->n >= min_fill)
-				fire(l, b, in, true);
-		}
-	}
-	return (uint32_t)(l->st.repairs_sent - before);
+void il_lec_repair_xor(const struct il_lec_repair *rep, uint8_t *dst, uint32_t dst_slack)
+{
+	lec_gather(rep->from, dst, dst_slack, rep->src, rep->src_len, rep->count);
 }

@@ -98,24 +98,41 @@ struct lec_regions {
 
 struct lec_inst {
 	uint32_t n;  /* messages entered this round */
-	uint32_t nx; /* of which XORed into acc (xor_on) */
+	uint32_t nx; /* of which kept (xor_on) */
 	uint32_t ext; /* acc bytes that may be non-zero */
 	uint16_t len_max, len_xor;
 	bool xor_on; /* the drawn target count for this round is > 0 */
 	uint64_t seed; /* replays this round's target counts */
-	struct il_lec_id *ids; /* r entries */
+	uint64_t t_first; /* now_ns of the round's first message (flush by age) */
+	/* copying: the ids and the XOR so far; by reference (defer_xor or
+	 * decoding): the frames kept (indexes into l->frames), r entries */
+	struct il_lec_id *ids;
 	uint8_t *acc;
-	/* defer_xor: the payloads themselves, r entries each */
-	const uint8_t **src;
-	uint16_t *lens;
-	void **cookie;
+	uint32_t *fr;
+};
+
+/* One message the bins reference, however many of them do. defer_xor:
+ * the caller's payload, whose reference (ops.hold) is taken once and
+ * given back when the last instance holding it is done with it; a
+ * decoding node: the message's record in the store (cookie is its index)
+ * and the record's generation, so that a message the store evicted
+ * meanwhile is left out of the repair rather than read. */
+struct lec_frame {
+	const uint8_t *src;
+	void *cookie;
+	struct il_lec_id id;
+	uint16_t len;
+	uint16_t refs; /* instances holding it */
+	uint32_t gen;  /* decoding: the record's generation */
 };
 
 struct lec_bin {
 	bool live;
-	uint32_t rr; /* next instance (stagger) */
+	uint8_t layers;            /* instances per stagger position (layers) */
+	bool always;               /* every round draws a target (whole counts >= 1) */
+	uint32_t rr;               /* next stagger position */
 	uint32_t tgt_first, tgt_n; /* in regions.tgt of the set in force */
-	struct lec_inst *inst;     /* stagger entries */
+	struct lec_inst *inst;     /* stagger x layers entries: [rr * layers + j] */
 };
 
 /* ---- decoder stores ----------------------------------------------------- */
@@ -168,7 +185,8 @@ struct il_lec {
 	uint64_t rng;
 	uint32_t W;         /* words per group bitset */
 	uint32_t slot_size; /* bytes per payload buffer */
-	bool isal;
+	bool isal;  /* ISA-L xor_gen over aligned slots */
+	bool avx2;  /* our AVX2 kernels, any alignment */
 	size_t footprint;
 
 	/* groups */
@@ -191,9 +209,17 @@ struct il_lec {
 	struct lec_inst *inst;
 	struct il_lec_id *inst_ids;
 	uint8_t *acc_buf;
-	const uint8_t **inst_src;
-	uint16_t *inst_len;
-	void **inst_cookie;
+	uint32_t *inst_fr;
+	/* by reference: the frames the bins hold, and the free ones (a stack) */
+	bool by_ref; /* defer_xor or decode */
+	struct lec_frame *frames;
+	uint32_t *frame_free;
+	uint32_t nframe_free;
+	/* defer_xor: a firing repair's ids, sources and lengths; cookies to release */
+	struct il_lec_id *rep_ids;
+	const uint8_t **rep_src;
+	uint16_t *rep_len;
+	void **rel;
 
 	/* apply() scratch */
 	uint32_t *nb_ids;     /* neighbour ids */
@@ -269,13 +295,13 @@ void lec_fill(uint8_t *dst, uint32_t *ext, const void *src, uint32_t len);
  * is zero beyond (ISA-L: aligned slots); *ext grows to cover len. */
 void lec_xor(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
 	     unsigned n, uint32_t len);
-/* dst + *off := src[0] ^ ... ^ src[n-1] (n >= 1), each of its own length,
- * any alignment; dst must be zero beyond *ext, which becomes the end of
- * what was written. *off is 0, or (cfg.src_slack) the sources' common
- * offset from a 32-byte boundary, whose bytes before dst + *off are junk:
- * slots have 32 bytes of room for it. */
-void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t *ext, const uint8_t *const *src,
-		const uint16_t *len, unsigned n, uint32_t *off);
+/* dst[0, max len) := src[0] ^ ... ^ src[n-1] (n >= 1), each zero-padded
+ * from its own length, any alignment. When every source and dst sit at
+ * the same offset a from a 32-byte boundary, with a <= cfg.src_slack and
+ * a <= dst_slack, ISA-L XORs from the boundary before them, writing junk
+ * into dst[-a, 0). */
+void lec_gather(const struct il_lec *l, uint8_t *dst, uint32_t dst_slack,
+		const uint8_t *const *src, const uint16_t *len, unsigned n);
 /* true when buf[from, to) is all zero */
 bool lec_zero(const uint8_t *buf, uint32_t from, uint32_t to);
 
@@ -285,7 +311,7 @@ void lec_group_purge(struct il_lec *l, uint32_t gslot);
 
 /* lec_enc.c */
 void lec_bins_add(struct il_lec *l, const struct lec_group *g, const struct il_lec_id *id,
-		  const uint8_t *src, uint32_t len, void *cookie);
+		  const uint8_t *src, uint32_t len, void *cookie, uint64_t now);
 void lec_inst_reset(struct il_lec *l, struct lec_bin *b, struct lec_inst *in);
 /* messages held by the bin's instances (dropped with it) */
 uint32_t lec_bin_drop(struct il_lec *l, struct lec_bin *b);

@@ -31,17 +31,19 @@ int lec_regions_init(struct il_lec *l)
 	l->reg[1].n = 0;
 	l->nbins = 0;
 	l->nlinks = 0;
-	for (uint32_t b = 0; b < l->cfg.max_bins; b++) {
-		l->bin[b].inst = &l->inst[(size_t)b * l->cfg.stagger];
-		for (uint32_t s = 0; s < l->cfg.stagger; s++) {
-			size_t k = (size_t)b * l->cfg.stagger + s;
+	const uint32_t per_bin = (uint32_t)l->cfg.stagger * l->cfg.max_layers;
 
-			l->inst[k].ids = &l->inst_ids[k * l->cfg.r];
-			l->inst[k].acc = l->acc_buf + k * l->slot_size;
-			if (l->cfg.defer_xor) {
-				l->inst[k].src = &l->inst_src[k * l->cfg.r];
-				l->inst[k].lens = &l->inst_len[k * l->cfg.r];
-				l->inst[k].cookie = &l->inst_cookie[k * l->cfg.r];
+	for (uint32_t b = 0; b < l->cfg.max_bins; b++) {
+		l->bin[b].inst = &l->inst[(size_t)b * per_bin];
+		l->bin[b].layers = 1;
+		for (uint32_t s = 0; s < per_bin; s++) {
+			size_t k = (size_t)b * per_bin + s;
+
+			if (l->by_ref) {
+				l->inst[k].fr = &l->inst_fr[k * l->cfg.r];
+			} else {
+				l->inst[k].ids = &l->inst_ids[k * l->cfg.r];
+				l->inst[k].acc = l->acc_buf + k * l->slot_size;
 			}
 		}
 	}
@@ -152,12 +154,15 @@ static int cmp_ent(const void *a, const void *b, void *arg)
 
 static double group_c(struct il_lec *l, const struct lec_group *g, bool count)
 {
-	/* A group cannot send one message's repairs to more distinct
-	 * members than it has. */
-	if (g->c > (double)g->n) {
+	/* One layer of bins cannot send a message's repairs to more distinct
+	 * members than the group has; each further layer sends every member
+	 * one more. */
+	double most = (double)g->n * l->cfg.max_layers;
+
+	if (g->c > most) {
 		if (count && g->n > 0)
 			l->st.c_capped++;
-		return (double)g->n;
+		return most;
 	}
 	return g->c;
 }
@@ -210,6 +215,46 @@ static uint32_t key_groups(const struct il_lec *l, const uint64_t *key, uint16_t
 	return d;
 }
 
+static int plan_entry(struct il_lec *l, uint32_t *ne, const uint64_t *key, uint32_t t, double m,
+		      char *err, size_t errlen)
+{
+	if (*ne == l->cfg.max_links)
+		return ERR("lec.max_links = %u is too small for these views' bin targets",
+			   l->cfg.max_links);
+	memcpy(l->ent_keys + (size_t)*ne * l->W, key, 8 * l->W);
+	l->ent_region[*ne] = t;
+	l->ent_mean[*ne] = m;
+	(*ne)++;
+	return 0;
+}
+
+/* The groups plan: the bin of {G} draws c_G^T from every region T of G. */
+static int plan_entries_groups(struct il_lec *l, const struct lec_regions *rg, uint32_t *nent,
+			       char *err, size_t errlen)
+{
+	uint32_t W = l->W, ne = 0;
+	uint64_t *s = l->tmpkey;
+	uint16_t *gs = l->gtmp;
+
+	for (uint32_t t = 0; t < rg->n; t++) {
+		uint32_t d = key_groups(l, rg->keys + (size_t)t * W, gs);
+
+		for (uint32_t k = 0; k < d; k++) {
+			const struct lec_group *g = &l->grp[gs[k]];
+			double m = group_c(l, g, false) * rg->size[t] / g->n;
+
+			if (m <= LEC_EPS)
+				continue;
+			memset(s, 0, 8 * W);
+			key_set(s, gs[k]);
+			if (plan_entry(l, &ne, s, t, m, err, errlen))
+				return -1;
+		}
+	}
+	*nent = ne;
+	return 0;
+}
+
 /* Algorithm 1 for every region of rg: entries (bin set, region, mean). */
 static int plan_entries(struct il_lec *l, const struct lec_regions *rg, uint32_t *nent,
 			char *err, size_t errlen)
@@ -218,6 +263,8 @@ static int plan_entries(struct il_lec *l, const struct lec_regions *rg, uint32_t
 	uint64_t *s = l->tmpkey;
 	uint16_t *gs = l->gtmp;
 
+	if (l->cfg.plan == IL_LEC_PLAN_GROUPS)
+		return plan_entries_groups(l, rg, nent, err, errlen);
 	for (uint32_t t = 0; t < rg->n; t++) {
 		const uint64_t *tk = rg->keys + (size_t)t * W;
 		uint32_t d = key_groups(l, tk, gs), live = d;
@@ -234,16 +281,8 @@ static int plan_entries(struct il_lec *l, const struct lec_regions *rg, uint32_t
 			for (uint32_t k = 0; k < d; k++)
 				if (key_has(s, gs[k]) && (m < 0 || l->resid[gs[k]] < m))
 					m = l->resid[gs[k]];
-			if (m > LEC_EPS) {
-				if (ne == l->cfg.max_links)
-					return ERR("lec.max_links = %u is too small for these "
-						   "views' bin targets",
-						   l->cfg.max_links);
-				memcpy(l->ent_keys + (size_t)ne * W, s, 8 * W);
-				l->ent_region[ne] = t;
-				l->ent_mean[ne] = m;
-				ne++;
-			}
+			if (m > LEC_EPS && plan_entry(l, &ne, s, t, m, err, errlen))
+				return -1;
 			/* groups whose share of T is spent leave the set: the
 			 * next, smaller bin serves the others */
 			for (uint32_t k = 0; k < d; k++) {
@@ -298,6 +337,26 @@ static uint32_t ent_run(const struct il_lec *l, uint32_t pos, uint32_t nent)
 	return j;
 }
 
+/* Layers a bin needs: one per time its busiest region is owed all its
+ * members in one repair. */
+static uint32_t bin_layers(const struct il_lec *l, const struct lec_regions *nx, uint32_t i,
+			   uint32_t j)
+{
+	uint32_t layers = 1;
+
+	for (uint32_t e = i; e < j; e++) {
+		uint32_t x = l->ent_order[e];
+		double per = l->ent_mean[x] / nx->size[l->ent_region[x]];
+		uint32_t need = (uint32_t)per;
+
+		if (per - need > LEC_EPS)
+			need++;
+		if (need > layers)
+			layers = need;
+	}
+	return layers < l->cfg.max_layers ? layers : l->cfg.max_layers;
+}
+
 static void make_target(struct lec_target *t, uint32_t region, double mean)
 {
 	double whole = (double)(uint32_t)mean, frac = mean - whole;
@@ -340,22 +399,36 @@ static void commit(struct il_lec *l, struct lec_regions *nx, uint32_t nent)
 		struct lec_bin *b;
 
 		j = ent_run(l, i, nent);
-		if (slot == LEC_NONE) {
+		uint32_t layers = bin_layers(l, nx, i, j);
+
+		if (slot != LEC_NONE && l->bin[slot].layers != layers) {
+			/* its rounds are laid out anew: start it afresh */
+			l->st.drop_bin_view += lec_bin_drop(l, &l->bin[slot]);
+			l->bin[slot].live = true;
+			l->newbin_slot[nd] = slot | 0x80000000u;
+		} else if (slot == LEC_NONE) {
 			while (l->bin[free_cur].live)
 				free_cur++;
 			slot = free_cur;
 			memcpy(l->bin_keys + (size_t)slot * W, ent_key(l, i), 8 * W);
 			l->bin[slot].live = true;
-			l->bin[slot].rr = 0;
 			l->newbin_slot[nd] = slot | 0x80000000u; /* fresh */
 		}
 		b = &l->bin[slot];
+		if (l->newbin_slot[nd] & 0x80000000u) {
+			b->rr = 0;
+			b->layers = (uint8_t)layers;
+		}
 		b->tgt_first = ntgt;
 		b->tgt_n = j - i;
+		b->always = false;
 		for (uint32_t e = i; e < j; e++) {
 			uint32_t x = l->ent_order[e];
 
-			make_target(&nx->tgt[ntgt++], l->ent_region[x], l->ent_mean[x]);
+			/* each layer draws its share */
+			make_target(&nx->tgt[ntgt], l->ent_region[x], l->ent_mean[x] / layers);
+			b->always |= nx->tgt[ntgt].whole >= 1 && nx->size[l->ent_region[x]] >= 1;
+			ntgt++;
 		}
 		l->bin_order[nd++] = slot;
 	}
@@ -401,8 +474,15 @@ static void commit(struct il_lec *l, struct lec_regions *nx, uint32_t nent)
 			continue;
 		struct lec_bin *b = &l->bin[l->newbin_slot[d] & 0x7fffffffu];
 
-		for (uint32_t s = 0; s < l->cfg.stagger; s++)
-			lec_inst_reset(l, b, &b->inst[s]);
+		for (uint32_t s = 0; s < (uint32_t)l->cfg.stagger * b->layers; s++) {
+			struct lec_inst *in = &b->inst[s];
+
+			lec_inst_reset(l, b, in);
+			/* layer j's rounds start j/layers of a round late, so
+			 * the layers' repairs of a message have other
+			 * companions */
+			in->n = (s % b->layers) * l->cfg.r / b->layers;
+		}
 	}
 
 	for (uint32_t s = 0; s < l->cfg.max_groups; s++) {

@@ -6,9 +6,10 @@ payload the XOR of the stamped frames its ids name (il_lec_xor, computed here fr
 out on "out"). LEC repairs of other members pass the appliance unchanged."""
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
+from scapy.packet import Raw
 
 from interlink_scapy import (ILLecId, ILLecRepair, ILMember, ILView, ILViewMember, Interlink,
-                             il_lec_xor)
+                             il_auth_seal, il_lec_xor)
 from test_appliance import MC, data_frame, mcast_mac
 
 APPLIANCE_IP = "192.0.2.1"  # configs/sequencer.yaml
@@ -37,7 +38,9 @@ def heartbeat(group, member):
             Interlink(type=8, group_id=group, sender_id=member) / ILMember(roles=2, incarnation=3))
 
 
-LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5}",
+# Algorithm 1's composite bins at one node's rate (the defaults are one bin per group at the
+# peers' rate: tests/unit/lec/test_lec_stage.c)
+LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5, plan: regions, rate: node}",
        "pipeline=[{lcore: 1, chains: [{rx: in, stages: [classify, seq, lec, nak], tx: out}, "
        "{rx: out, stages: [classify, nak], tx: in}]}]", "epoch=77"]
 
@@ -109,3 +112,57 @@ def test_member_repairs_pass_unchanged(run_pcap):
         r = run_pcap([rep], sets=sets)
         assert [bytes(p) for p in r.out] == [bytes(rep)]
         assert r.back == []
+
+
+KEY, KEY_ID = bytes(range(0x40, 0x60)), 7
+
+
+def signed(pkt, counter, key=KEY):
+    """The frame with its Interlink message signed (AUTH option), addresses unchanged."""
+    body = il_auth_seal(bytes(pkt[Interlink]), key, KEY_ID, counter)
+    return (Ether(src=pkt[Ether].src, dst=pkt[Ether].dst) / IP(src=pkt[IP].src, dst=pkt[IP].dst) /
+            UDP(sport=pkt[UDP].sport, dport=pkt[UDP].dport) / Raw(body))
+
+
+def moved(pkt, mac, ip):
+    """The same frame (the same bytes of its Interlink message) from another host."""
+    return (Ether(src=mac, dst=pkt[Ether].dst) / IP(src=ip, dst=pkt[IP].dst) /
+            UDP(sport=pkt[UDP].sport, dport=pkt[UDP].dport) / Raw(bytes(pkt[UDP].payload)))
+
+
+def test_addresses_learnt_only_from_verified_frames(run_pcap, tmp_path):
+    """With auth, the stage learns a member's address only from a frame whose MAC and counter
+    verify: a forged HEARTBEAT (unsigned, signed with another key, or a signed one replayed from
+    another host) does not redirect the member's repairs, nor does an unsigned VIEW change the
+    plan. Without auth the same forged HEARTBEAT does redirect them (what the test guards)."""
+    keys = tmp_path / "keys"
+    keys.write_text(f"{KEY_ID} {KEY.hex()}\n")
+    keys.chmod(0o600)
+    evil_mac, evil_ip = "02:00:00:00:0e:01", "10.9.9.9"
+    ctr = iter(range(1 << 40, 1 << 41))
+    views = [signed(view_frame(g, m), next(ctr)) for g, m in VIEWS.items()]
+    hbs = {i: signed(heartbeat(1 if i < 14 else 2, i), next(ctr)) for i in (11, 12, 13, 14)}
+    forged = [moved(heartbeat(1, 11), evil_mac, evil_ip),                  # no MAC
+              moved(signed(heartbeat(1, 12), next(ctr), key=bytes(32)), evil_mac, evil_ip),
+              moved(hbs[13], evil_mac, evil_ip),                           # a replay
+              view_frame(1, [11, 99])]                                     # an unsigned VIEW
+    data = [data_frame(1 + i % 2, 1, i // 2 + 1, [bytes([i]) * 300]) for i in range(64)]
+    for auth in (True, False):
+        sets = LEC + ([f"stages.lec.auth.keys={keys}"] if auth else [])
+        ins = (views if auth else [view_frame(g, m) for g, m in VIEWS.items()])
+        ins = ins + list(hbs.values()) + (forged if auth else forged[:1]) + data
+        r = run_pcap(ins, sets=sets)
+        st = r.summary["stages"]["lec"]
+        repairs = [p for p in r.back if Interlink in p and p[Interlink].type == 12]
+        assert st["protected"] == 64 and repairs
+        to_evil = [p for p in repairs if p[IP].dst == evil_ip]
+        if auth:
+            assert st["addr_learnt"] == 4 and st["addr_moved"] == 0, st
+            assert st["drop_unauth"] == 4 and st["views"] == 2, st
+            assert not to_evil
+            for p in repairs:
+                m = int(p[IP].dst.split(".")[-1])
+                assert p[Ether].dst == member_mac(m) and m in (11, 12, 13, 14)
+        else:
+            assert st["addr_moved"] == 1, st
+            assert to_evil and all(p[Ether].dst == evil_mac for p in to_evil)

@@ -46,6 +46,8 @@ class EtcdCluster:
 
     def __init__(self, workdir, n=3, heartbeat_ms=25, election_ms=250, tag="t"):
         self.workdir = workdir
+        self.extra_host = None  # clients also on this address (set before start())
+        self.own_session = True  # each member in a session of its own (harig.py)
         self.n = n
         self.hb = heartbeat_ms
         self.el = election_ms
@@ -62,22 +64,28 @@ class EtcdCluster:
     def url(self, i):
         return "http://127.0.0.1:%d" % self.client[i]
 
-    def endpoints(self, order=None):
-        return ",".join(self.url(i) for i in (order if order is not None else range(self.n)))
+    def endpoints(self, order=None, host=None):
+        """The client URLs; host: on the extra address instead of 127.0.0.1."""
+        return ",".join(self.url(i) if host is None else "http://%s:%d" % (host, self.client[i])
+                        for i in (order if order is not None else range(self.n)))
 
     def _spawn(self, i, state):
         d = os.path.join(self.workdir, self.names[i])
         os.makedirs(d, exist_ok=True)
         self.logs[i] = open(os.path.join(self.workdir, self.names[i] + ".log"), "ab")
         args = [ETCD, "--name", self.names[i], "--data-dir", os.path.join(d, "data"),
-                "--listen-client-urls", self.url(i), "--advertise-client-urls", self.url(i),
+                "--listen-client-urls", self.url(i) + (
+                    ",http://%s:%d" % (self.extra_host, self.client[i]) if self.extra_host else ""),
+                "--advertise-client-urls", self.url(i),
                 "--listen-peer-urls", "http://127.0.0.1:%d" % self.peer[i],
                 "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % self.peer[i],
                 "--initial-cluster", self.initial, "--initial-cluster-token", self.token,
                 "--initial-cluster-state", state,
                 "--heartbeat-interval", str(self.hb), "--election-timeout", str(self.el),
                 "--log-level", "warn"]
-        self.procs[i] = subprocess.Popen(args, stdout=self.logs[i], stderr=subprocess.STDOUT)
+        # A session of its own: its own autogroup (harig.py), as a service would be.
+        self.procs[i] = subprocess.Popen(args, stdout=self.logs[i], stderr=subprocess.STDOUT,
+                                         start_new_session=self.own_session)
 
     def start(self, timeout=30):
         for i in range(self.n):

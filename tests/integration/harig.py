@@ -11,6 +11,13 @@ interlink-control (--ha-etcd: a real 3-member etcd cluster on localhost, etcdrig
 heartbeat on 127.0.0.1). Appliance a is pinned to CPU 1, b to CPU 0. Everything is named
 after a random tag, and __exit__ removes what this rig made (processes it started,
 namespaces, links, channel files, the etcd cluster's data) even when a test fails.
+
+Every process the rig starts runs in a session of its own, as systemd runs each service in a
+cgroup of its own. This matters on a shared machine: with the kernel's autogroup scheduling
+(sched_autogroup_enabled, on here) all processes of one session share one scheduling group,
+whose CPU share on each CPU is split by the group's load there; a busy-polling data plane
+concentrates the group's load on its own CPU and starves its siblings (the members, the
+control process) on the other one against other sessions (docs/ha.md, section 13).
 """
 import json
 import os
@@ -54,11 +61,18 @@ def offloads_off(*ns_and_if):
 
 class PairRig:
     def __init__(self, tmp: Path, n_hosts, ctl_args=(), ha_args=(), app_sets=(), etcd_n=3,
-                 nodes=NODES, ha=True, members_links=False):
+                 nodes=NODES, ha=True, members_links=False, own_sessions=True,
+                 hb_link=False):
         """nodes: the appliances to start; ha False: a single appliance without the pair
         (configs/uto.yaml, no etcd), for comparisons; members_links: a veth pair into each
-        bridge for il-uto-members (members())."""
+        bridge for il-uto-members (members()); own_sessions False: the appliances, control
+        processes and members in the caller's session (only to show what that does);
+        hb_link: each control process in a network namespace of its own (<tag>ca, <tag>cb),
+        the pair heartbeat over a veth between the two (hb0, 10.S.4.1 and .2: hb_down() cuts
+        it), etcd reached over a bridge in the root namespace (<tag>M, 10.S.3.254)."""
         self.nodes, self.use_ha, self.members_links = tuple(nodes), ha, members_links
+        self.own = own_sessions
+        self.hb_link = hb_link
         self.tmp = tmp
         self.tag = "ilh" + uuid.uuid4().hex[:5]
         self.n_hosts = n_hosts
@@ -76,6 +90,7 @@ class PairRig:
         edir = os.environ.get("IL_ETCD_DIR")
         self.etcd = EtcdCluster(os.path.join(edir, self.tag) if edir else str(tmp / "etcd"),
                                 tag="e" + self.tag[3:])
+        self.etcd.own_session = own_sessions
         self.etcd_n = etcd_n
         self.links, self.netns = [], []
         self.ctl = {x: None for x in NODES}
@@ -150,6 +165,44 @@ class PairRig:
                     offloads_off(i)
                 sh("ip", "link", "set", b, "master", f"{self.tag}{br}")
 
+    def ctl_ns(self, x):
+        return f"{self.tag}c{x}"
+
+    def mgmt_up(self):
+        """hb_link: the management bridge (etcd's extra address) and the control processes'
+        namespaces, each on the bridge and on the heartbeat veth between them."""
+        br = f"{self.tag}M"
+        sh("ip", "link", "add", br, "type", "bridge")
+        self.links.append(br)
+        sh("sysctl", "-qw", f"net.ipv6.conf.{br}.disable_ipv6=1")
+        sh("ip", "addr", "add", f"10.{self.subnet}.3.254/24", "dev", br)
+        sh("ip", "link", "set", br, "up")
+        self.etcd.extra_host = f"10.{self.subnet}.3.254"
+        for n, x in enumerate(NODES, 1):
+            ns = self.ctl_ns(x)
+            sh("ip", "netns", "add", ns)
+            self.netns.append(ns)
+            sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+            root = f"{self.tag}M{x}"
+            sh("ip", "link", "add", root, "type", "veth", "peer", "name", "m0", "netns", ns)
+            self.links.append(root)
+            sh("sysctl", "-qw", f"net.ipv6.conf.{root}.disable_ipv6=1")
+            sh("ip", "link", "set", root, "master", br)
+            sh("ip", "link", "set", root, "up")
+            sh("ip", "-n", ns, "addr", "add", f"10.{self.subnet}.3.{n}/24", "dev", "m0")
+            sh("ip", "-n", ns, "link", "set", "m0", "up")
+        a, b = (self.ctl_ns(x) for x in NODES)
+        sh("ip", "-n", a, "link", "add", "hb0", "type", "veth", "peer", "name", "hb0", "netns", b)
+        for n, ns in enumerate((a, b), 1):
+            sh("ip", "-n", ns, "addr", "add", f"10.{self.subnet}.4.{n}/24", "dev", "hb0")
+            sh("ip", "-n", ns, "link", "set", "hb0", "up")
+
+    def hb_down(self, down=True):
+        """hb_link: cut the pair heartbeat's link (both ends down), or mend it."""
+        for x in NODES:
+            sh("ip", "-n", self.ctl_ns(x), "link", "set", "hb0", "down" if down else "up")
+
     def members(self, *args, cpu="0"):
         """il-uto-members on the members' links (members_links=True); not waited for."""
         members = BUILD / "tools" / "il-uto-members"
@@ -157,7 +210,8 @@ class PairRig:
         cmd = ["taskset", "-c", cpu, str(members), "--tx", f"{self.tag}m0",
                "--rx", f"{self.tag}n0", "--json", str(js), "--group", str(self.group),
                "--mcast", self.mcast, "--udp-port", str(self.port), *args]
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=self.own)
         p.json = js
         return p
 
@@ -169,11 +223,20 @@ class PairRig:
         # deployment guide has them (they sleep in io_uring; the data planes are left alone).
         if os.environ.get("IL_HA_CHRT"):
             cmd = ["chrt", "-f", os.environ["IL_HA_CHRT"], *cmd]
-        if self.use_ha:
+        if self.use_ha and self.hb_link:
+            n, m = (1, 2) if x == "a" else (2, 1)
+            cmd += ["--ha-etcd", self.etcd.endpoints(host=self.etcd.extra_host), "--ha-node", x,
+                    "--ha-prefix", self.prefix,
+                    "--ha-listen", f"10.{self.subnet}.4.{n}:{self.hb[x]}",
+                    "--ha-peer", f"10.{self.subnet}.4.{m}:{self.hb[other]}", *self.ha_args]
+            # `ip netns exec` execs the command: the pid stays the control process's.
+            cmd = ["ip", "netns", "exec", self.ctl_ns(x), *cmd]
+        elif self.use_ha:
             cmd += ["--ha-etcd", self.etcd.endpoints(), "--ha-node", x,
                     "--ha-prefix", self.prefix, "--ha-listen", f"127.0.0.1:{self.hb[x]}",
                     "--ha-peer", f"127.0.0.1:{self.hb[other]}", *self.ha_args]
-        self.ctl[x] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        self.ctl[x] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=self.own)
 
     def start_appliance(self, x, wait=True):
         self.n_app[x] += 1
@@ -199,7 +262,8 @@ class PairRig:
             cmd += ["--set", s]
         log = self.tmp / f"app-{x}{self.n_app[x]}.log"
         for attempt in range(3):
-            self.app[x] = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+            self.app[x] = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                                           start_new_session=self.own)
             if not wait:
                 return
             up = self.dp_up(x)
@@ -314,6 +378,8 @@ class PairRig:
     # -- context -------------------------------------------------------------------------
     def __enter__(self):
         try:
+            if self.hb_link:
+                self.mgmt_up()
             if self.use_ha:
                 self.etcd.start()
             self.links_up()

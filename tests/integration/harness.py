@@ -148,10 +148,11 @@ class MemifRig:
 class UtoMemifRig(MemifRig):
     """MemifRig with configs/uto.yaml and interlink-control on a channel of its own."""
 
-    def __init__(self, tmp: Path, ctl_args=()):
+    def __init__(self, tmp: Path, ctl_args=(), app_sets=()):
         super().__init__(tmp)
         self.chan = f"/dev/shm/ilpg{self.tag}-chan"
         self.ctl_args = list(ctl_args)
+        self.app_sets = [a for s in app_sets for a in ("--set", s)]
         self.ctl = None
 
     def start_appliance(self):
@@ -165,7 +166,8 @@ class UtoMemifRig(MemifRig):
                "--set", f"ports.out.device=net_memif1,role=server,socket={self.sock_out},socket-abstract=no",
                "--set", f"stages.ctrl.chan={self.chan}",
                "--set", "status_interval_ms=0",
-               "--set", 'eal=[--no-huge, -m, "1024", --lcores, "0,1", --log-level, "lib.eal:error"]']
+               "--set", 'eal=[--no-huge, -m, "1024", --lcores, "0,1", --log-level, "lib.eal:error"]',
+               *self.app_sets]
         self.app = subprocess.Popen(cmd, stdout=open(self.app_log, "w"), stderr=subprocess.STDOUT)
         end = time.time() + 30
         while time.time() < end:

@@ -20,8 +20,10 @@ LEC_HOST = BUILD / "tools" / "il-lec-host"
 # The appliance's lec stage (appliance-side LEC): after the sequencer (the frames as stamped)
 # and before the control stage (it learns members' addresses from their JOINs, HEARTBEATs
 # and ACKs, which the control stage consumes); views from the control stage.
-def lec_stage_sets(r=8, c=5.0, stagger=1, groups=None):
+def lec_stage_sets(r=8, c=5.0, stagger=1, groups=None, plan=None, rate=None):
     g = f", groups: [{', '.join(str(x) for x in groups)}]" if groups else ""
+    g += f", plan: {plan}" if plan else ""
+    g += f", rate: {rate}" if rate else ""
     return [f"stages.lec={{type: lec, control: ctrl, tx: in, r: {r}, c: {c}, "
             f"stagger: {stagger}{g}}}",
             "pipeline=[{lcore: 1, chains: [{rx: in, stages: [classify, seq, lec, ctrl, nak], "

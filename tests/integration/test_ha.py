@@ -321,3 +321,77 @@ def test_repair_below_the_cut_from_the_shadow(tmp_path):
           f"incomplete cuts {sum(f['cut_incomplete'] for f in final.values())}")
     assert final[1]["cut_repairs"] > 0, final[1]
     assert all(f["cut_incomplete"] == 0 for f in final.values()), final
+
+
+def test_heartbeat_partition_no_takeover(tmp_path):
+    """docs/ha.md 9.3: both appliances alive, the pair heartbeat cut (it runs on a link of its
+    own here, a veth between the control processes' namespaces, taken down), the active still
+    serving: the standby sees its frames on "out" and must not take over, for 4.5 s, while the
+    replicas go on U-delivering. Meanwhile the standby's own data plane is paused (SIGSTOP)
+    for longer than the detection time and less than its control process's --ha-dp-dead-ms:
+    its last report says it last saw the active long ago, and only the report's own age
+    (docs/ha.md 6.1, `link_unjudged`) keeps its control process from reading that as the
+    active's silence. Then, the heartbeat link still down, a real failure (SIGKILL of the
+    active): the standby takes over all the same (the link silent too). The killed appliance
+    comes back as standby once the link is mended; both checkers.
+
+    Detection here waits 600 ms of silence, not 40 ms: with the heartbeat cut the link is the
+    standby's only evidence, and on the shared 2-core machine an active's data plane was seen
+    descheduled for 60-380 ms (at load 9, every few seconds): silent on the link as a dead one
+    is, and resigning itself besides (without its ALIVE for --ha-dp-dead-ms). A takeover then
+    is right, and not what this test is about (heartbeat silence alone is no reason). The
+    standby's pause (0.9 s) ends after the detection time and before the standby stops
+    believing it hears hosts on "in" (1 s after its data plane's last sighting of one): in
+    between, without the report's age, it would take over."""
+    relaxed = ["--ha-detect-ms", "600", "--ha-auth-ms", "450", "--ha-dp-dead-ms", "1500"]
+    with PairRig(tmp_path, 5, CTL, relaxed, hb_link=True) as rig:
+        caps = [(x, rig.capture(x)) for x in NODES]
+        store = Store(rig, tmp_path)
+        store.start_replicas()
+        store.start_writers(14_000, 1000)
+        rig.wait_for(lambda: min(store.applied()) >= 2000, 60, "PUTs before the partition")
+        act, epoch = active_epoch(rig)
+        sby = "b" if act == "a" else "a"
+        rig.wait_for(lambda: rig.ha(sby).get("peer_heard_ms", 10 ** 9) < 100, 10,
+                     "the standby to hear the active's heartbeat")
+        rig.hb_down()
+        t0 = time.time()
+        applied0 = min(store.applied())
+        # Both lose the heartbeat: each shows its peer unheard, neither takes anything.
+        rig.wait_for(lambda: min(rig.ha(x).get("peer_heard_ms", 0) for x in NODES) > 500, 10,
+                     "both control processes to miss the heartbeat")
+        unjudged0 = rig.ha(sby)["link_unjudged"]
+        rig.app[sby].send_signal(signal.SIGSTOP)  # 0.9 s: past --ha-detect-ms, not dp-dead
+        time.sleep(0.9)
+        rig.app[sby].send_signal(signal.SIGCONT)
+        while time.time() - t0 < 4.5:
+            h_act, h_sby = rig.ha(act), rig.ha(sby)
+            assert h_sby["role"] == "standby" and h_sby["takeovers"] == 0, h_sby
+            assert h_act["role"] == "active" and h_act["epoch"] == epoch, h_act
+            time.sleep(0.2)
+        assert min(store.applied()) >= applied0 + 1000, (applied0, store.applied())
+        h_sby = rig.ha(sby)
+        assert h_sby["peer_frame_ms"] < 100, h_sby  # it still sees the active
+        assert h_sby["link_unjudged"] > unjudged0, h_sby
+        # A real failure while the heartbeat is still cut: taken over.
+        t_kill = time.clock_gettime(time.CLOCK_MONOTONIC)
+        rig.kill(act, signal.SIGKILL)
+        rig.wait_for(lambda: rig.role(sby) == "active", 10, f"{sby} to take over")
+        new = rig.ha(sby)
+        assert new["epoch"] != epoch and new["prev_epoch"] == epoch, new
+        rig.hb_down(False)
+        rig.start_node(act)
+        rig.wait_for(lambda: rig.role(act) == "standby" and rig.ha(act)["owner"] == sby, 30,
+                     f"{act} back as standby")
+        final = store.finish()
+        rig.stop_captures()
+        total = store.check(final)
+        st = check_stamps(rig, caps)
+        firsts = store.first_deliveries()
+    ms = (firsts[new["epoch"]] - t_kill) * 1e3
+    print(f"\nheartbeat partition: no takeover in 4.5 s with the heartbeat cut and the standby's "
+          f"data plane paused 0.9 s ({h_sby['link_unjudged'] - unjudged0} link checks skipped); "
+          f"then SIGKILL of "
+          f"the active ({act}) taken over by {sby} (epoch {epoch} -> {new['epoch']}), first "
+          f"U-delivery {ms:.0f} ms after the kill; {total} PUTs applied once each; "
+          f"{st.restamped()} messages stamped twice")

@@ -23,6 +23,7 @@ from the fault to the first message U-delivered in the new epoch."""
 import json
 import os
 import random
+import re
 import signal
 import statistics
 import time
@@ -40,6 +41,9 @@ pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespac
 
 KINDS = ["kill-active", "stop-active", "link-down", "kill-standby", "kill-etcd", "handover",
          "kill-dp", "kill-ctl"]
+# IL_HA_KINDS: only these kinds (comma-separated), e.g. to measure one of them.
+if os.environ.get("IL_HA_KINDS"):
+    KINDS = [k for k in os.environ["IL_HA_KINDS"].split(",") if k in KINDS]
 N_FAULTS = int(os.environ.get("IL_HA_FAULTS", str(len(KINDS))))
 SEED = int(os.environ.get("IL_HA_SEED", str(int(time.time()) % 100000)))
 # Extra interlink-control options (e.g. the detection settings of a measurement).
@@ -48,6 +52,40 @@ HA_ARGS = os.environ.get("IL_HA_ARGS", "").split()
 
 def mono():
     return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+LOG_T = r"interlink-control: ha (\w+) ([0-9]+\.[0-9]+): "
+
+
+def takeover_phases(tmp, epoch):
+    """What the control logs say of the takeover that began `epoch` (docs/ha.md, section 10),
+    CLOCK_MONOTONIC seconds (the logs' millisecond resolution): decided (T2 submitted),
+    t2 (T2 committed, the role and the announcement down), reports (the last report in),
+    t4 (the cut committed, the final watermark and the first views down). None if the
+    logs do not show that takeover (e.g. a hand-over's)."""
+    for log in sorted(tmp.glob("control-*.log")):
+        lines = log.read_text(errors="replace").splitlines()
+        out = {}
+        for i, ln in enumerate(lines):
+            m = re.match(LOG_T + r".*T2 takes epoch (\d+)", ln)
+            if m and int(m.group(3)) == epoch:
+                out = {"node": m.group(1), "decided": float(m.group(2))}
+                continue
+            if not out:
+                continue
+            m = re.match(LOG_T + r"T2 committed in [0-9.]+ ms: epoch (\d+)", ln)
+            if m and int(m.group(3)) == epoch:
+                out["t2"] = float(m.group(2))
+            m = re.match(LOG_T + r"reports came [0-9.]+ to ([0-9.]+) ms after the role", ln)
+            if m and "t2" in out and "reports" not in out:
+                out["reports"] = out["t2"] + float(m.group(3)) / 1e3
+            m = re.match(LOG_T + r"cut of epoch \d+ committed .*serving epoch (\d+)", ln)
+            if m and int(m.group(3)) == epoch:
+                out["t4"] = float(m.group(2))
+                return out
+            if re.match(LOG_T + r"standby", ln):
+                out = {}
+    return None
 
 
 class Faults:
@@ -230,6 +268,20 @@ def test_faults_in_random_order(tmp_path):
             ms = (after[0] - rec["wall"]) * 1e3 if after else float("nan")
         rec["unavailable_ms"] = round(ms, 1)
         by_kind.setdefault(rec["kind"], []).append(ms)
+    # The takeover's parts, from the fault on (docs/ha.md, section 10): detection (until T2 is
+    # submitted), T2, the reports, T4, and from T4 to the first U-delivery in the new epoch.
+    phases = {}
+    for rec in faults.log:
+        ph = takeover_phases(tmp_path, rec["new_epoch"]) if rec["new_epoch"] else None
+        first = firsts.get(rec["new_epoch"]) if rec["new_epoch"] else None
+        if not ph or "t4" not in ph or first is None or ph["decided"] < rec["t"]:
+            continue
+        rep = ph.get("reports", ph["t2"])
+        rec["phases_ms"] = {k: round(v * 1e3, 1) for k, v in (
+            ("detect", ph["decided"] - rec["t"]), ("t2", ph["t2"] - ph["decided"]),
+            ("reports", rep - ph["t2"]), ("t4", ph["t4"] - rep), ("first", first - ph["t4"]))}
+        for k, v in rec["phases_ms"].items():
+            phases.setdefault(rec["kind"], {}).setdefault(k, []).append(v)
     summary = {}
     for k, v in sorted(by_kind.items()):
         v = [x for x in v if x == x]  # a NaN is a fault whose effect could not be told apart
@@ -247,6 +299,9 @@ def test_faults_in_random_order(tmp_path):
           f"{sum(final[r].get('cut_incomplete', 0) for r in final)} incomplete cuts; "
           f"{max(0, spurious)} epochs begun without a fault")
     print("per fault kind:", json.dumps(summary))
+    for k, per in sorted(phases.items()):
+        print(f"{k} takeover parts, median (worst) ms: " + ", ".join(
+            f"{p} {statistics.median(v):.1f} ({max(v):.1f})" for p, v in per.items()))
     print("faults:", json.dumps(faults.log))
     print("control a:", json.dumps({k: hstat['a'].get(k) for k in
                                     ('takeovers', 'handovers', 'fenced', 'resigns', 'stalls')}))
@@ -258,4 +313,8 @@ def test_faults_in_random_order(tmp_path):
             json.dump({"seed": SEED, "faults": faults.log, "summary": summary, "puts": total,
                        "frames": st.frames, "restamped": st.restamped(),
                        "epochs_without_fault": max(0, spurious),
+                       "phases": {k: {p: {"median_ms": round(statistics.median(v), 1),
+                                          "worst_ms": round(max(v), 1)}
+                                      for p, v in per.items()} for k, per in phases.items()},
+                       "load": os.getloadavg(),
                        "po_disagreements": st.po_disagreements()}, f, indent=1)

@@ -103,7 +103,7 @@ def test_library_is_self_contained_with_soname_and_public_api_only(root):
     dyn = run(["readelf", "-d", str(real)]).stdout
     assert f"Library soname: [libinterlink.so.{SOMAJOR}]" in dyn
     needed = set(re.findall(r"Shared library: \[([^\]]+)\]", dyn))
-    assert needed <= {"liburing.so.2", "libm.so.6", "libc.so.6"}, needed
+    assert needed <= {"liburing.so.2", "libsodium.so.23", "libm.so.6", "libc.so.6"}, needed
     ldd = run(["ldd", str(real)]).stdout
     assert "not found" not in ldd, ldd
     # Exported: the public API alone, versioned; nothing of the folded-in internal libraries.
@@ -112,7 +112,7 @@ def test_library_is_self_contained_with_soname_and_public_api_only(root):
     exported = {s for s in exported if not s.startswith("INTERLINK_0")}  # version nodes
     assert exported and all(s.startswith("il_ep_") for s in exported), sorted(exported)
     assert "il_ep_version" in exported
-    # Undefined in the shared library: only what libc, libm and liburing define.
+    # Undefined in the shared library: only what libc, libm, liburing and libsodium define.
     undef = run(["nm", "-D", "--undefined-only", str(real)]).stdout
     assert not re.search(r" U (il_|ep_)", undef), undef
     # The static library carries the internal objects it needs (util, tfrc, ep_core).
@@ -188,7 +188,8 @@ def test_example_builds_with_pkg_config_and_runs(root, work):
     assert f"libinterlink {VERSION}\n" in out
     assert re.search(r"\b[1-9]\d* JOINs sent", out), out
 
-    # Static, through the shipped Makefile: libinterlink.a alone is enough (with liburing).
+    # Static, through the shipped Makefile: libinterlink.a alone is enough (with liburing and
+    # libsodium).
     p = run(["make", "static"], cwd=ex, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     ldd = run(["ldd", str(ex / "il-loopback-static")], env=env).stdout

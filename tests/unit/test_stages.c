@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
@@ -108,6 +109,27 @@ static uint64_t ctr(const struct il_stage *st, const char *name)
 	return 0;
 }
 
+/* Whether history entry idx of group gi holds exactly the bytes of m, by
+ * reference or in the arena; *by_ref says which. */
+static bool hist_holds(unsigned gi, uint32_t idx, const struct rte_mbuf *m, bool *by_ref)
+{
+	const struct il_hist_ent *e = il_seq_hist_at(seq, gi, idx);
+	const uint8_t *b = e->m != NULL ? rte_pktmbuf_mtod(e->m, const uint8_t *)
+					: il_seq_hist_bytes(seq, gi, e);
+
+	*by_ref = e->m != NULL;
+	return e->len == m->pkt_len && memcmp(b, rte_pktmbuf_mtod(m, const uint8_t *), e->len) == 0;
+}
+
+/* Mbufs the history of group gi holds by reference. */
+static unsigned hist_refs(unsigned gi)
+{
+	unsigned k = 0;
+	for (uint32_t i = 0; i < seq->groups[gi].n; i++)
+		k += il_seq_hist_at(seq, gi, i)->m != NULL;
+	return k;
+}
+
 static void free_deferred(void)
 {
 	struct il_lcore_io *io = nk->io;
@@ -128,14 +150,20 @@ static void test_stamps_per_group_and_keeps_history(void **state)
 	n = run(p, n);
 	assert_int_equal(n, 3);
 	uint64_t want_gs[3] = {1, 1, 4};
+	uint32_t want_idx[3] = {0, 0, 1};
 	for (int i = 0; i < 3; i++) {
 		const uint8_t *h = rte_pktmbuf_mtod(p[i], uint8_t *) + 42;
+		bool by_ref;
 		assert_int_equal(il_get64(h + IL_OFF_GLOBAL_SEQ), want_gs[i]);
 		assert_int_equal(il_get32(h + IL_OFF_EPOCH), 77);
 		assert_int_equal(h[IL_OFF_FLAGS], IL_F_STAMPED);
 		assert_true(udp_csum_valid(p[i]));
-		/* One reference in flight, one in the history. */
-		assert_int_equal(rte_mbuf_refcnt_read(p[i]), 2);
+		/* The history holds the frame as stamped: small frames copied
+		 * into the arena (the mbuf is the sender's alone, one reference),
+		 * larger ones by reference. */
+		assert_true(hist_holds(i == 1 ? 1 : 0, want_idx[i], p[i], &by_ref));
+		assert_false(by_ref);
+		assert_int_equal(rte_mbuf_refcnt_read(p[i]), 1);
 	}
 	assert_int_equal(seq->groups[0].next, 6);
 	assert_int_equal(seq->groups[1].next, 2);
@@ -162,8 +190,26 @@ static void test_history_evicts_oldest_and_releases_it(void **state)
 	assert_int_equal(seq->groups[1].n, 8);
 	assert_int_equal(ctr(sq, "history_evicted") - evicted, 30 + 1 - 8);
 	assert_int_equal(il_seq_hist_low(seq, 1), seq->groups[1].next - 8);
-	/* The pool got back all but the frames the history still holds. */
-	assert_int_equal(before - rte_mempool_avail_count(app.pool), 8 - 1);
+	/* The pool got back every mbuf: small frames are copied. */
+	assert_int_equal(hist_refs(1), 0);
+	assert_int_equal(before - rte_mempool_avail_count(app.pool), 0);
+
+	/* Frames longer than copy_max (256) are held by reference: 8 of
+	 * them fill the history, one more releases the oldest. */
+	for (int i = 0; i < 9; i++) {
+		p[0] = frame(7400, IL_T_DATA, 2, 3, 200 + i, 1, 300, i & 1);
+		assert_int_equal(run(p, 1), 1);
+		assert_int_equal(rte_mbuf_refcnt_read(p[0]), 2);
+		rte_pktmbuf_free(p[0]);
+	}
+	assert_int_equal(hist_refs(1), 8);
+	assert_int_equal(before - rte_mempool_avail_count(app.pool), 8);
+	/* And small ones replace them, giving their mbufs back. */
+	for (int i = 0; i < 8; i++)
+		p[i] = frame(7400, IL_T_DATA, 2, 3, 300 + i, 1, 1, false);
+	rte_pktmbuf_free_bulk(p, run(p, 8));
+	assert_int_equal(hist_refs(1), 0);
+	assert_int_equal(before - rte_mempool_avail_count(app.pool), 0);
 }
 
 static void test_raw_mode_insertion(void **state)
@@ -265,13 +311,21 @@ static void test_nak_serves_history_unavail_and_future(void **state)
 	assert_int_equal(low, next + 12 - 8);
 	free_deferred();
 
-	/* Inside the history: the frames themselves, one more reference each. */
+	/* Inside the history: the frames as they were stamped, byte for byte
+	 * (copies of what the arena holds). */
 	p[0] = nak(1, low + 1, low + 2);
 	n = run(p, 1);
 	assert_int_equal(n, 0);
 	assert_int_equal(io->n_defer, 2);
-	assert_ptr_equal(io->defer[0], il_seq_hist_at(seq, 0, 1)->m);
-	assert_int_equal(rte_mbuf_refcnt_read(io->defer[0]), 2);
+	for (unsigned i = 0; i < 2; i++) {
+		bool by_ref;
+		assert_true(hist_holds(0, 1 + i, io->defer[i], &by_ref));
+		assert_false(by_ref);
+		assert_int_equal(rte_mbuf_refcnt_read(io->defer[i]), 1);
+		assert_int_equal(il_get64(rte_pktmbuf_mtod(io->defer[i], uint8_t *) + 42 +
+					  IL_OFF_GLOBAL_SEQ), low + 1 + i);
+		assert_true(udp_csum_valid(io->defer[i]));
+	}
 	free_deferred();
 
 	/* Straddling the low edge: UNAVAIL for the old part, frames for the rest. */
@@ -300,6 +354,46 @@ static void test_nak_serves_history_unavail_and_future(void **state)
 	run(p, 1);
 	assert_true(io->n_defer <= 5 - 3);
 	assert_int_equal(ctr(nk, "rate_limited_frames"), limited + 1);
+	free_deferred();
+}
+
+/* Frames longer than copy_max stay in the history by reference: a NAK is
+ * answered with the very mbuf, one more reference; small and large frames
+ * mixed in one answer keep their order. */
+static void test_nak_serves_large_frames_by_reference(void **state)
+{
+	(void)state;
+	struct rte_mbuf *p[IL_BURST_CAP];
+	struct il_lcore_io *io = nk->io;
+	char err[256];
+	struct il_cfg *b = il_cfg_load_string("{ rate_pps: 1000000, burst: 1000 }", "t", err,
+					      sizeof(err));
+
+	assert_non_null(b);
+	assert_int_equal(nk->type->set(nk, b, err, sizeof(err)), 0);
+	il_cfg_free(b);
+	rte_delay_us_block(1000); /* the bucket keeps its debt: 1 ms refills 1000 */
+	free_deferred();
+	uint64_t first = seq->groups[1].next;
+	for (int i = 0; i < 4; i++)
+		p[i] = frame(7400, IL_T_DATA, 2, 9, 400 + i, 1, (i & 1) ? 8 : 600, true);
+	rte_pktmbuf_free_bulk(p, run(p, 4));
+	p[0] = frame(7400, IL_T_NAK, 2, 0x40004, 0, 0, 0, false);
+	il_range_put(rte_pktmbuf_mtod(p[0], uint8_t *) + 42 + IL_HDR_LEN, first, first + 3);
+	assert_int_equal(run(p, 1), 0);
+	assert_int_equal(io->n_defer, 4);
+	for (unsigned i = 0; i < 4; i++) {
+		uint32_t idx = seq->groups[1].n - 4 + i;
+		bool by_ref;
+		assert_true(hist_holds(1, idx, io->defer[i], &by_ref));
+		assert_int_equal(by_ref, !(i & 1));
+		if (by_ref) {
+			assert_ptr_equal(io->defer[i], il_seq_hist_at(seq, 1, idx)->m);
+			assert_int_equal(rte_mbuf_refcnt_read(io->defer[i]), 2);
+		}
+		assert_int_equal(il_get64(rte_pktmbuf_mtod(io->defer[i], uint8_t *) + 42 +
+					  IL_OFF_GLOBAL_SEQ), first + i);
+	}
 	free_deferred();
 }
 
@@ -511,7 +605,7 @@ static char *many_groups_config(void)
 		 "stages:\n"
 		 "  classify: { type: classify }\n"
 		 "  seq_a: { type: sequencer, history: 4 }\n"
-		 "  seq_b: { type: sequencer, history: 4 }\n"
+		 "  seq_b: { type: sequencer, history: 4, copy_max: 0 }\n"
 		 "pipeline:\n"
 		 "  - lcore: 1\n"
 		 "    chains:\n"
@@ -566,6 +660,13 @@ static void test_state_of_two_sequencers_over_many_groups(void **state)
 	p[1] = frame(7400, IL_T_DATA, 150, 1, 3, 1, 8, false);
 	n = cl2->type->process(cl2, p, 2);
 	n = sq_b->type->process(sq_b, p, n);
+	/* seq_b copies nothing (copy_max 0): it holds references. */
+	const struct il_seq *b_ctx = sq_b->ctx;
+	for (unsigned i = 0; i < n; i++) {
+		assert_int_equal(rte_mbuf_refcnt_read(p[i]), 2);
+		assert_ptr_equal(il_seq_hist_at(b_ctx, il_meta(p[i])->group_idx, 0)->m, p[i]);
+	}
+	assert_null(b_ctx->groups[0].arena);
 	rte_pktmbuf_free_bulk(p, n);
 
 	tu_state_collect(sq_a, &a);
@@ -624,6 +725,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_raw_mode_insertion),
 		cmocka_unit_test(test_stamp_overwrites_what_the_sender_forged),
 		cmocka_unit_test(test_nak_serves_history_unavail_and_future),
+		cmocka_unit_test(test_nak_serves_large_frames_by_reference),
 		cmocka_unit_test(test_nak_budget_holds_buckets_and_eviction),
 		cmocka_unit_test(test_tx_burst_order_and_drops),
 		cmocka_unit_test(test_made_packets_start_untagged),

@@ -139,6 +139,32 @@ static void test_sent_append_and_rewind(void **state)
 /* Go-back-N: sender_seq 1..8 sent (messages 0..7), 1..3 known stable
  * (sent_base 4); the appliance says it expects 6: 6..8 go again before
  * the two never sent, 4 and 5 stay remembered, next is 6. */
+/* Going back with nothing deferred: the deferred queue never held a record
+ * (its buffer is NULL); its head was computed as NULL + 0 and copied from
+ * (undefined behaviour the sanitizer builds report). */
+static void test_go_back_with_nothing_deferred(void **state)
+{
+	struct ep_q sent, q;
+	uint8_t msg[8] = {0};
+	uint64_t next = 4;
+	uint16_t n;
+
+	(void)state;
+	ep_q_init(&sent, SIZE_MAX);
+	ep_q_init(&q, 1 << 20);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(ep_q_push(&sent, msg, sizeof(msg)), 0);
+	assert_null(ep_q_head(&q));
+	assert_int_equal(ep_go_back(&q, &sent, 1, &next, 2), 2);
+	assert_int_equal(next, 2);
+	assert_int_equal(q.n, 2);
+	assert_int_equal(ep_q_span(&q, SIZE_MAX, 10, &n), 2 * (IL_MSG_HDR_LEN + sizeof(msg)));
+	assert_int_equal(n, 2);
+	assert_int_equal(ep_q_append(&q, ep_q_head(&sent), 0, 0), 0);
+	ep_q_free(&q);
+	ep_q_free(&sent);
+}
+
 static void test_go_back(void **state)
 {
 	struct ep_q sent, q;
@@ -302,6 +328,50 @@ static void test_gap_nak(void **state)
 	assert_true(ep_rxw_nak_due(&w, t + 12 * MS, 300 * US, 3 * MS, 16, &f, &l));
 	assert_int_equal(f, 120);
 	assert_int_equal(l, 135);
+	ep_rxw_free(&w);
+}
+
+/* A NAK asks only for what the window can hold: a tail announced far
+ * ahead (a STABLE's next sequence) is asked for up to the window's end,
+ * not 65536 sequences that would come back as overflows (whose slots are
+ * other sequences'). */
+static void test_nak_within_the_window(void **state)
+{
+	struct ep_rxw w;
+	uint64_t f, l, t = 1000 * MS, top = 0;
+	unsigned naks = 0;
+
+	(void)state;
+	assert_int_equal(ep_rxw_init(&w, 16), 0);
+	for (uint64_t g = 1; g <= 4; g++)
+		put(&w, g);
+	put(&w, 8);
+	po_advance(&w);
+	assert_int_equal(w.po, 5);
+	ep_rxw_seen(&w, 1000);
+	for (unsigned i = 0; i < 20; i++, t += MS)
+		while (ep_rxw_nak_due(&w, t, 300 * US, 3 * MS, 65536, &f, &l)) {
+			if (!(f >= w.po && l >= f && l - w.uto <= w.mask))
+				fail_msg("NAK %lu..%lu with po %lu uto %lu", (unsigned long)f,
+					 (unsigned long)l, (unsigned long)w.po, (unsigned long)w.uto);
+			naks++;
+		}
+	assert_true(naks > 0);
+	for (uint64_t g = 5; g <= 7; g++)
+		put(&w, g);
+	po_advance(&w);
+	assert_int_equal(w.po, 9);
+	/* All of it U-delivered (as ep_deliver does: slots emptied). */
+	for (uint64_t g = 1; g <= 8; g++)
+		ep_rxw_slot(&w, g)->state = EP_S_EMPTY;
+	w.uto = 9;
+	for (unsigned i = 0; i < 20; i++, t += MS)
+		while (ep_rxw_nak_due(&w, t, 300 * US, 3 * MS, 65536, &f, &l)) {
+			assert_true(f >= w.po && l >= f && l - w.uto <= w.mask);
+			if (l > top)
+				top = l;
+		}
+	assert_int_equal(top, 24); /* uto 9 + 16 slots - 1: the window's end, no further */
 	ep_rxw_free(&w);
 }
 
@@ -484,8 +554,10 @@ int main(void)
 		cmocka_unit_test(test_pack_bound_and_growth),
 		cmocka_unit_test(test_sent_append_and_rewind),
 		cmocka_unit_test(test_go_back),
+		cmocka_unit_test(test_go_back_with_nothing_deferred),
 		cmocka_unit_test(test_credit),
 		cmocka_unit_test(test_gap_nak),
+		cmocka_unit_test(test_nak_within_the_window),
 		cmocka_unit_test(test_gaps_have_their_own_timers),
 		cmocka_unit_test(test_window_overflow_and_free),
 		cmocka_unit_test(test_unavail_holes),

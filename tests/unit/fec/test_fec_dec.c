@@ -42,16 +42,36 @@ static void link_emit(void *arg, const uint8_t *msg, uint32_t len,
 		assert_int_equal(il_fec_dec_repair(l->dec, msg, len, l->pos * 1000), IL_FEC_OK);
 }
 
+/* by_ref: received packets are handed to the decoder by reference
+ * (il_fec_dec_data_ref), each in a buffer of its own that only the
+ * release callback frees (ASan catches a read after it), and without
+ * their payload check, as the fec_dec stage does. */
+static bool by_ref;
+static unsigned refs_taken, refs_released;
+
+static void ref_release(void *handle, void *arg)
+{
+	(void)arg;
+	memset(handle, 0xa5, 64);
+	free(handle);
+	refs_released++;
+}
+
 /* Run n packets over the link; deliveries land in g. */
-static void run_link(const struct il_fec_cfg *cfg, uint64_t n, const uint64_t *drop,
+static void run_link(const struct il_fec_cfg *cfg_in, uint64_t n, const uint64_t *drop,
 		     unsigned ndrop, struct got *g, struct il_fec_dec_stats *st,
 		     uint64_t *lost_x, unsigned *nlost)
 {
 	uint8_t pkt[2048] __attribute__((aligned(64)));
 	struct link l = { .drop = drop, .ndrop = ndrop };
+	struct il_fec_cfg cfgr = *cfg_in;
+	const struct il_fec_cfg *cfg = &cfgr;
 	struct il_fec_enc *e;
 	char err[256];
 
+	if (by_ref)
+		cfgr.release = ref_release;
+	refs_taken = refs_released = 0;
 	memset(g, 0, sizeof(*g));
 	g->min_len = MINL;
 	g->max_len = MAXL;
@@ -66,17 +86,39 @@ static void run_link(const struct il_fec_cfg *cfg, uint64_t n, const uint64_t *d
 
 		sim_pkt_build(pkt, x, len);
 		assert_int_equal(il_fec_id_ipv4(pkt, len, &id), 0);
-		if (link_lost(&l))
+		if (link_lost(&l)) {
 			lost_x[(*nlost)++] = x;
-		else
+		} else if (by_ref) {
+			uint8_t *copy = aligned_alloc(64, 2048);
+			struct il_fec_id tuple;
+			bool kept;
+
+			memcpy(copy, pkt, len);
+			assert_int_equal(il_fec_id_ipv4_tuple(copy, len, &tuple), 0);
+			assert_int_equal(il_fec_dec_data_ref(l.dec, &tuple, false, copy, len, copy,
+							     &kept, l.pos * 1000),
+					 IL_FEC_FORWARD);
+			if (kept)
+				refs_taken++;
+			else
+				free(copy);
+		} else {
 			assert_int_equal(il_fec_dec_data(l.dec, &id, pkt, len, l.pos * 1000),
 					 IL_FEC_FORWARD);
+		}
 		il_fec_enc_add(e, &id, pkt, len);
 	}
 	il_fec_enc_flush(e, true);
 	*st = *il_fec_dec_stats(l.dec);
 	il_fec_enc_free(e);
 	il_fec_dec_free(l.dec);
+	/* Every reference taken was given back, once (freeing the decoder
+	 * releases what it still held). */
+	assert_int_equal(refs_released, refs_taken);
+	/* Originals never arrive after their repairs here, and no two share
+	 * addresses, IP id and length: no payload check at the decoder. */
+	if (by_ref)
+		assert_int_equal(st->checks_computed, 0);
 }
 
 /* Lose each link packet of a run in turn: every lost data packet comes
@@ -132,6 +174,27 @@ static void test_every_single_loss(void **state)
 	cfg.code = IL_FEC_CODE_RS;
 	cfg.interleave[0] = 3;
 	check_every_single_loss(&cfg, 150);
+}
+
+/* The same with received packets held by reference and their payload
+ * checks left to the repairs' recipes (what the fec_dec stage does). */
+static void test_every_single_loss_by_reference(void **state)
+{
+	struct il_fec_cfg cfg;
+
+	(void)state;
+	by_ref = true;
+	il_fec_cfg_defaults(&cfg);
+	cfg.verify_l3_off = 0;
+	check_every_single_loss(&cfg, 200);
+	il_fec_cfg_defaults(&cfg);
+	cfg.delay_xor = true;
+	check_every_single_loss(&cfg, 200);
+	il_fec_cfg_defaults(&cfg);
+	cfg.code = IL_FEC_CODE_RS;
+	cfg.interleave[0] = 3;
+	check_every_single_loss(&cfg, 150);
+	by_ref = false;
 }
 
 static struct il_fec_dec *hand_dec(struct il_fec_cfg *cfg, struct got *g)
@@ -283,6 +346,68 @@ static void test_ip_id_reuse(void **state)
 	assert_int_equal(g->x[0], a[1]);
 	assert_int_equal(g->bad, 0);
 	assert_int_equal(il_fec_dec_stats(d)->verify_fail, 0);
+	il_fec_dec_free(d);
+	free(g);
+}
+
+/* Two packets that share addresses, IP id and length, handed over
+ * without their checks. The kept one and the lost one are told apart by
+ * their packet numbers (the lost one is recovered); a second arrival with
+ * the same tuple makes the decoder compute both checks (a duplicate is
+ * recognised as one, a different packet is kept apart). When the lost
+ * one is named first, the kept one may be taken for it: the recovery then
+ * fails its verification, and nothing wrong reaches a host. */
+static void test_ip_id_reuse_without_checks(void **state)
+{
+	const uint64_t a[] = { 5, 5 + 65536 * 4, 9 };
+	struct il_fec_cfg cfg;
+	struct got *g = malloc(sizeof(*g));
+	uint8_t p[3][512] __attribute__((aligned(64)));
+	struct il_fec_id t[3];
+	uint8_t m[4096];
+	uint32_t len;
+	bool kept;
+
+	(void)state;
+	for (unsigned i = 0; i < 3; i++) {
+		sim_pkt_build(p[i], a[i], 200);
+		il_fec_id_ipv4_tuple(p[i], 200, &t[i]);
+	}
+	il_fec_cfg_defaults(&cfg);
+	len = hand_repair(m, &cfg, 0, 1, a, 3, 0, 0, 0, 200, 200);
+
+	/* a[1] lost: recovered. */
+	struct il_fec_dec *d = hand_dec(&cfg, g);
+	g->min_len = g->max_len = 200;
+	il_fec_dec_data_ref(d, &t[0], false, p[0], 200, NULL, &kept, 1);
+	il_fec_dec_data_ref(d, &t[2], false, p[2], 200, NULL, &kept, 2);
+	assert_int_equal(il_fec_dec_repair(d, m, len, 3), IL_FEC_OK);
+	assert_int_equal(g->n, 1);
+	assert_int_equal(g->x[0], a[1]);
+	assert_int_equal(g->bad, 0);
+	assert_int_equal(il_fec_dec_stats(d)->checks_computed, 0);
+	/* a[0] again: a duplicate (both checks computed to tell); a[1] again:
+	 * the late original of what was recovered. */
+	assert_int_equal(il_fec_dec_data_ref(d, &t[0], false, p[0], 200, NULL, &kept, 4),
+			 IL_FEC_FORWARD);
+	assert_int_equal(il_fec_dec_stats(d)->dup_originals, 1);
+	assert_int_equal(il_fec_dec_data_ref(d, &t[1], false, p[1], 200, NULL, &kept, 5),
+			 IL_FEC_DROP_LATE);
+	assert_true(il_fec_dec_stats(d)->checks_computed >= 2);
+	il_fec_dec_free(d);
+
+	/* a[0] lost, a[1] kept: a[1] is taken for a[0] (nothing told them
+	 * apart yet), the rebuilt bytes fail verification, nothing wrong
+	 * is delivered. */
+	d = hand_dec(&cfg, g);
+	g->min_len = g->max_len = 200;
+	il_fec_dec_data_ref(d, &t[1], false, p[1], 200, NULL, &kept, 1);
+	il_fec_dec_data_ref(d, &t[2], false, p[2], 200, NULL, &kept, 2);
+	assert_int_equal(il_fec_dec_repair(d, m, len, 3), IL_FEC_OK);
+	assert_int_equal(g->bad, 0);
+	for (unsigned i = 0; i < g->n; i++)
+		assert_int_not_equal(g->x[i], a[1]);
+	assert_int_equal(g->n + il_fec_dec_stats(d)->verify_fail, 1);
 	il_fec_dec_free(d);
 	free(g);
 }
@@ -502,6 +627,82 @@ static void test_bounds_and_epochs(void **state)
 	free(g);
 }
 
+/* Reset (il_fec_enc_reset, il_fec_dec_reset): the same encoder and decoder
+ * behave as new ones. The same lossy run twice on one pair, a reset
+ * between, gives the same recoveries and counters; without the reset the
+ * second run meets packets the decoder still holds and differs. */
+static void run_on(struct il_fec_enc *e, struct link *l, uint64_t n)
+{
+	uint8_t pkt[2048] __attribute__((aligned(64)));
+
+	l->pos = 0;
+	for (uint64_t x = 0; x < n; x++) {
+		uint32_t len = sim_pkt_len(x, MINL, MAXL);
+		struct il_fec_id id;
+
+		sim_pkt_build(pkt, x, len);
+		assert_int_equal(il_fec_id_ipv4(pkt, len, &id), 0);
+		if (!link_lost(l))
+			il_fec_dec_data(l->dec, &id, pkt, len, l->pos * 1000);
+		il_fec_enc_add(e, &id, pkt, len);
+	}
+	il_fec_enc_flush(e, true);
+}
+
+static void test_reset_is_a_new_codec(void **state)
+{
+	static const uint64_t drop[] = {3, 17, 18, 40, 41, 42, 77};
+	struct il_fec_dec_stats first;
+	struct got *g = malloc(sizeof(*g));
+	struct il_fec_cfg cfg;
+	char err[256];
+
+	(void)state;
+	for (unsigned code = IL_FEC_CODE_XOR; code <= IL_FEC_CODE_RS; code++) {
+		struct link l = { .drop = drop, .ndrop = 7 };
+
+		il_fec_cfg_defaults(&cfg);
+		cfg.code = (uint8_t)code;
+		cfg.r = 4;
+		cfg.c = 2;
+		cfg.interleave[1] = 3;
+		memset(g, 0, sizeof(*g));
+		g->min_len = MINL;
+		g->max_len = MAXL;
+		l.dec = il_fec_dec_create(&cfg, got_deliver, g, err, sizeof(err));
+		struct il_fec_enc *e = il_fec_enc_create(&cfg, link_emit, &l, err, sizeof(err));
+		assert_non_null(l.dec);
+		assert_non_null(e);
+		run_on(e, &l, 100);
+		assert_true(g->n > 0);
+		assert_int_equal(g->bad, 0);
+		unsigned n1 = g->n;
+		uint64_t x1[16];
+		memcpy(x1, g->x, sizeof(x1));
+		first = *il_fec_dec_stats(l.dec);
+		const struct il_fec_enc_stats es = *il_fec_enc_stats(e);
+
+		il_fec_enc_reset(e);
+		il_fec_dec_reset(l.dec);
+		assert_int_equal(il_fec_enc_stats(e)->packets, 0);
+		assert_int_equal(il_fec_dec_stats(l.dec)->data_in, 0);
+		g->n = 0;
+		l.repairs = 0;
+		run_on(e, &l, 100);
+		assert_int_equal(g->n, n1);
+		assert_memory_equal(g->x, x1, sizeof(x1[0]) * (n1 < 16 ? n1 : 16));
+		assert_int_equal(g->bad, 0);
+		assert_memory_equal(il_fec_dec_stats(l.dec), &first, sizeof(first));
+		assert_memory_equal(il_fec_enc_stats(e), &es, sizeof(es));
+		/* Without a reset the decoder still holds the packets. */
+		run_on(e, &l, 100);
+		assert_true(il_fec_dec_stats(l.dec)->dup_originals > 0);
+		il_fec_enc_free(e);
+		il_fec_dec_free(l.dec);
+	}
+	free(g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -509,12 +710,15 @@ int main(void)
 		cmocka_unit_test(test_cascade),
 		cmocka_unit_test(test_two_repair),
 		cmocka_unit_test(test_late_and_duplicate),
+		cmocka_unit_test(test_every_single_loss_by_reference),
 		cmocka_unit_test(test_ip_id_reuse),
+		cmocka_unit_test(test_ip_id_reuse_without_checks),
 		cmocka_unit_test(test_verify_fail),
 		cmocka_unit_test(test_bad_repairs),
 		cmocka_unit_test(test_rs_block),
 		cmocka_unit_test(test_age_eviction),
 		cmocka_unit_test(test_bounds_and_epochs),
+		cmocka_unit_test(test_reset_is_a_new_codec),
 	};
 
 	return cmocka_run_group_tests_name("fec_dec", tests, NULL, NULL);

@@ -121,7 +121,10 @@ static void on_send(void *arg, const struct il_lec_repair *rep, const uint32_t *
 	e->count = rep->count;
 	e->len = rep->len;
 	e->len_xor = rep->len_xor;
-	memcpy(e->payload, rep->payload, rep->len);
+	if (rep->payload)
+		memcpy(e->payload, rep->payload, rep->len);
+	else /* a decoding node keeps references: the XOR straight into the queue */
+		il_lec_repair_xor(rep, e->payload, 0);
 	e->n = n;
 	memcpy(e->targets, targets, n * sizeof(targets[0]));
 	s->qtail = next;

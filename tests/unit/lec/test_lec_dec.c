@@ -479,6 +479,49 @@ static void test_xor_ref(void **state)
 	}
 }
 
+/* A decoding node's bins refer to its store: a message the store evicts
+ * before its bin fires is left out of the repair (counted), and the
+ * repair is still the exact XOR of the messages it names. */
+static void test_bin_evicted(void **state)
+{
+	struct il_lec_cfg cfg;
+	struct t_cap cap;
+	struct il_lec *l;
+	uint32_t a[] = { 1, 3, 4 }, b[] = { 5, 6, 7 };
+	struct t_repair want;
+	struct il_lec_id v[7];
+
+	(void)state;
+	il_lec_cfg_defaults(&cfg);
+	cfg.self_id = ME;
+	cfg.store_msgs = 128;
+	cfg.max_len = T_MAXLEN;
+	cfg.plan = IL_LEC_PLAN_GROUPS;
+	t_cap_init(&cap, 200, 16);
+	l = t_lec(&cfg, &cap);
+	t_group(l, 1, 3.0, a, 3); /* c = |G|: every round builds its repair */
+	t_group(l, 2, 3.0, b, 3);
+	t_apply(l);
+	assert_int_equal(t_data(l, 1, 1, 0), IL_LEC_NEW);
+	/* 200 messages of group 2 push message 1 of group 1 out of the store */
+	for (uint64_t s = 1; s <= 200; s++)
+		assert_int_equal(t_data(l, 2, s, 0), IL_LEC_NEW);
+	assert_int_equal(cap.nrep, 25);
+	for (uint64_t s = 2; s <= 8; s++)
+		assert_int_equal(t_data(l, 1, s, 0), IL_LEC_NEW);
+	assert_int_equal(cap.nrep, 26);
+	assert_int_equal(il_lec_stats(l)->drop_bin_evicted, 1);
+	ids(v, 1, 2, 7);
+	t_build(&want, v, 7);
+	assert_int_equal(cap.rep[25].count, 7);
+	assert_memory_equal(cap.rep[25].ids, v, sizeof(v));
+	assert_int_equal(cap.rep[25].len, want.len);
+	assert_int_equal(cap.rep[25].len_xor, want.len_xor);
+	assert_memory_equal(cap.rep[25].payload, want.payload, want.len);
+	il_lec_free(l);
+	t_cap_free(&cap);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -492,6 +535,7 @@ int main(void)
 		cmocka_unit_test(test_stagger),
 		cmocka_unit_test(test_random_never_twice),
 		cmocka_unit_test(test_xor_ref),
+		cmocka_unit_test(test_bin_evicted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -498,7 +498,7 @@ static void ref_release(void *arg, void *const *cookies, uint32_t n)
 /* off: where each payload starts in its T_MAXLEN buffer (42: as in an
  * mbuf, 10 bytes past a 32-byte boundary); slack: cfg.src_slack of the
  * deferring instance (with 31 it XORs those from the boundary, ISA-L). */
-static void defer_matches_copy(uint32_t off, uint32_t slack)
+static void defer_matches_copy(uint32_t off, uint32_t slack, uint8_t impl)
 {
 	enum { PER_GROUP = 3000, NMSG = 3 * PER_GROUP };
 	struct il_lec_cfg cfg;
@@ -515,9 +515,13 @@ static void defer_matches_copy(uint32_t off, uint32_t slack)
 	assert_non_null(refs.count);
 	g_refs = &refs;
 	fig7_cfg(&cfg);
+	cfg.xor_impl = impl;
 	t_cap_init(&a, 8000, 0);
 	t_cap_init(&b, 8000, 0);
+	/* the reference: plain C, copying */
+	cfg.xor_impl = IL_LEC_XOR_REF;
 	copy = t_lec(&cfg, &a);
+	cfg.xor_impl = impl;
 	fig7_views(copy);
 	cfg.defer_xor = true;
 	cfg.src_slack = slack;
@@ -571,9 +575,234 @@ static void defer_matches_copy(uint32_t off, uint32_t slack)
 static void test_defer_matches_copy(void **state)
 {
 	(void)state;
-	defer_matches_copy(0, 0);
-	defer_matches_copy(42, 0);  /* misaligned: the plain C gather */
-	defer_matches_copy(42, 31); /* ISA-L from the 32-byte boundary before */
+	defer_matches_copy(0, 0, IL_LEC_XOR_ISAL);
+	defer_matches_copy(42, 0, IL_LEC_XOR_ISAL);  /* misaligned: the plain C gather */
+	defer_matches_copy(42, 31, IL_LEC_XOR_ISAL); /* ISA-L from the 32-byte boundary */
+	defer_matches_copy(42, 0, IL_LEC_XOR_AVX2);  /* AVX2: any alignment */
+	defer_matches_copy(0, 0, IL_LEC_XOR_REF);
+}
+
+/* The groups plan (an observer's): one bin per group, drawing c_G^T from
+ * every region of the group: the same targets per message and per region
+ * as Algorithm 1, each repair of one group only, one XOR pass per message. */
+static void test_groups_plan(void **state)
+{
+	struct il_lec_cfg cfg;
+	struct t_cap cap;
+	struct il_lec *l;
+	struct rate_ctx *x = calloc(1, sizeof(*x));
+	static const char *const all[] = { "abc", "ab", "ac", "bc", "a", "b", "c" };
+	static const double cg[] = { 0, 5.0, 4.0, 3.0 }, gsz[] = { 0, 20, 20, 25 };
+	const uint32_t per_group = 20000;
+	const struct il_lec_stats *st;
+
+	(void)state;
+	assert_non_null(x);
+	fig7_cfg(&cfg);
+	cfg.plan = IL_LEC_PLAN_GROUPS;
+	t_cap_init(&cap, 0, 0);
+	cap.on_repair = rate_hook;
+	cap.user = x;
+	l = t_lec(&cfg, &cap);
+	fig7_views(l);
+	assert_int_equal(il_lec_region_count(l), 7);
+	assert_int_equal(il_lec_bin_count(l), 3);
+	for (unsigned t = 0; t < 7; t++) {
+		double size = fig7_regions[t].hi - fig7_regions[t].lo + 1;
+
+		for (unsigned g = 0; g < 3; g++) {
+			char bin[2] = { (char)('a' + g), 0 };
+			double want = strchr(all[t], 'a' + (int)g) ? cg[g + 1] * size / gsz[g + 1] : 0;
+
+			assert_true(fabs(takes(l, bin, all[t]) - want) < 1e-9);
+		}
+		assert_true(takes(l, "ab", all[t]) == 0.0);
+		assert_true(takes(l, "abc", all[t]) == 0.0);
+	}
+	for (uint32_t s = 1; s <= per_group; s++)
+		for (uint16_t g = GA; g <= GC; g++)
+			assert_int_equal(t_data(l, g, s, 0), IL_LEC_NEW);
+	assert_int_equal(x->bad_target, 0);
+	for (uint16_t g = GA; g <= GC; g++) {
+		double sum = 0;
+		uint32_t counted = per_group - 200;
+
+		for (uint32_t s = 1; s <= counted; s++)
+			sum += x->copies[g][s];
+		printf("# groups plan, group %c: %.3f repair copies per message (c = %.0f)\n",
+		       'A' + g - 1, sum / counted, cg[g]);
+		assert_true(fabs(sum / counted - cg[g]) < 0.03 * cg[g]);
+		for (uint32_t m = 1; m <= 35; m++) {
+			double expect = (double)per_group * cg[g] / gsz[g];
+
+			if (fig7_in(g, m))
+				assert_true(fabs((double)x->per_member[g][m] - expect) <
+					    0.15 * expect);
+		}
+	}
+	/* one pass per message: every bin draws at least c_G - 1 >= 2 targets */
+	st = il_lec_stats(l);
+	assert_int_equal(st->bin_adds, st->data_new);
+	assert_int_equal(st->xor_ops + st->copy_ops, st->data_new);
+	assert_int_equal(st->repairs_skipped, 0);
+	il_lec_free(l);
+	t_cap_free(&cap);
+	free(x);
+}
+
+/* Layers: a group owed more repairs of a message than it has members (c =
+ * 12 over 4 members: each member 3 repairs of each message). The bin gets
+ * three layers whose rounds are a third of a round apart: every message
+ * goes to every member in three repairs, each with other companions. */
+struct layer_ctx {
+	uint32_t in[400][3]; /* per message: the first id of the repairs holding it */
+	uint32_t nin[400];
+	uint32_t copies[400];
+	uint32_t counts[IL_LEC_MAX_R + 1];
+};
+
+static void layer_hook(struct t_cap *c, const struct il_lec_repair *rep, const uint32_t *targets,
+		       uint32_t n)
+{
+	struct layer_ctx *x = c->user;
+
+	(void)targets;
+	x->counts[rep->count]++;
+	for (unsigned k = 0; k < rep->count; k++) {
+		uint64_t s = rep->ids[k].seq;
+
+		assert_true(s < 400);
+		assert_true(x->nin[s] < 3);
+		x->in[s][x->nin[s]++] = (uint32_t)rep->ids[0].seq;
+		x->copies[s] += n;
+	}
+}
+
+static void layers_run(bool defer)
+{
+	struct il_lec_cfg cfg;
+	struct t_cap cap;
+	struct il_lec *l;
+	struct layer_ctx *x = calloc(1, sizeof(*x));
+	struct refs refs = { 0 };
+	uint32_t m[] = { 1, 2, 3, 4 };
+	uint8_t *pool = aligned_alloc(64, 400 * (size_t)T_MAXLEN);
+	char err[256];
+
+	assert_non_null(x);
+	assert_non_null(pool);
+	refs.count = calloc(400, sizeof(int32_t));
+	g_refs = &refs;
+	il_lec_cfg_defaults(&cfg);
+	cfg.self_id = IL_LEC_OBSERVER;
+	cfg.decode = false;
+	cfg.max_layers = 4;
+	cfg.defer_xor = defer;
+	cfg.plan = IL_LEC_PLAN_GROUPS;
+	t_cap_init(&cap, 0, 0);
+	cap.on_repair = layer_hook;
+	cap.user = x;
+	struct il_lec_ops ops = { .send = t_send, .hold = ref_hold, .release = ref_release,
+				  .arg = &cap };
+	l = il_lec_create(&cfg, &ops, err, sizeof(err));
+	assert_non_null(l);
+	t_group(l, 5, 12.0, m, 4);
+	t_apply(l);
+	assert_int_equal(il_lec_stats(l)->c_capped, 0);
+	for (uint64_t s = 1; s < 400; s++) {
+		struct il_lec_id id = t_id(5, s);
+		uint8_t *p = pool + s * T_MAXLEN + 42;
+
+		t_payload(p, 5, s, t_len(s));
+		assert_int_equal(il_lec_data(l, &id, p, t_len(s), (void *)(uintptr_t)s, 0),
+				 IL_LEC_NEW);
+	}
+	/* the layers' first rounds were short (6 and 3 of 8), then all are full */
+	assert_int_equal(x->counts[6], 1);
+	assert_int_equal(x->counts[3], 1);
+	for (uint64_t s = 10; s < 380; s++) {
+		/* three repairs, each to the whole group, with other companions */
+		assert_int_equal(x->nin[s], 3);
+		assert_int_equal(x->copies[s], 12);
+		assert_int_not_equal(x->in[s][0], x->in[s][1]);
+		assert_int_not_equal(x->in[s][1], x->in[s][2]);
+		assert_int_not_equal(x->in[s][0], x->in[s][2]);
+	}
+	if (defer) {
+		/* one reference per message, however many layers keep it */
+		assert_true(refs.holds <= 399);
+		assert_true(refs.holds >= 399 - 8);
+	}
+	il_lec_free(l);
+	assert_int_equal(refs.holds, refs.releases);
+	assert_int_equal(refs.negative, 0);
+	t_cap_free(&cap);
+	free(refs.count);
+	free(pool);
+	free(x);
+}
+
+static void test_layers(void **state)
+{
+	struct il_lec_cfg cfg;
+	struct t_cap cap;
+	struct il_lec *l;
+	uint32_t m[] = { 1, 2, 3, 4 };
+
+	(void)state;
+	layers_run(false);
+	layers_run(true);
+	/* one layer (the default): c is capped at the group's size */
+	il_lec_cfg_defaults(&cfg);
+	cfg.self_id = IL_LEC_OBSERVER;
+	cfg.decode = false;
+	t_cap_init(&cap, 100, 0);
+	l = t_lec(&cfg, &cap);
+	t_group(l, 5, 12.0, m, 4);
+	t_apply(l);
+	assert_int_equal(il_lec_stats(l)->c_capped, 1);
+	for (uint64_t s = 1; s <= 80; s++)
+		t_data(l, 5, s, 0);
+	assert_int_equal(cap.nrep, 10);
+	il_lec_free(l);
+	t_cap_free(&cap);
+}
+
+/* A bin whose oldest message is older than the age fires short; younger
+ * ones wait. */
+static void test_flush_aged(void **state)
+{
+	struct il_lec_cfg cfg;
+	struct t_cap cap;
+	struct il_lec *l;
+	uint32_t m[] = { 1, 2, 3 };
+
+	(void)state;
+	il_lec_cfg_defaults(&cfg);
+	cfg.self_id = IL_LEC_OBSERVER;
+	cfg.decode = false;
+	t_cap_init(&cap, 100, 0);
+	l = t_lec(&cfg, &cap);
+	t_group(l, 2, 3.0, m, 3);
+	t_apply(l);
+	for (uint64_t s = 1; s <= 3; s++)
+		t_data(l, 2, s, 1000 + s);
+	assert_int_equal(il_lec_flush_aged(l, 1500, 1000), 0);
+	assert_int_equal(il_lec_flush_aged(l, 2000, 1000), 0); /* 1001 > 1000 */
+	assert_int_equal(il_lec_flush_aged(l, 2001, 1000), 1);
+	assert_int_equal(cap.nrep, 1);
+	assert_int_equal(cap.rep[0].count, 3);
+	assert_int_equal(cap.rep[0].n, 3);
+	assert_int_equal(il_lec_stats(l)->flushed, 1);
+	/* the next round starts afresh: 8 more make a full repair */
+	for (uint64_t s = 4; s <= 11; s++)
+		t_data(l, 2, s, 3000);
+	assert_int_equal(cap.nrep, 2);
+	assert_int_equal(cap.rep[1].count, 8);
+	assert_int_equal(cap.rep[1].ids[0].seq, 4);
+	assert_int_equal(il_lec_flush_aged(l, 100000, 1000), 0);
+	il_lec_free(l);
+	t_cap_free(&cap);
 }
 
 static void expect_cfg_error(const struct il_lec_cfg *cfg, const char *key)
@@ -600,6 +829,8 @@ static void test_cfg_errors(void **state)
 	bad = cfg, bad.c = 0, expect_cfg_error(&bad, "lec.c");
 	bad = cfg, bad.c = 100, expect_cfg_error(&bad, "lec.c");
 	bad = cfg, bad.xor_impl = 7, expect_cfg_error(&bad, "lec.xor_impl");
+	bad = cfg, bad.plan = 2, expect_cfg_error(&bad, "lec.plan");
+	bad = cfg, bad.max_layers = 0, expect_cfg_error(&bad, "lec.max_layers");
 	bad = cfg, bad.max_len = 0, expect_cfg_error(&bad, "lec.max_len");
 	bad = cfg, bad.max_len = 70000, expect_cfg_error(&bad, "lec.max_len");
 	bad = cfg, bad.max_groups = 0, expect_cfg_error(&bad, "lec.max_groups");
@@ -622,6 +853,9 @@ int main(void)
 		cmocka_unit_test(test_decode_only),
 		cmocka_unit_test(test_view_change),
 		cmocka_unit_test(test_defer_matches_copy),
+		cmocka_unit_test(test_groups_plan),
+		cmocka_unit_test(test_layers),
+		cmocka_unit_test(test_flush_aged),
 		cmocka_unit_test(test_cfg_errors),
 	};
 

@@ -24,11 +24,14 @@
 #include <interlink/wire_msg.h>
 
 #include "../tu_frame.h"
+#include "seq.h"
 
 static struct il_app app;
-static struct il_stage *cl, *sq, *lc;
+static struct il_stage *cl, *sq, *lc, *lp;
 
-/* r = 4 so that bins fill quickly; c = 5 (capped at a group's size). */
+/* r = 4 so that bins fill quickly; c = 5 (capped at a group's size).
+ * "lec" runs Algorithm 1 at one node's rate; "lecp" the defaults (one bin
+ * per group, each member as many repairs as its peers would send it). */
 static const char *cfg_text =
 	"name: lecstagetest\n"
 	"epoch: 77\n"
@@ -40,14 +43,16 @@ static const char *cfg_text =
 	"  - { id: 2, address: 239.1.1.2 }\n"
 	"  - { id: 3, address: 239.1.1.3 }\n"
 	"  - { id: 4, address: 239.1.1.4 }\n"
+	"  - { id: 5, address: 239.1.1.5 }\n"
 	"stages:\n"
 	"  classify: { type: classify }\n"
 	"  seq: { type: sequencer, history: 1024 }\n"
-	"  lec: { type: lec, tx: in, r: 4, c: 5, groups: [1, 2, 3] }\n"
+	"  lec: { type: lec, tx: in, r: 4, c: 5, plan: regions, rate: node, groups: [1, 2, 3] }\n"
+	"  lecp: { type: lec, tx: in, r: 4, c: 5, groups: [5] }\n"
 	"pipeline:\n"
 	"  - lcore: 1\n"
 	"    chains:\n"
-	"      - { rx: in, stages: [classify, seq, lec], tx: out }\n";
+	"      - { rx: in, stages: [classify, seq, lec, lecp], tx: out }\n";
 
 /* Stamped frames kept by (group, global_seq), as receivers get them. */
 #define MAXF 4096
@@ -132,6 +137,7 @@ static unsigned run(struct rte_mbuf **p, uint16_t n, struct rte_mbuf **out)
 	n = cl->type->process(cl, p, n);
 	n = sq->type->process(sq, p, n);
 	n = lc->type->process(lc, p, n);
+	n = lp->type->process(lp, p, n);
 	for (uint16_t i = 0; i < n; i++) {
 		const uint8_t *f = rte_pktmbuf_mtod(p[i], const uint8_t *);
 		struct il_parsed pr;
@@ -169,6 +175,7 @@ struct rep {
 	uint8_t dst_mac[6];
 	unsigned count;
 	uint16_t groups[32];
+	uint64_t seqs[32];
 };
 
 /* A repair as a receiver reads it: addressed, exact, and its payload the
@@ -208,6 +215,7 @@ static void check_repair(struct rte_mbuf *m, struct rep *out)
 			maxlen = len;
 		lx ^= len;
 		out->groups[k] = g;
+		out->seqs[k] = s;
 	}
 	assert_int_equal(v.f.len, maxlen);
 	assert_int_equal(v.f.len_xor, lx);
@@ -264,9 +272,16 @@ static void test_one_group_repairs_are_exact_and_addressed(void **state)
 	for (unsigned i = 11; i <= 14; i++)
 		assert_int_equal(copies[i], 16);
 	assert_int_equal(ctr("repair_copies") - before, 64);
-	/* every bin fired: the stage holds no reference (ours and the history's remain) */
+	/* every bin fired: the stage holds no reference (ours remains, and the
+	 * history's for frames longer than its copy_max: it copies the others) */
+	const struct il_seq *sq = il_app_stage(&app, "seq")->ctx;
 	for (unsigned i = 0; i < 64; i++) {
-		assert_int_equal(rte_mbuf_refcnt_read(sent[i]), 2);
+		unsigned held = 0;
+		for (unsigned gi = 0; gi < app.n_groups; gi++)
+			for (uint32_t k = 0; k < sq->groups[gi].n; k++)
+				held += il_seq_hist_at(sq, gi, k)->m == sent[i];
+		assert_int_equal(rte_mbuf_refcnt_read(sent[i]), 1 + held);
+		assert_int_equal(held, sent[i]->pkt_len > sq->copy_max);
 		rte_pktmbuf_free(sent[i]);
 	}
 }
@@ -347,6 +362,58 @@ static void test_unprotected_and_unknown_addresses_are_counted(void **state)
 	assert_int_equal(ctr("drop_no_addr") - no_addr, 4); /* 2 repairs x 2 members */
 }
 
+/* The defaults (plan groups, rate peers): a group of four receivers, c =
+ * 5: each member owed min(5, 3) = 3 repairs of every frame, as its three
+ * peers would send it. Three layers of the group's bin, every repair to
+ * all four members, each exact; every frame in three different repairs
+ * (other companions) to each member. */
+static void test_peers_rate_layers(void **state)
+{
+	static const uint32_t ids[] = { 51, 52, 53, 54 };
+	struct rte_mbuf *p[IL_BURST_CAP], *out[2 * IL_BURST_CAP];
+	static uint8_t inc[5][65];
+	static uint32_t first[5][65][3];
+	struct rep r;
+	unsigned n = 0;
+
+	(void)state;
+	reset();
+	p[n++] = view(5, 1, ids, 4);
+	for (unsigned i = 0; i < 4; i++)
+		p[n++] = heartbeat(5, ids[i]);
+	assert_int_equal(run(p, (uint16_t)n, out), 0);
+	for (unsigned b = 0; b < 2; b++) {
+		for (unsigned i = 0; i < 32; i++)
+			p[i] = data(5, 8, b * 32 + i + 1, 40 + i * 29);
+		unsigned nout = run(p, 32, out);
+
+		assert_true(nout > 0);
+		for (unsigned k = 0; k < nout; k++) {
+			unsigned t;
+
+			check_repair(out[k], &r);
+			t = (r.dst_ip & 0xff) - 50;
+			assert_true(t >= 1 && t <= 4);
+			for (unsigned j = 0; j < r.count; j++) {
+				/* stamped global sequences of group 5 start at 1 */
+				uint64_t s = r.seqs[j];
+
+				assert_int_equal(r.groups[j], 5);
+				assert_true(s >= 1 && s <= 64);
+				assert_true(inc[t][s] < 3);
+				first[t][s][inc[t][s]++] = (uint32_t)r.seqs[0];
+			}
+			rte_pktmbuf_free(out[k]);
+		}
+	}
+	for (unsigned t = 1; t <= 4; t++)
+		for (unsigned s = 4; s <= 56; s++) {
+			assert_int_equal(inc[t][s], 3);
+			assert_int_not_equal(first[t][s][0], first[t][s][1]);
+			assert_int_not_equal(first[t][s][1], first[t][s][2]);
+		}
+}
+
 int main(int argc, char **argv)
 {
 	char err[512];
@@ -367,10 +434,12 @@ int main(int argc, char **argv)
 	cl = il_app_stage(&app, "classify");
 	sq = il_app_stage(&app, "seq");
 	lc = il_app_stage(&app, "lec");
+	lp = il_app_stage(&app, "lecp");
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_one_group_repairs_are_exact_and_addressed),
 		cmocka_unit_test(test_composite_repairs_only_to_members_of_all_their_groups),
 		cmocka_unit_test(test_unprotected_and_unknown_addresses_are_counted),
+		cmocka_unit_test(test_peers_rate_layers),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	il_app_stop(&app);

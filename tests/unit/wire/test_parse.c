@@ -84,6 +84,55 @@ static void test_vlan_and_ip_options(void **state)
 	assert_int_equal(p.il_off, 46);
 }
 
+/* The fast path (untagged frames) and the general one (the same frame
+ * behind an 802.1Q tag, which only the general path takes) must agree on
+ * every frame: each header byte of a native DATA frame and of a UDP frame
+ * to another port set to a few values in turn, at a few lengths. */
+static void test_fast_path_agrees_with_general(void **state)
+{
+	(void)state;
+	static const uint8_t vals[] = {0x00, 0x01, 0x07, 0x08, 0x11, 0x1c, 0x1d, 0x20,
+				       0x28, 0x45, 0x46, 0x80, 0xff};
+	static uint8_t t[2048 + 4];
+	unsigned checked = 0;
+
+	for (unsigned kind = 0; kind < 2; kind++)
+		for (unsigned off = 12; off < 42 + 8; off++)
+			for (unsigned v = 0; v <= sizeof(vals); v++)
+				for (int dl = -2; dl <= 2; dl++) {
+					uint32_t len = build(kind ? 9000 : 7400, 1, 18);
+					if (v < sizeof(vals))
+						f[off] = vals[v];
+					len = (uint32_t)((int)len + dl);
+					struct il_parsed a, b;
+					enum il_verdict va = parse(len, &a);
+					memcpy(t, f, 12);
+					t[12] = 0x81;
+					t[13] = 0x00;
+					t[14] = 0x00;
+					t[15] = 0x05;
+					memcpy(t + 16, f + 12, len - 12);
+					enum il_verdict vb = il_parse_frame(t, len + 4,
+									    IL_UDP_PORT_DEFAULT, &b);
+					assert_int_equal(va, vb);
+					checked++;
+					if (va != IL_V_UDP && va != IL_V_DATA)
+						continue;
+					assert_int_equal(a.l4_off + 4, b.l4_off);
+					assert_int_equal(a.il_off + 4, b.il_off);
+					assert_int_equal(a.udp_len, b.udp_len);
+					assert_int_equal(a.payload_len, b.payload_len);
+					assert_int_equal(a.dst_ip, b.dst_ip);
+					assert_int_equal(a.dst_port, b.dst_port);
+					if (va == IL_V_DATA) {
+						assert_int_equal(a.group_id, b.group_id);
+						assert_int_equal(a.msg_count, b.msg_count);
+						assert_int_equal(a.hdr_len, b.hdr_len);
+					}
+				}
+	assert_true(checked > 1000);
+}
+
 static void test_not_ours(void **state)
 {
 	(void)state;
@@ -283,6 +332,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_valid_data),   cmocka_unit_test(test_vlan_and_ip_options),
 		cmocka_unit_test(test_not_ours),     cmocka_unit_test(test_short_and_lengths),
+		cmocka_unit_test(test_fast_path_agrees_with_general),
 		cmocka_unit_test(test_header_checks), cmocka_unit_test(test_packing),
 		cmocka_unit_test(test_nak),          cmocka_unit_test(test_verdict_names),
 		cmocka_unit_test(test_payload_layer),

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Long libFuzzer runs, one target at a time, at the lowest priority (the
+# machine is shared): docs/fuzzing.md.
+#
+#   scripts/fuzz.sh [-r RUNS] [-w DIR] [TARGET...]
+#
+# RUNS executions per target (default 100000000); TARGETs from
+# tests/fuzz/targets.txt (default: all of them, in its order). Each target
+# starts from a copy of its seed corpus in DIR/<target> (default
+# /var/tmp/interlink-fuzz; an existing corpus there is kept and grown), with
+# the -max_len of targets.txt, and leaves its log in DIR/<target>.log and any
+# finding in DIR/<target>-crash-* (or -leak-, -timeout-, -oom-). One line
+# per target on stdout: executions, seconds, exec/s, corpus, the outcome.
+# The build is build-fuzz (configured here if missing: clang, -Dfuzz=true).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+runs=100000000
+work=/var/tmp/interlink-fuzz
+while getopts r:w: o; do
+  case $o in
+    r) runs=$OPTARG ;;
+    w) work=$OPTARG ;;
+    *) echo "usage: $0 [-r RUNS] [-w DIR] [TARGET...]" >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(awk '!/^#/ && NF { print $1 }' tests/fuzz/targets.txt)
+
+if [ ! -f build-fuzz/build.ninja ]; then
+  CC=clang CXX=clang++ meson setup build-fuzz -Dfuzz=true -Dbench=false >/dev/null
+fi
+nice -n 19 ninja -C build-fuzz $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
+mkdir -p "$work"
+rev=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!tests/fuzz/corpus' || echo +)
+status=0
+for t in "${targets[@]}"; do
+  max_len=$(awk -v t="$t" '$1 == t { print $2 }' tests/fuzz/targets.txt)
+  [ -n "$max_len" ] || { echo "$t: not in tests/fuzz/targets.txt" >&2; exit 2; }
+  mkdir -p "$work/$t"
+  cp -n tests/fuzz/corpus/"$t"/* "$work/$t"/
+  start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  t0=$(date +%s)
+  rc=0
+  (cd "$work" && nice -n 19 "$OLDPWD/build-fuzz/tests/fuzz/fuzz_$t" -runs="$runs" \
+    -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$work/$t-" "$work/$t" >"$work/$t.log" 2>&1) || rc=$?
+  secs=$(( $(date +%s) - t0 ))
+  execs=$(awk '/^stat::number_of_executed_units/ { print $2 }' "$work/$t.log")
+  rate=$(awk '/^stat::average_exec_per_sec/ { print $2 }' "$work/$t.log")
+  outcome="no finding"
+  if [ $rc -ne 0 ]; then
+    outcome="FINDING (exit $rc): $(ls "$work/$t"-* 2>/dev/null | tr '\n' ' ' || true)"
+    status=1
+  fi
+  printf '%-12s %s start %s  %s executions  %s s  %s exec/s  corpus %s  %s\n' "$t" "$rev" \
+    "$start" "${execs:-?}" "$secs" "${rate:-?}" "$(ls "$work/$t" | wc -l)" "$outcome"
+done
+exit $status
