@@ -25,7 +25,7 @@ struct ctl_opts {
 	/* FT-TCP logger thread (ft_dir empty: not started) */
 	char ft_dir[256], ft_ring[256], ft_sock[CTL_PATH_LEN], ft_stats[256], ft_trace[256];
 	int ft_durability;
-	uint32_t ft_group_ms, ft_delay_us;
+	uint32_t ft_group_ms, ft_delay_us, ft_segment_mb;
 	/* An active/standby pair (docs/ha.md); ha_etcd empty: not a pair. */
 	char ha_etcd[512], ha_node[17], ha_prefix[128], ha_listen[64], ha_peer[64];
 	uint32_t ha_hb_ms;      /* pair heartbeat period */

@@ -35,6 +35,7 @@ enum {
 	OPT_FT_DELAY_US,
 	OPT_FT_STATS,
 	OPT_FT_TRACE,
+	OPT_FT_SEGMENT_MB,
 	OPT_HA_ETCD,
 	OPT_HA_NODE,
 	OPT_HA_PREFIX,
@@ -71,6 +72,7 @@ static const struct option long_opts[] = {
 	{ "ftcp-delay-us", required_argument, NULL, OPT_FT_DELAY_US },
 	{ "ftcp-stats", required_argument, NULL, OPT_FT_STATS },
 	{ "ftcp-trace", required_argument, NULL, OPT_FT_TRACE },
+	{ "ftcp-segment-mb", required_argument, NULL, OPT_FT_SEGMENT_MB },
 	{ "ha-etcd", required_argument, NULL, OPT_HA_ETCD },
 	{ "ha-node", required_argument, NULL, OPT_HA_NODE },
 	{ "ha-prefix", required_argument, NULL, OPT_HA_PREFIX },
@@ -121,7 +123,8 @@ static void usage(FILE *f)
 		"                         (a data plane attached to it must re-attach)\n"
 		"\n"
 		"FT-TCP logger (docs/ft-tcp.md), a thread of this process, on with --ftcp-dir:\n"
-		"      --ftcp-dir DIR     one append-only log per protected connection\n"
+		"      --ftcp-dir DIR     the log (one for every protected connection, in\n"
+		"                         segment files) and the replay files\n"
 		"      --ftcp-ring PATH   ring shared with the data plane's ftcp stage\n"
 		"                         (default " FTC_RING_PATH_DEF ")\n"
 		"      --ftcp-sock PATH   unix socket the server shims connect to\n"
@@ -131,6 +134,8 @@ static void usage(FILE *f)
 		"                         fsynced by the next group commit (group), or after\n"
 		"                         an fsync of every batch (sync)\n"
 		"      --ftcp-group-ms N  group commit period, 1..10000 ms (default 5)\n"
+		"      --ftcp-segment-mb N  start a new log segment after N MiB, 1..65536\n"
+		"                         (default 64)\n"
 		"      --ftcp-delay-us N  delay every acknowledgement by N us, 0..1000000\n"
 		"                         (tests: a slow logger; default 0)\n"
 		"      --ftcp-stats FILE  logger counters as JSON, rewritten every 200 ms\n"
@@ -220,6 +225,7 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 	strcpy(o->ft_ring, FTC_RING_PATH_DEF);
 	strcpy(o->ft_sock, FTC_LOGGER_SOCK_DEF);
 	o->ft_group_ms = 5;
+	o->ft_segment_mb = 64;
 	strcpy(o->ha_prefix, "/interlink/default/");
 	o->ha_hb_ms = 10;
 	o->ha_detect_ms = 40;
@@ -300,6 +306,10 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 			break;
 		case OPT_FT_GROUP_MS:
 			rc = parse_u32("--ftcp-group-ms", optarg, 1, 10000, false, &o->ft_group_ms);
+			break;
+		case OPT_FT_SEGMENT_MB:
+			rc = parse_u32("--ftcp-segment-mb", optarg, 1, 65536, false,
+				       &o->ft_segment_mb);
 			break;
 		case OPT_FT_DELAY_US:
 			rc = parse_u32("--ftcp-delay-us", optarg, 0, 1000000, false, &o->ft_delay_us);
@@ -455,6 +465,7 @@ int main(int argc, char **argv)
 			.trace = o.ft_trace[0] ? o.ft_trace : NULL,
 			.durability = o.ft_durability, .group_ms = o.ft_group_ms,
 			.delay_us = o.ft_delay_us, .verbose = o.verbose,
+			.seg_bytes = (uint64_t)o.ft_segment_mb << 20,
 		};
 		char err[512];
 

@@ -23,7 +23,8 @@
 # and the stall a client sees per kill (KILLS kills of one long nginx download
 # and one redis SET stream), with the restarted server's own start-up (process
 # start to its listen(), from the shim's ILFTCP_TIMING marks) beside it.
-# PARTS=nginx,redis,stall picks some of them (default: all).
+# PARTS=nginx,redis,stall picks some of them (default: all); REDIS_DUR=group,none the
+# durability modes of the redis rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export IL_BUILD="${IL_BUILD:-$PWD/build}"
@@ -44,7 +45,8 @@ OFF = ["stages.ftcp.protect=[{address: 10.77.0.2, port: 5999}]"]  # bump in the 
 
 def bulk(strategy, durability, off=False, nbytes=BYTES):
     tmp = Path(tempfile.mkdtemp(prefix="bench-ftcp-"))
-    with L.Rig(tmp, strategy=strategy, durability=durability, app_sets=OFF if off else ()) as r:
+    with L.Rig(tmp, strategy=strategy, durability=durability, app_sets=OFF if off else (),
+               trace=False) as r:
         # A row slower than 8 MB/s (plus a minute) is reported as failed.
         limit = 60 + nbytes // 8_000_000
         c = r.client("--mode", "sink", "--bytes", str(nbytes), "--timeout", str(limit))
@@ -71,7 +73,8 @@ def median_row(fn, *a, **k):
 def recovery():
     tmp = Path(tempfile.mkdtemp(prefix="bench-ftcp-rec-"))
     n = REPLAY_MB << 20
-    with L.Rig(tmp, strategy="lazy", durability="none", server_env={"ILFTCP_TIMING": "1"}) as r:
+    with L.Rig(tmp, strategy="lazy", durability="none", server_env={"ILFTCP_TIMING": "1"},
+               trace=False) as r:
         c = r.client("--mode", "sink", "--bytes", str(n), "--hold", "6", "--timeout", "600")
         for _ in range(6000):  # until everything is logged, then crash the server
             try:
@@ -108,35 +111,78 @@ def servers():
     here = Path.cwd() / "tests" / "integration"
     def rig(tmp, cmd, off=False, durability="none", env=None):
         return L.Rig(tmp, strategy="lazy", durability=durability, server_cmd=cmd,
-                     app_sets=OFF if off else (), server_env=env)
+                     app_sets=OFF if off else (), server_env=env, trace=False)
+
+    def cpu_s(pid):
+        """User + system CPU seconds of a process, all its threads (dead ones too)."""
+        try:
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError):
+            return 0.0
 
     def nginx_once(off):
         tmp = Path(tempfile.mkdtemp(prefix="bench-ftcp-nginx-"))
         with S.Www(nb) as www, rig(tmp, S.nginx_argv(tmp, www.path, L.PORT), off) as r:
+            pids = r.server_pids() + [r.logger.pid]
+            cpu0 = sum(cpu_s(p) for p in pids)
             t = time.monotonic()
-            c = subprocess.run(["ip", "netns", "exec", r.ns_c, "curl", "-sS", "--fail", "-o",
-                                str(tmp / "dl"), f"http://{L.SERVER_IP}:{L.PORT}/{www.name}"],
-                               capture_output=True, text=True, timeout=600)
+            with open(tmp / "curl.err", "w") as ce:
+                c = subprocess.Popen(["ip", "netns", "exec", r.ns_c, "curl", "-sS", "--fail", "-o",
+                                      str(tmp / "dl"), f"http://{L.SERVER_IP}:{L.PORT}/{www.name}"],
+                                     stdout=subprocess.DEVNULL, stderr=ce)
+                _, status, ru = os.wait4(c.pid, 0)
             dt = time.monotonic() - t
-            ok = c.returncode == 0 and S.sha256_file(tmp / "dl") == www.sha256
+            cpu = sum(cpu_s(p) for p in pids) - cpu0 + ru.ru_utime + ru.ru_stime
+            ok = status == 0 and S.sha256_file(tmp / "dl") == www.sha256
             os.unlink(tmp / "dl")
             r.stop_appliance()
+            time.sleep(0.3)
+            try:
+                lg = json.loads(r.logger_stats.read_text())
+            except (OSError, ValueError):
+                lg = {}
         if not ok:
-            raise SystemExit(f"nginx download failed: {c.stderr}")
+            raise SystemExit(f"nginx download failed: {(tmp / 'curl.err').read_text()}")
+        print(f"  {'off' if off else 'on'}: {nb / dt / 1e6:.1f} MB/s, nginx + logger + curl CPU "
+              f"{cpu / (nb / 1e9):.2f} s/GB; logger: records {lg.get('records')}, writes "
+              f"{lg.get('writes')}, ring_wakeups {lg.get('ring_wakeups')}; load "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
         return nb / dt / 1e6
 
     def redis_once(off, durability):
         tmp = Path(tempfile.mkdtemp(prefix="bench-ftcp-redis-"))
         with rig(tmp, S.redis_argv(tmp, L.PORT), off, durability,
                  ) as r:
-            c = subprocess.run(["ip", "netns", "exec", r.ns_c, S.REDIS_BENCH, "-h", L.SERVER_IP,
-                                "-p", str(L.PORT), "-c", "50", "-n", str(rn), "-t", "set,get",
-                                "--csv"], capture_output=True, text=True, timeout=900)
+            # CPU time (user + system, all threads) of the server and the
+            # logger's process per request: less at the mercy of other load on
+            # the machine than the rate.
+            cpu0 = cpu_s(r.server.pid) + cpu_s(r.logger.pid)
+            b = subprocess.Popen(["ip", "netns", "exec", r.ns_c, S.REDIS_BENCH, "-h", L.SERVER_IP,
+                                  "-p", str(L.PORT), "-c", "50", "-n", str(rn), "-t", "set,get",
+                                  "--csv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+            out, err = b.communicate(timeout=900)
+            cpu1 = cpu_s(r.server.pid) + cpu_s(r.logger.pid)
+            c = subprocess.CompletedProcess(b.args, b.returncode, out, err)
             r.stop_appliance()
+            time.sleep(0.3)  # the logger's counters, rewritten every 200 ms
+            try:
+                lg = json.loads(r.logger_stats.read_text())
+            except (OSError, ValueError):
+                lg = {}
         rows = [l.split(",") for l in c.stdout.splitlines() if l.startswith('"SET"') or l.startswith('"GET"')]
         if c.returncode or len(rows) != 2:
             raise SystemExit(f"redis-benchmark failed: {c.stdout} {c.stderr}")
-        return {x[0].strip('"'): float(x[1].strip('"')) for x in rows}
+        res = {x[0].strip('"'): float(x[1].strip('"')) for x in rows}
+        res["cpu_us"] = 1e6 * (cpu1 - cpu0) / (2 * rn)
+        print(f"  {'off' if off else 'on'}, {durability}: SET {res['SET']:.0f}, GET {res['GET']:.0f} req/s, "
+              f"server + logger CPU {res['cpu_us']:.1f} us/request; logger: sync_rounds "
+              f"{lg.get('sync_rounds')} ({lg.get('sync_us', 0) / max(lg.get('sync_rounds') or 1, 1):.0f} us "
+              f"of fdatasync each), fsyncs {lg.get('fsyncs')}, writes {lg.get('writes')}, "
+              f"ring_wakeups {lg.get('ring_wakeups')}, reads_logged {lg.get('reads_logged')}; "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
+        return res
 
     def paired(fn_on, fn_off):
         offs, ons = [], []
@@ -153,14 +199,20 @@ def servers():
         mo, mn = statistics.median(offs), statistics.median(ons)
         print(f"nginx {nb / 1e6:.0f} MB to curl (lazy, durability none): off {mo:.1f} MB/s, on {mn:.1f} MB/s"
               f" = {100 * mn / mo:.1f}% (runs off {[round(x, 1) for x in offs]}, on {[round(x, 1) for x in ons]})", flush=True)
-    for dur in (("group", "none") if "redis" in parts else ()):
+    durs = os.environ.get("REDIS_DUR", "group,none").split(",")
+    for dur in (durs if "redis" in parts else ()):
         offs, ons = paired(lambda: redis_once(False, dur), lambda: redis_once(True, dur))
         for op in ("SET", "GET"):
             mo = statistics.median(x[op] for x in offs)
             mn = statistics.median(x[op] for x in ons)
+            pairs = sorted(100 * b[op] / a[op] for a, b in zip(offs, ons))
             print(f"redis-benchmark -c 50 -n {rn} {op} (lazy, durability {dur}): off {mo:.0f} req/s, "
                   f"on {mn:.0f} req/s = {100 * mn / mo:.1f}% (runs off {[round(x[op]) for x in offs]}, "
-                  f"on {[round(x[op]) for x in ons]})", flush=True)
+                  f"on {[round(x[op]) for x in ons]}; pairs {[round(x) for x in pairs]}%)", flush=True)
+        co = statistics.median(x["cpu_us"] for x in offs)
+        cn = statistics.median(x["cpu_us"] for x in ons)
+        print(f"redis (durability {dur}): server + logger CPU per request off {co:.1f} us, on {cn:.1f} us "
+              f"(+{cn - co:.1f} us)", flush=True)
 
     def stall(kind):
         tmp = Path(tempfile.mkdtemp(prefix=f"bench-ftcp-stall-{kind}-"))

@@ -10,9 +10,9 @@
  *    appliance fabricate a SYN for each crashed connection of that port,
  *    paced by the listen backlog the shim reports;
  *  - accept() of such a connection replays it: the logger hands over the
- *    replay file and the connection's log as descriptors (the server may
- *    run as another user than the logger), reads are served from the log
- *    with the logged lengths, then the remaining logged bytes (G2), then
+ *    replay file as descriptors (it holds a copy of the logged bytes; the
+ *    server may run as another user than the logger), reads are served
+ *    from it with the logged lengths, then the remaining logged bytes (G2), then
  *    the socket; meanwhile the connection is readable to epoll/poll/select
  *    (ilftcp_poll.c); writes of bytes the client already has are discarded
  *    and reported as done (G4/G5);
@@ -177,25 +177,41 @@ static int lg_take_fd(void)
 	return fd;
 }
 
+/* What came from the logger and is not yet taken: one recvmsg takes every
+ * message waiting (a pass's read acknowledgements come in one send), not
+ * one system call per message. A message that carries descriptors ends
+ * what one recvmsg returns, so they are queued in order with it. */
+static uint8_t lg_rx[8192];
+static uint32_t lg_rx_have, lg_rx_off;
+
+static void lg_rx_reset(void)
+{
+	lg_rx_have = lg_rx_off = 0;
+}
+
 static bool lg_get(void *m, size_t len, bool block)
 {
-	uint8_t *p = m;
-	size_t got = 0;
-	while (got < len) {
-		ssize_t n = lg_recv(p + got, len - got, block || got ? 0 : MSG_DONTWAIT);
+	while (lg_rx_have - lg_rx_off < len) {
+		uint32_t part = lg_rx_have - lg_rx_off;
+		memmove(lg_rx, lg_rx + lg_rx_off, part);
+		lg_rx_have = part;
+		lg_rx_off = 0;
+		ssize_t n = lg_recv(lg_rx + part, sizeof(lg_rx) - part, block || part ? 0 : MSG_DONTWAIT);
 		if (n == 0)
 			return false;
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN && !got && !block) {
+			if (errno == EAGAIN && !part && !block) {
 				errno = EAGAIN;
 				return false;
 			}
 			return false;
 		}
-		got += (size_t)n;
+		lg_rx_have += (uint32_t)n;
 	}
+	memcpy(m, lg_rx + lg_rx_off, len);
+	lg_rx_off += (uint32_t)len;
 	return true;
 }
 
@@ -290,7 +306,7 @@ static struct ftc_shim_msg wait_type(uint16_t type);
 static struct ftc_shim_msg rpend[256];
 static unsigned n_rpend;
 
-static void flush_reads(void)
+static void flush_reads(bool drain)
 {
 	if (!n_rpend)
 		return;
@@ -298,7 +314,7 @@ static void flush_reads(void)
 	n_rpend = 0;
 	if (!ok)
 		lg_reconnect(); /* re-sends every length not acknowledged */
-	else
+	else if (drain)
 		drain_acks();
 }
 
@@ -310,6 +326,7 @@ static void lg_reconnect(void)
 	if (lg >= 0)
 		REAL(close)(lg);
 	lg = -1;
+	lg_rx_reset();
 	for (int i = 0; i < 400 && lg < 0; i++) {
 		lg = lg_connect();
 		if (lg < 0)
@@ -372,6 +389,7 @@ static void fork_child(void)
 	n_rpend = 0;
 	while (n_lg_fds)
 		REAL(close)(lg_take_fd());
+	lg_rx_reset(); /* the parent's */
 	if (lg < 0)
 		return;
 	REAL(close)(lg);
@@ -406,7 +424,7 @@ void ilf_announce_close(struct pfd *p)
 		return;
 	struct ftc_shim_msg m = {.type = FS_CLOSE, .key = p->key};
 	/* Every read logged first: output that follows them may be the FIN. */
-	flush_reads();
+	flush_reads(false);
 	while (p->reads_acked != p->reads_sent)
 		lg_next(&m, true);
 	m.type = FS_CLOSE;
@@ -432,7 +450,7 @@ void ilf_log_read(struct pfd *p, size_t n)
 	if (lg < 0 || !n)
 		return;
 	if (p->reads_sent - p->reads_acked >= ILF_UNACKED) {
-		flush_reads();
+		flush_reads(false);
 		while (p->reads_sent - p->reads_acked >= ILF_UNACKED) {
 			struct ftc_shim_msg m;
 			lg_next(&m, true);
@@ -442,7 +460,7 @@ void ilf_log_read(struct pfd *p, size_t n)
 	rpend[n_rpend++] = (struct ftc_shim_msg){.type = FS_READ, .key = p->key,
 						 .a = (uint32_t)n, .b = p->reads_sent++};
 	if (n_rpend == sizeof(rpend) / sizeof(rpend[0]))
-		flush_reads();
+		flush_reads(true); /* acks that came meanwhile are taken, none waited for */
 }
 
 /* Output commit: no write before every earlier read length is logged.
@@ -452,7 +470,7 @@ size_t ilf_before_write(struct pfd *p, size_t n)
 	struct ftc_shim_msg m;
 	size_t skip;
 
-	flush_reads();
+	flush_reads(false); /* the wait below takes the acknowledgements */
 	while (lg >= 0 && p->reads_acked != p->reads_sent)
 		lg_next(&m, true);
 	skip = p->out_skip < n ? (size_t)p->out_skip : n;
@@ -519,9 +537,10 @@ static bool v4_of(const struct sockaddr_storage *ss, uint32_t *ip, uint16_t *por
 	return false;
 }
 
-/* The logger's FS_REPLAY: the replay file and the connection's log come
- * as descriptors, so a server that dropped its privileges needs no access
- * to the logger's directory. */
+/* The logger's FS_REPLAY: the replay file and the file its extents point
+ * into (the replay file again, since the shared log) come as descriptors,
+ * so a server that dropped its privileges needs no access to the logger's
+ * directory. */
 static bool take_replay(struct pfd *p)
 {
 	struct ftc_shim_msg h = wait_type(FS_REPLAY);

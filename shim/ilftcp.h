@@ -33,8 +33,9 @@ struct pfd {
 	struct ftc_key key;
 	uint32_t reads_sent, reads_acked;
 	uint32_t lens[ILF_UNACKED]; /* by read index % ILF_UNACKED */
-	/* replay: the connection's log (a descriptor handed over by the
-	 * logger), read at the replay file's extents (ilftcp_replay.c) */
+	/* replay: the replay file's lists, and the file its extents point
+	 * into (a descriptor handed over by the logger: the replay file
+	 * itself, which holds a copy of the logged bytes; ilftcp_replay.c) */
 	struct ilf_replay rp;
 	uint64_t out_skip; /* outstream bytes to discard */
 };

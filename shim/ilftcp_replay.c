@@ -9,14 +9,16 @@
 
 #include "ilftcp_replay.h"
 
-/* The log is read ahead this much at a time (extents are small, a segment
- * each, and mostly in file order), or the whole log when it is smaller. */
+/* The file the extents point into is read ahead this much at a time (the
+ * logger's replay file has one extent, after the lists), or whole when it
+ * is smaller. */
 #define RB_SIZE (1u << 20)
-/* A replay file lists at most this many reads and extents together. */
-#define MAX_FILE (256u << 20)
+/* A replay file's lists (reads and extents together) are at most this
+ * large: they are read into memory, the logged bytes after them are not. */
+#define MAX_LISTS (256u << 20)
 
-int ilf_replay_parse(struct ilf_replay *r, const uint8_t *file, size_t len, uint64_t log_size,
-		     uint64_t *out_skip, const char **why)
+int ilf_replay_parse(struct ilf_replay *r, const uint8_t *file, size_t len, uint64_t file_size,
+		     uint64_t log_size, bool same, uint64_t *out_skip, const char **why)
 {
 	struct ftc_replay_hdr h;
 	uint64_t sum = 0, reads = 0;
@@ -33,9 +35,17 @@ int ilf_replay_parse(struct ilf_replay *r, const uint8_t *file, size_t len, uint
 		*why = "replay file: not a replay file (magic)";
 		return -1;
 	}
-	if (sizeof(h) + (uint64_t)h.n_reads * sizeof(uint32_t) +
-		    (uint64_t)h.n_ext * sizeof(struct ftc_replay_ext) != len) {
-		*why = "replay file: its lists do not fill it";
+	uint64_t lists_end = sizeof(h) + (uint64_t)h.n_reads * sizeof(uint32_t) +
+			     (uint64_t)h.n_ext * sizeof(struct ftc_replay_ext);
+	if (lists_end > file_size || lists_end > len) {
+		*why = "replay file: its lists do not fit in it";
+		return -1;
+	}
+	/* The logged bytes after the lists, when the extents point into this
+	 * file: exactly the rest of it, and no extent into the lists. */
+	uint64_t data_from = same ? lists_end : 0;
+	if (same && (log_size != file_size || file_size - lists_end != h.data_len)) {
+		*why = "replay file: the logged bytes do not fill it after its lists";
 		return -1;
 	}
 	const uint8_t *lens = file + sizeof(h);
@@ -45,7 +55,8 @@ int ilf_replay_parse(struct ilf_replay *r, const uint8_t *file, size_t len, uint
 		struct ftc_replay_ext e;
 
 		memcpy(&e, exts + (size_t)i * sizeof(e), sizeof(e));
-		if (e.len == 0 || e.log_off > log_size || e.len > log_size - e.log_off) {
+		if (e.len == 0 || e.log_off < data_from || e.log_off > log_size ||
+		    e.len > log_size - e.log_off) {
 			*why = "replay file: an extent is not inside the log";
 			return -1;
 		}
@@ -93,6 +104,7 @@ int ilf_replay_load(struct ilf_replay *r, int replay_fd, int log_fd, uint64_t *o
 		    const char **why)
 {
 	struct stat rs, ls;
+	struct ftc_replay_hdr h;
 	uint8_t *file;
 	int rc;
 
@@ -102,26 +114,40 @@ int ilf_replay_load(struct ilf_replay *r, int replay_fd, int log_fd, uint64_t *o
 		*why = "replay: fstat";
 		return -1;
 	}
-	if ((uint64_t)rs.st_size > MAX_FILE) {
-		*why = "replay file: too large";
+	if (pread(replay_fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+		*why = "replay file: shorter than its header";
 		return -1;
 	}
-	file = malloc(rs.st_size ? (size_t)rs.st_size : 1);
+	/* Only the header and the lists: the logged bytes after them are read
+	 * as they are served. */
+	uint64_t lists_end = sizeof(h) + (uint64_t)h.n_reads * sizeof(uint32_t) +
+			     (uint64_t)h.n_ext * sizeof(struct ftc_replay_ext);
+	if (lists_end > (uint64_t)rs.st_size) {
+		*why = "replay file: its lists do not fit in it";
+		return -1;
+	}
+	if (lists_end > MAX_LISTS) {
+		*why = "replay file: its lists are too large";
+		return -1;
+	}
+	file = malloc((size_t)lists_end);
 	if (!file) {
 		*why = "replay: out of memory";
 		return -1;
 	}
-	for (size_t o = 0; o < (size_t)rs.st_size;) {
-		ssize_t g = pread(replay_fd, file + o, (size_t)rs.st_size - o, (off_t)o);
+	for (size_t o = 0; o < (size_t)lists_end;) {
+		ssize_t g = pread(replay_fd, file + o, (size_t)lists_end - o, (off_t)o);
 
 		if (g <= 0) {
 			free(file);
-			*why = "replay file: reading it";
+			*why = "replay file: reading its lists";
 			return -1;
 		}
 		o += (size_t)g;
 	}
-	rc = ilf_replay_parse(r, file, (size_t)rs.st_size, (uint64_t)ls.st_size, out_skip, why);
+	rc = ilf_replay_parse(r, file, (size_t)lists_end, (uint64_t)rs.st_size,
+			      (uint64_t)ls.st_size,
+			      rs.st_dev == ls.st_dev && rs.st_ino == ls.st_ino, out_skip, why);
 	free(file);
 	if (rc == 0)
 		r->log_fd = log_fd;

@@ -2,11 +2,14 @@
  *
  * The shim's replay reader (libilftcp.so, docs/ft-tcp.md "Recovery"): a
  * replay file (struct ftc_replay_hdr, then the logged read lengths, then
- * the extents of the connection's log that hold the logged instream bytes)
- * checked against its own size and the log's before anything is served,
- * then the bytes served from the log with the logged read lengths, then
- * the rest as new reads. No wrapped call and no logger session here: the
- * shim (ilftcp.c) links it, and so does the fuzzer.
+ * the extents that hold the logged instream bytes, then, since the shared
+ * log, those bytes themselves: the extents point into the replay file)
+ * whose header and lists are read and checked against the file and the
+ * file the extents point into before anything is served; then the bytes
+ * are served with the logged read lengths, then the rest as new reads. The
+ * logged bytes are read as they are served, never the whole file at once.
+ * No wrapped call and no logger session here: the shim (ilftcp.c) links
+ * it, and so does the fuzzer.
  */
 #ifndef INTERLINK_ILFTCP_REPLAY_H
 #define INTERLINK_ILFTCP_REPLAY_H
@@ -34,16 +37,22 @@ struct ilf_replay {
 	uint64_t log_size;  /* of the log file, when the replay began */
 };
 
-/* The replay file's image (len bytes) for a log of log_size bytes. Every
- * size is checked first: the lists must fill the file exactly, each extent
- * must lie inside the log, the extents must give exactly data_len bytes,
- * the logged reads at most that many (reads of 0 bytes are dropped: served,
- * one would be the server's end of file). 0 with r ready (log_fd is the
- * caller's to set), or -1 and *why. */
-int ilf_replay_parse(struct ilf_replay *r, const uint8_t *file, size_t len, uint64_t log_size,
-		     uint64_t *out_skip, const char **why);
-/* The same from the two descriptors the logger hands over: the replay
- * file is read whole (its size from fstat), the log is kept as log_fd. */
+/* The replay file's header and lists: file holds its first len bytes (at
+ * least the header and the lists it announces; what follows is not
+ * looked at), file_size is the whole file's size, log_size that of the
+ * file the extents point into; same: that file is the replay file itself
+ * (what the logger hands over since the shared log). Every size is
+ * checked first: the lists must lie inside the file, each extent inside
+ * the log (same: inside the bytes after the lists, which must be exactly
+ * data_len), the extents must give exactly data_len bytes, the logged
+ * reads at most that many (reads of 0 bytes are dropped: served, one would
+ * be the server's end of file). 0 with r ready (log_fd is the caller's to
+ * set), or -1 and *why. */
+int ilf_replay_parse(struct ilf_replay *r, const uint8_t *file, size_t len, uint64_t file_size,
+		     uint64_t log_size, bool same, uint64_t *out_skip, const char **why);
+/* The same from the two descriptors the logger hands over: only the
+ * header and the lists of the replay file are read (its size, the log's
+ * and whether they are one file from fstat); the log is kept as log_fd. */
 int ilf_replay_load(struct ilf_replay *r, int replay_fd, int log_fd, uint64_t *out_skip,
 		    const char **why);
 /* Up to n replay bytes into buf: how many (at most n, and never across

@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * What one synced round of the FT-TCP logger costs on a disk: N files each
- * get a small append and its fdatasync linked behind it, all in one
- * io_uring submit (as the logger's commit does), and the round ends when
- * every completion is in. With one log per connection, a round syncs one
- * file per connection written since the last; this shows how that cost
- * grows with the number of files (each fdatasync flushes the device's
- * cache) against one file taking the same bytes.
+ * What one round of the FT-TCP logger costs on a disk. With one log per
+ * connection (the logger before the shared log), a synced round appended to
+ * each file written since the last and linked its fdatasync behind the
+ * write, all in one io_uring submit; the round ended when every completion
+ * was in: this shows how that cost grows with the number of files (each
+ * fdatasync flushes the device's cache) against one file taking the same
+ * bytes. The shared log's round is one pwrite and one fdatasync (synced) or
+ * one pwrite (durability none): both are measured too, beside an io_uring
+ * write of the same bytes waited for at once (io_uring hands a buffered
+ * ext4 write to a worker thread).
  *
  *   fsync_round DIR [FILES [ROUNDS [BYTES]]]   (defaults 50 200 200)
  *
- * Prints the median, 90th percentile and worst round in microseconds, for
- * FILES files and for one file. Files are created under DIR and removed.
+ * Prints the median, 90th percentile and worst round in microseconds.
+ * Files are created under DIR and removed.
  */
 #include <fcntl.h>
 #include <liburing.h>
@@ -38,8 +41,10 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+enum mode { URING_SYNC, PWRITE_SYNC, URING_WRITE, PWRITE };
+
 /* One pass of `rounds` rounds over `n` files, `bytes` appended to each. */
-static int run(struct io_uring *r, const char *dir, int n, int rounds, int bytes)
+static int run(struct io_uring *r, const char *dir, int n, int rounds, int bytes, enum mode m)
 {
 	int fd[MAX_FILES];
 	char path[4096], buf[65536];
@@ -59,15 +64,26 @@ static int run(struct io_uring *r, const char *dir, int n, int rounds, int bytes
 	}
 	for (int k = 0; k < rounds; k++) {
 		double t = now_us();
+		if (m == PWRITE_SYNC || m == PWRITE) {
+			if (pwrite(fd[0], buf, (size_t)bytes, (off_t)k * bytes) != bytes ||
+			    (m == PWRITE_SYNC && fdatasync(fd[0]))) {
+				perror("fsync_round: pwrite or fdatasync");
+				return -1;
+			}
+			lat[k] = now_us() - t;
+			continue;
+		}
 		for (int i = 0; i < n; i++) {
 			struct io_uring_sqe *s = io_uring_get_sqe(r);
 			io_uring_prep_write(s, fd[i], buf, (unsigned)bytes, (__u64)k * (__u64)bytes);
+			if (m == URING_WRITE)
+				continue;
 			s->flags |= IOSQE_IO_LINK;
 			s = io_uring_get_sqe(r);
 			io_uring_prep_fsync(s, fd[i], IORING_FSYNC_DATASYNC);
 		}
 		io_uring_submit(r);
-		for (int c = 0; c < 2 * n; c++) {
+		for (int c = 0; c < (m == URING_WRITE ? n : 2 * n); c++) {
 			struct io_uring_cqe *cqe;
 			if (io_uring_wait_cqe(r, &cqe) || cqe->res < 0) {
 				fprintf(stderr, "fsync_round: a write or fdatasync failed\n");
@@ -80,8 +96,11 @@ static int run(struct io_uring *r, const char *dir, int n, int rounds, int bytes
 	for (int i = 0; i < n; i++)
 		close(fd[i]);
 	qsort(lat, (size_t)rounds, sizeof(*lat), cmp_d);
-	printf("%3d file(s), %6d bytes each: round median %7.0f us, p90 %7.0f us, worst %7.0f us\n",
-	       n, bytes, lat[rounds / 2], lat[rounds * 9 / 10], lat[rounds - 1]);
+	static const char *const what[] = {"io_uring write+fdatasync", "pwrite+fdatasync",
+					   "io_uring write", "pwrite"};
+	printf("%-24s %3d file(s), %6d bytes each: round median %7.0f us, p90 %7.0f us, "
+	       "worst %7.0f us\n", what[m], n, bytes, lat[rounds / 2], lat[rounds * 9 / 10],
+	       lat[rounds - 1]);
 	free(lat);
 	return 0;
 }
@@ -102,7 +121,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fsync_round: io_uring_queue_init failed\n");
 		return 1;
 	}
-	if (run(&r, argv[1], n, rounds, bytes) || run(&r, argv[1], 1, rounds, bytes * n))
+	if (run(&r, argv[1], n, rounds, bytes, URING_SYNC) ||
+	    run(&r, argv[1], 1, rounds, bytes * n, URING_SYNC) ||
+	    run(&r, argv[1], 1, rounds, bytes * n, PWRITE_SYNC) ||
+	    run(&r, argv[1], 1, rounds, bytes * n, URING_WRITE) ||
+	    run(&r, argv[1], 1, rounds, bytes * n, PWRITE))
 		return 1;
 	io_uring_queue_exit(&r);
 	return 0;

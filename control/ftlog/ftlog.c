@@ -3,11 +3,13 @@
  * The FT-TCP logger, a thread of interlink-control (control/main.c starts
  * it with --ftcp-dir). One io_uring loop, no busy polling:
  *
- *   1. drain the up ring (client segments, ISNs, crash markers) and the
- *      shim sessions (read lengths, accepts, closes) into per-connection
- *      write buffers;
- *   2. write every dirty buffer at its file's end (io_uring WRITE), then,
- *      by durability mode, fsync (sync: now; group: every group_ms; none);
+ *   1. drain the shim sessions (read lengths, accepts, closes) and the up
+ *      ring (client segments, ISNs, crash markers) into the shared log's
+ *      write buffer (seglog.c: one log for every connection);
+ *   2. write the buffer at the log's end (one io_uring WRITE), then, by
+ *      durability mode, fdatasync it (sync: every round; group: when
+ *      something waits, else every group_ms; none: never): one fdatasync
+ *      per round whatever the number of connections;
  *   3. publish what is durable: cumulative FD_STABLE to the data plane,
  *      cumulative FS_READ_ACK to each shim;
  *   4. sleep on the uring (wake datagram from the data plane, shim
@@ -43,7 +45,7 @@
 
 #include "ftlog.h"
 
-enum { EV_WAKE = 1, EV_LISTEN, EV_STOP, EV_TIMER, EV_SESS, EV_WRITE, EV_FSYNC, EV_REPLAY };
+enum { EV_WAKE = 1, EV_LISTEN, EV_STOP, EV_TIMER, EV_SESS, EV_REPLAY };
 #define EV(t, i) ((uint64_t)(t) << 32 | (uint32_t)(i))
 
 #define SESS_PORTS 8
@@ -56,6 +58,10 @@ struct sess {
 	uint16_t backlog[SESS_PORTS]; /* their listen backlogs */
 	uint8_t buf[4096];
 	uint32_t have;
+	/* Read acknowledgements of one pass, sent together: one send (and
+	 * one wake-up of the shim) per pass instead of one per connection. */
+	struct ftc_shim_msg *ackq;
+	uint32_t n_ack, cap_ack;
 };
 
 /* A fabricated connection not accepted this long after FD_RECOVER is
@@ -82,7 +88,7 @@ struct ftlog {
 	struct sess sess[FTL_MAX_SESS];
 	bool quit;
 	bool recover_again; /* a crashed connection waits for its bytes to be durable */
-	unsigned inflight;
+	bool round_failed;  /* the last round's fdatasync failed: nothing acknowledged */
 	uint64_t next_group_ns;
 	struct __kernel_timespec ts;
 	char wake_path[300], sock_path[300];
@@ -162,21 +168,19 @@ static void abandon(struct ftlog *L, struct ftl_conn *c, uint32_t why)
 		ntohs(c->key.sport), ntohs(c->key.cport),
 		why == FTC_AB_TIMEOUT ? "the restarted server did not accept it in time"
 				      : "no replay file");
-	ftl_path(&L->l, &c->key, "log", p, sizeof(p));
-	unlink(p);
 	ftl_path(&L->l, &c->key, "replay", p, sizeof(p));
 	unlink(p);
-	c->wlen = 0;
-	ftl_conn_free(&L->l, c);
+	ftl_conn_end(&L->l, c, FTC_END_ABANDONED);
 }
 
-/* The replay goes to the shim as two descriptors (the replay file, then
- * unlinked: nothing is left behind; and the connection's log, read-only):
- * a server that dropped its privileges (nginx's workers) reads them
- * without any right to the log directory. */
+/* The replay goes to the shim as descriptors: the replay file (then
+ * unlinked: nothing is left behind), twice, as the replay and as the file
+ * its extent points into (ftcp_proto.h): a server that dropped its
+ * privileges (nginx's workers) reads it without any right to the log
+ * directory, and never sees the shared log's other connections. */
 static void send_replay(struct ftlog *L, int i, struct ftl_conn *c)
 {
-	char rp[512], lp[512];
+	char rp[512];
 	struct ftc_shim_msg p = {.type = FS_REPLAY, .key = c->key, .a = 1};
 	int fds[2];
 	union {
@@ -188,16 +192,10 @@ static void send_replay(struct ftlog *L, int i, struct ftl_conn *c)
 			    .msg_controllen = sizeof(cb.b)};
 
 	ftl_path(&L->l, &c->key, "replay", rp, sizeof(rp));
-	ftl_path(&L->l, &c->key, "log", lp, sizeof(lp));
-	fds[0] = open(rp, O_RDONLY | O_CLOEXEC);
-	fds[1] = open(lp, O_RDONLY | O_CLOEXEC);
+	fds[0] = fds[1] = open(rp, O_RDONLY | O_CLOEXEC);
 	unlink(rp);
-	if (fds[0] < 0 || fds[1] < 0) {
-		fprintf(stderr, "ftlog: %s: %s\n", fds[0] < 0 ? rp : lp, strerror(errno));
-		if (fds[0] >= 0)
-			close(fds[0]);
-		if (fds[1] >= 0)
-			close(fds[1]);
+	if (fds[0] < 0) {
+		fprintf(stderr, "ftlog: %s: %s\n", rp, strerror(errno));
 		p.a = 0;
 		sess_send(L, i, &p, sizeof(p));
 		abandon(L, c, FTC_AB_REPLAY);
@@ -211,7 +209,6 @@ static void send_replay(struct ftlog *L, int i, struct ftl_conn *c)
 	if (sendmsg(L->sess[i].fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(p))
 		shutdown(L->sess[i].fd, SHUT_RDWR); /* a dead shim: see sess_send */
 	close(fds[0]);
-	close(fds[1]);
 	c->state = FC_LIVE;
 	c->replay = FTL_RP_NONE;
 	c->replay_waiter = -1;
@@ -232,7 +229,11 @@ static void recover(struct ftlog *L, struct ftl_conn *c)
 		return;
 	}
 	jb->L = L;
-	ftl_replay_prepare(&L->l, c, &jb->j);
+	if (ftl_replay_prepare(&L->l, c, &jb->j)) {
+		free(jb);
+		fprintf(stderr, "ftlog: out of memory for a replay\n");
+		return;
+	}
 	ftl_replay_params(c, &isn, &sseq);
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
@@ -314,6 +315,7 @@ static void replay_done(struct ftlog *L)
 				crash_conn(L, c);
 			}
 		} else {
+			ftl_replay_done(&L->l, NULL, &jb->j);
 			unlink(jb->j.replay_path);
 		}
 		free(jb);
@@ -359,7 +361,7 @@ static void try_recover_port(struct ftlog *L, uint16_t port_n)
 	FTL_FOR_EACH_LIVE(&L->l, c) {
 		if (c->state != FC_FROZEN || c->key.sport != port_n)
 			continue;
-		if (c->wlen || c->contig_durable != c->contig) {
+		if (c->log_end > L->l.written || c->contig_durable != c->contig) {
 			/* Bytes the dead server got are logged but not yet
 			 * durable: the fabricated SYN's ISN must come after them
 			 * (they are replayed), or the client would have to
@@ -411,13 +413,10 @@ static unsigned drain_ring(struct ftlog *L)
 			if (c && c->have_syn && c->client_isn == r->seq)
 				continue; /* retransmitted SYN */
 			if (c)
-				ftl_conn_free(&L->l, c);
+				ftl_conn_free(&L->l, c); /* its SYN in the log supersedes it */
 			c = ftl_conn_new(&L->l, &r->key);
-			if (!c || ftl_open_file(&L->l, c, true)) {
-				if (c)
-					ftl_conn_free(&L->l, c);
+			if (!c)
 				continue;
-			}
 		}
 		if (!c)
 			continue;
@@ -425,6 +424,14 @@ static unsigned drain_ring(struct ftlog *L)
 			/* A client that gave up during the outage ends it too. */
 			if (c->state != FC_LIVE && !c->closed)
 				L->l.st.recover_client_closed++;
+			if (!c->closed) {
+				/* Its tombstone; it is freed once that is written. */
+				struct ftc_rec t = *r;
+				t.len = sizeof(t);
+				t.plen = 0;
+				t.flags = FTC_END_CLOSED;
+				ftl_apply(&L->l, c, &t, true);
+			}
 			c->closed = true;
 			continue;
 		}
@@ -440,66 +447,75 @@ static unsigned drain_ring(struct ftlog *L)
 
 /* ---- writing and publishing ------------------------------------------- */
 
-static void wait_inflight(struct ftlog *L);
-
-/* One round: every buffer written at its file's end and, when the round
- * syncs, each written file's fdatasync linked behind its write, all in a
- * single submit (an fsync must not start before its write completed: a
- * pair never straddles a submit). One fdatasync per file written since the
- * last synced round, run side by side; each still flushes the device's
- * cache, so a round's cost grows with the files in it (docs/ft-tcp.md). */
+/* One round: the buffer written at the head's end and, when the round
+ * syncs, an fdatasync of each segment written since the last synced round
+ * (the head; after a roll also the sealed one): one fdatasync per round,
+ * not one per connection, so a round's cost no longer grows with the
+ * connections in it. Both calls are plain system calls, not io_uring
+ * operations: the loop waits for them anyway, and io_uring hands a
+ * buffered write to an ext4 file to a worker thread (20-36 us a round
+ * here against 5-11 us for pwrite, docs/ft-tcp.md), a context switch on
+ * the core the servers share. A segment whose fdatasync fails leaves the
+ * round unacknowledged; it is tried again next round. */
 static void commit(struct ftlog *L, bool sync)
 {
-	struct ftl_conn *c;
-	bool any = false;
+	struct ftl *l = &L->l;
 
-	FTL_FOR_EACH_LIVE(&L->l, c) {
-		if (c->fd < 0 || !(c->wlen || (sync && c->dirty_sync)))
-			continue;
-		if (io_uring_sq_space_left(&L->ring) < 2)
-			io_uring_submit(&L->ring);
-		uint64_t ud_idx = (uint32_t)(c - L->l.conns);
-		if (c->wlen) {
-			struct io_uring_sqe *s = sqe(L);
-			io_uring_prep_write(s, c->fd, c->wbuf, c->wlen, c->off);
-			io_uring_sqe_set_data64(s, EV(EV_WRITE, ud_idx));
-			if (sync)
-				s->flags |= IOSQE_IO_LINK;
-			L->inflight++;
-		}
-		if (sync) {
-			struct io_uring_sqe *s = sqe(L);
-			io_uring_prep_fsync(s, c->fd, IORING_FSYNC_DATASYNC);
-			io_uring_sqe_set_data64(s, EV(EV_FSYNC, ud_idx));
-			L->inflight++;
-			any = true;
-		}
-	}
-	wait_inflight(L);
-	if (!any)
+	if (!l->n_segs)
 		return;
-	L->l.st.sync_rounds++;
-	/* A short write cancels its linked fsync: sync that file here. A
-	 * file whose fdatasync fails stays unacknowledged and is tried again
-	 * next round (mark_durable skips it). */
-	FTL_FOR_EACH_LIVE(&L->l, c) {
-		if (!c->dirty_sync || c->fd < 0)
+	L->round_failed = false;
+	if (l->wlen) {
+		struct ftl_seg *h = &l->segs[l->n_segs - 1];
+		for (uint32_t done = 0; done < l->wlen;) {
+			ssize_t w = pwrite(h->fd, l->wbuf + done, l->wlen - done,
+					   (off_t)(h->len + done));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				/* Nothing written may be acknowledged, nor can the
+				 * log go on past a hole: stop (a restart rebuilds
+				 * from what is there). */
+				perror("ftlog: write");
+				exit(1);
+			}
+			done += (uint32_t)w;
+		}
+		h->len += l->wlen;
+		l->written += l->wlen;
+		l->st.writes++;
+		l->wlen = 0;
+		h->dirty = true;
+	}
+	if (!sync)
+		return;
+	bool counted = false;
+	uint64_t t0 = ftl_now_ns();
+	for (uint32_t i = 0; i < l->n_segs; i++) {
+		struct ftl_seg *g = &l->segs[i];
+		if (!g->dirty)
 			continue;
-		if (fdatasync(c->fd)) {
+		if (!counted) {
+			l->st.sync_rounds++; /* a round with something to sync */
+			counted = true;
+		}
+		if (fdatasync(g->fd)) {
 			perror("ftlog: fdatasync");
+			L->round_failed = true;
 			continue;
 		}
-		c->dirty_sync = false;
-		L->l.st.fsyncs++;
+		g->dirty = false;
+		l->st.fsyncs++;
 	}
+	if (counted)
+		l->st.sync_us += (ftl_now_ns() - t0) / 1000;
 }
 
 static bool any_unsynced(struct ftlog *L)
 {
-	struct ftl_conn *c;
-
-	FTL_FOR_EACH_LIVE(&L->l, c)
-		if (c->fd >= 0 && (c->wlen || c->dirty_sync))
+	if (L->l.wlen)
+		return true;
+	for (uint32_t i = 0; i < L->l.n_segs; i++)
+		if (L->l.segs[i].dirty)
 			return true;
 	return false;
 }
@@ -514,8 +530,6 @@ static bool someone_waits(struct ftlog *L)
 	struct ftl_conn *c;
 
 	FTL_FOR_EACH_LIVE(&L->l, c) {
-		if (c->fd < 0)
-			continue;
 		if (c->reads != c->reads_durable || (c->have_synack && !c->isns_durable) ||
 		    (c->state == FC_FROZEN && c->contig != c->contig_durable))
 			return true;
@@ -528,15 +542,41 @@ static void mark_durable(struct ftlog *L, bool synced)
 {
 	struct ftl_conn *c;
 
-	if (!synced && L->l.durability != FTL_NONE)
+	if ((!synced && L->l.durability != FTL_NONE) || L->round_failed || L->l.wlen)
 		return;
+	L->l.durable = L->l.written;
 	FTL_FOR_EACH_LIVE(&L->l, c) {
-		if (c->wlen || (synced && c->dirty_sync))
-			continue;
 		c->contig_durable = c->contig;
 		c->isns_durable = c->have_syn && c->have_synack;
 		c->reads_durable = c->reads;
 		c->read_total_durable = c->read_total;
+	}
+}
+
+static bool ack_queue(struct ftlog *L, int i, const struct ftc_shim_msg *m)
+{
+	struct sess *se = &L->sess[i];
+
+	if (se->n_ack == se->cap_ack) {
+		uint32_t cap = se->cap_ack ? 2 * se->cap_ack : 64;
+		struct ftc_shim_msg *q = realloc(se->ackq, cap * sizeof(*q));
+		if (!q)
+			return false;
+		se->ackq = q;
+		se->cap_ack = cap;
+	}
+	se->ackq[se->n_ack++] = *m;
+	return true;
+}
+
+static void ack_flush(struct ftlog *L)
+{
+	for (int i = 0; i < FTL_MAX_SESS; i++) {
+		struct sess *se = &L->sess[i];
+		if (!se->n_ack)
+			continue;
+		sess_send(L, i, se->ackq, se->n_ack * sizeof(*se->ackq));
+		se->n_ack = 0;
 	}
 }
 
@@ -578,14 +618,13 @@ static void publish(struct ftlog *L)
 		    c->read_total_durable <= (uint32_t)(c->contig_durable - c->client_isn - 1)) {
 			struct ftc_shim_msg m = {.type = FS_READ_ACK, .key = c->key,
 						 .a = c->reads_durable};
-			c->reads_acked = c->reads_durable;
-			sess_send(L, c->owner, &m, sizeof(m));
+			if (ack_queue(L, c->owner, &m)) /* else next pass */
+				c->reads_acked = c->reads_durable;
 		}
-		if (c->closed && !c->wlen) {
-			/* Normal end: compaction is removing the log. */
+		if (c->closed && c->log_end <= L->l.written) {
+			/* Normal end: its tombstone is written; its segments go
+			 * once nobody else has records in them (compaction). */
 			char p[512];
-			ftl_path(&L->l, &c->key, "log", p, sizeof(p));
-			unlink(p);
 			if (c->replay != FTL_RP_NONE) {
 				ftl_path(&L->l, &c->key, "replay", p, sizeof(p));
 				unlink(p);
@@ -594,6 +633,7 @@ static void publish(struct ftlog *L)
 			ftl_conn_free(&L->l, c);
 		}
 	}
+	ack_flush(L);
 }
 
 /* ---- shim sessions ------------------------------------------------------ */
@@ -606,6 +646,7 @@ static void sess_close(struct ftlog *L, int i)
 		return;
 	close(s->fd);
 	s->fd = -1;
+	s->n_ack = 0;
 	/* The server process is gone (SIGKILL included: the kernel closed
 	 * this socket): every connection it owned is a crashed one; so is a
 	 * fabricated one it was listening for and had not accepted (if no
@@ -757,7 +798,11 @@ static void on_cqe(struct ftlog *L, struct io_uring_cqe *cqe)
 			if (i == FTL_MAX_SESS) {
 				close(fd);
 			} else {
+				struct ftc_shim_msg *q = L->sess[i].ackq;
+				uint32_t cap = L->sess[i].cap_ack;
 				memset(&L->sess[i], 0, sizeof(L->sess[i]));
+				L->sess[i].ackq = q;
+				L->sess[i].cap_ack = cap;
 				L->sess[i].fd = fd;
 				arm_poll(L, fd, EV(EV_SESS, i));
 			}
@@ -782,35 +827,6 @@ static void on_cqe(struct ftlog *L, struct io_uring_cqe *cqe)
 		if (idx < FTL_MAX_SESS && L->sess[idx].fd >= 0)
 			sess_read(L, (int)idx);
 		break;
-	case EV_WRITE: {
-		struct ftl_conn *c = &L->l.conns[idx];
-		L->inflight--;
-		if (cqe->res < 0 || (uint32_t)cqe->res != c->wlen) {
-			/* Finish a short or failed write synchronously. */
-			uint32_t done = cqe->res > 0 ? (uint32_t)cqe->res : 0;
-			while (done < c->wlen) {
-				ssize_t w = pwrite(c->fd, c->wbuf + done, c->wlen - done,
-						   (off_t)(c->off + done));
-				if (w <= 0) {
-					perror("ftlog: write");
-					exit(1);
-				}
-				done += (uint32_t)w;
-			}
-		}
-		c->off += c->wlen;
-		L->l.st.writes++;
-		c->wlen = 0;
-		c->dirty_sync = true;
-		break;
-	}
-	case EV_FSYNC:
-		L->inflight--;
-		if (cqe->res == 0) {
-			L->l.st.fsyncs++;
-			L->l.conns[idx].dirty_sync = false;
-		}
-		break;
 	}
 }
 
@@ -820,18 +836,6 @@ static void reap(struct ftlog *L)
 	while (io_uring_peek_cqe(&L->ring, &cqe) == 0) {
 		on_cqe(L, cqe);
 		io_uring_cqe_seen(&L->ring, cqe);
-	}
-}
-
-static void wait_inflight(struct ftlog *L)
-{
-	io_uring_submit(&L->ring);
-	while (L->inflight) {
-		struct io_uring_cqe *cqe;
-		if (io_uring_wait_cqe(&L->ring, &cqe) == 0) {
-			on_cqe(L, cqe);
-			io_uring_cqe_seen(&L->ring, cqe);
-		}
 	}
 }
 
@@ -906,7 +910,18 @@ static void write_stats(struct ftlog *L)
 	il_json_u64(&j, "replay_files_removed", s->replay_files_removed);
 	il_json_u64(&j, "sync_rounds", s->sync_rounds);
 	il_json_u64(&j, "sync_early", s->sync_early);
+	il_json_u64(&j, "sync_us", s->sync_us);
 	il_json_u64(&j, "recovering", recovering_now(L));
+	uint64_t disk = 0;
+	for (uint32_t i = 0; i < L->l.n_segs; i++)
+		disk += L->l.segs[i].len;
+	il_json_u64(&j, "segments", L->l.n_segs);
+	il_json_u64(&j, "log_bytes", disk);
+	il_json_u64(&j, "segments_created", s->segments_created);
+	il_json_u64(&j, "segments_removed", s->segments_removed);
+	il_json_u64(&j, "relocations", s->relocations);
+	il_json_u64(&j, "relocated_bytes", s->relocated_bytes);
+	il_json_u64(&j, "legacy_imported", s->legacy_imported);
 	il_json_end(&j);
 	bool ok = il_json_finish(&j) == 0;
 	/* A partial file never replaces a whole one. */
@@ -956,6 +971,8 @@ struct ftlog *ftlog_open(const struct ftlog_opts *o, int stop_fd, char *err, siz
 	L->l.durability = o->durability;
 	L->l.group_ms = o->group_ms;
 	L->l.delay_us = o->delay_us;
+	L->l.seg_bytes = o->seg_bytes ? o->seg_bytes : FTL_SEG_BYTES_DEF;
+	L->l.reloc_max = L->l.seg_bytes / 4;
 	L->l.verbose = o->verbose;
 	L->stats_path = o->stats;
 	if (o->trace) {
@@ -974,7 +991,7 @@ struct ftlog *ftlog_open(const struct ftlog_opts *o, int stop_fd, char *err, siz
 		set_err(err, errlen, "--ftcp-ring: %s%s", e, "");
 		goto fail;
 	}
-	/* A restart: rebuild every connection from its log. Shims have 3 s to
+	/* A restart: rebuild every connection from the log. Shims have 3 s to
 	 * re-claim theirs; an unclaimed one lost its server meanwhile. */
 	int loaded = ftl_load_dir(&L->l, ftl_now_ns() + 3000000000ull);
 	if (loaded < 0) {
@@ -1002,9 +1019,10 @@ struct ftlog *ftlog_open(const struct ftlog_opts *o, int stop_fd, char *err, siz
 	arm_poll(L, L->listen_fd, EV(EV_LISTEN, 0));
 	arm_poll(L, L->stop_fd, EV(EV_STOP, 0));
 	arm_poll(L, L->done_fd, EV(EV_REPLAY, 0));
-	fprintf(stderr, "ftlog: ready (ring %s, sock %s, dir %s, durability %s, %d logs loaded)\n",
+	fprintf(stderr, "ftlog: ready (ring %s, sock %s, dir %s, durability %s, %d connections "
+		"loaded from %u log segments)\n",
 		o->ring, o->sock, o->dir, (const char *[]){"none", "group", "sync"}[o->durability],
-		loaded);
+		loaded, L->l.n_segs);
 	return L;
 fail:
 	ftlog_close(L);
@@ -1019,7 +1037,7 @@ int ftlog_run(struct ftlog *L)
 		 * server could read them, so the round that syncs those
 		 * lengths covers their bytes too. */
 		reap(L);
-		unsigned got = drain_ring(L);
+		drain_ring(L);
 		uint64_t now = ftl_now_ns();
 		bool synced = L->l.durability == FTL_SYNC;
 		if (L->l.durability == FTL_GROUP) {
@@ -1035,6 +1053,7 @@ int ftlog_run(struct ftlog *L)
 			L->next_group_ns = now + (uint64_t)L->l.group_ms * 1000000u;
 		mark_durable(L, synced);
 		publish(L);
+		ftl_log_after_commit(&L->l);
 		if (L->recover_again) {
 			struct ftl_conn *f;
 			L->recover_again = false;
@@ -1062,10 +1081,15 @@ int ftlog_run(struct ftlog *L)
 			write_stats(L);
 			L->next_stats = now + 200000000u;
 		}
-		if (got)
+		/* A crashed connection whose bytes were not yet durable is
+		 * recovered by the next pass (which syncs them): no sleep, since
+		 * nothing would wake us for it. */
+		if (L->recover_again)
 			continue;
 		/* Announce the sleep, then look once more, so a record queued
-		 * in between is never left waiting for the timer. */
+		 * in between (or during the pass) is never left waiting for the
+		 * timer: a pass that drained records goes round again only if
+		 * more came. */
 		if (!il_shm_sleep_prepare(&L->rh->rx))
 			continue;
 		/* A safety net only: the data plane wakes us (one datagram per
@@ -1080,12 +1104,16 @@ int ftlog_run(struct ftlog *L)
 			}
 			wait_ns = L->next_group_ns - t;
 		}
+		/* The counters file is rewritten every 200 ms, asleep or not. */
+		uint64_t t = ftl_now_ns();
+		if (L->next_stats > t && L->next_stats - t < wait_ns)
+			wait_ns = L->next_stats - t;
 		L->ts.tv_sec = (long long)(wait_ns / 1000000000u);
 		L->ts.tv_nsec = (long long)(wait_ns % 1000000000u);
 		struct io_uring_cqe *cqe;
-		io_uring_submit(&L->ring);
-		if (io_uring_wait_cqe_timeout(&L->ring, &cqe, &L->ts) == 0)
-			reap(L);
+		/* The polls re-armed in this pass and the wait: one system call. */
+		io_uring_submit_and_wait_timeout(&L->ring, &cqe, 1, &L->ts, NULL);
+		reap(L);
 		il_shm_sleep_end(&L->rh->rx);
 	}
 	write_stats(L);
@@ -1122,20 +1150,14 @@ void ftlog_close(struct ftlog *L)
 		close(L->listen_fd);
 		unlink(L->sock_path);
 	}
-	for (int i = 0; i < FTL_MAX_SESS; i++)
+	for (int i = 0; i < FTL_MAX_SESS; i++) {
 		if (L->sess[i].fd >= 0)
 			close(L->sess[i].fd);
+		free(L->sess[i].ackq);
+	}
 	if (L->done_fd >= 0)
 		close(L->done_fd);
-	struct ftl_conn *c;
-	FTL_FOR_EACH_LIVE(&L->l, c)
-		ftl_conn_free(&L->l, c);
-	/* Freed connections keep their buffers for the next one: all go now. */
-	for (unsigned i = 0; i < FTL_MAX_CONNS; i++) {
-		free(L->l.conns[i].wbuf);
-		free(L->l.conns[i].hole_s);
-		free(L->l.conns[i].hole_e);
-	}
+	ftl_free_all(&L->l);
 	if (L->trace)
 		fclose(L->trace);
 	ftc_ring_close(L->rh);

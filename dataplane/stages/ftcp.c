@@ -58,10 +58,10 @@ static inline uint64_t tsc_us(const struct ftcp *f, uint64_t dt)
 
 static void wake_logger(struct ftcp *f)
 {
-	if (f->pend) {
-		il_shm_publish(&f->ring->tx);
-		f->pend = false;
-	}
+	if (!f->pend)
+		return;
+	il_shm_publish(&f->ring->tx);
+	f->pend = false;
 	if (f->wake_fd >= 0 && il_shm_wake_due(&f->ring->tx)) {
 		char b = 1;
 		/* One datagram per logger sleep; never blocks, harmless if the

@@ -11,8 +11,16 @@
  *   shim <-------- unix stream socket (32-byte messages) -> logger
  *
  * The up-ring record header is also the on-disk log record header
- * (docs/ft-tcp.md, "Log format"): a log file is the records the data plane
- * sent for one connection plus the shim's READ records, in arrival order.
+ * (docs/ft-tcp.md, "Log format"). The log is one per logger, shared by
+ * every connection: an append-only sequence of records (the data plane's,
+ * the shim's READ records, the logger's own) cut into segment files
+ * <dir>/ftlog-<16 hex digits>.seg, the digits being the global log
+ * position of the segment's first byte (positions run on across segments).
+ * A segment starts with an FR_SEG record. A connection's history is its
+ * records in log order: from its FR_SYN (a new FR_SYN for the same key
+ * starts a new connection) or from its latest complete FR_MOVED copy, to
+ * its FR_CLOSED tombstone. A torn tail (a record, or an FR_MOVED copy, cut
+ * short by a crash) is cut off by the logger at start.
  */
 #ifndef INTERLINK_FTCP_PROTO_H
 #define INTERLINK_FTCP_PROTO_H
@@ -43,11 +51,26 @@ enum ftc_rec_type {
 	FR_SYNACK = 2,    /* server SYN-ACK: seq = server ISN, aux = wscale */
 	FR_DATA = 3,      /* client segment: seq, ack, win, flags; payload */
 	FR_CRASHED = 4,   /* data plane entered recovery: seq = next byte passed */
-	FR_CLOSED = 5,    /* connection ended normally: compact the log */
+	FR_CLOSED = 5,    /* connection ended normally: compact the log. In the
+			   * log, the connection's tombstone: its records before
+			   * are dead (flags: enum ftc_end) */
 	/* 6: the up ring's own padding before ring layout 2; never in a log */
 	FR_READ = 7,      /* log only: one read of aux bytes by the server */
 	FR_RECOVERED = 8, /* handshake with the restarted server done: seq = its ISN */
+	FR_SEG = 9,       /* log only, first record of a segment: key zero, seq and
+			   * ack = the segment's start position (low, high 32 bits),
+			   * aux = FTC_LOG_VERSION; payload FTC_SEG_MAGIC */
+	FR_MOVED = 10,    /* log only: the connection's whole history copied forward
+			   * follows, seq and ack = its length in bytes (low, high),
+			   * aux = its records; the connection's earlier records are
+			   * dead once the copy is complete */
 };
+
+/* FR_CLOSED's flags in the log: why the connection ended. */
+enum ftc_end { FTC_END_CLOSED = 0, FTC_END_ABANDONED = 1 };
+
+#define FTC_LOG_VERSION 1u
+#define FTC_SEG_MAGIC "ILFTSEG1"
 
 #define FTC_REC_ALIGN 8u
 
@@ -116,8 +139,11 @@ enum ftc_shim_type {
 	FS_CLOSE_OK = 8,  /* logger -> shim */
 	FS_REPLAY = 9,    /* logger -> shim, after FS_CONN with b = 1: a = 1 with two
 			   * descriptors (SCM_RIGHTS): the replay file (already
-			   * unlinked) and the connection's log, read-only;
-			   * a = 0: no replay, the connection is abandoned */
+			   * unlinked) and the file its extents point into, both
+			   * read-only (since the shared log: the replay file
+			   * again, which holds a copy of the bytes; the shared log
+			   * holds other connections' bytes and is never handed
+			   * out); a = 0: no replay, the connection is abandoned */
 };
 
 struct ftc_shim_msg {
@@ -131,9 +157,10 @@ _Static_assert(sizeof(struct ftc_shim_msg) == 32, "shim message is 32 bytes");
 
 /* Replay file (written by the logger, read once by the shim): this header,
  * n_reads logged read lengths (u32 each), then n_ext extents that say where
- * in the connection's log file (same path, ".log" for ".replay") the
- * logged instream bytes are, in stream order, covering data_len bytes
- * without overlap. The bytes are not copied: the shim reads the log. */
+ * in the second descriptor of FS_REPLAY the logged instream bytes are, in
+ * stream order, covering data_len bytes without overlap. The logger of the
+ * shared log writes one extent, pointing at a copy of the bytes after the
+ * extents in the replay file itself (a reader needs no other assumption). */
 struct ftc_replay_hdr {
 	char magic[8];      /* "ILFTRPL2" */
 	uint32_t n_reads;
@@ -143,7 +170,7 @@ struct ftc_replay_hdr {
 };
 
 struct ftc_replay_ext {
-	uint64_t log_off;   /* byte offset in the log file */
+	uint64_t log_off;   /* byte offset in the file the extents point into */
 	uint32_t len;
 	uint32_t pad;
 };

@@ -1,19 +1,23 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * libFuzzer target: the shim's replay reader (shim/ilftcp_replay.c): a
- * replay file the logger wrote (or a damaged one) and the connection's
- * log, then the restarted server's reads served from them, with the sizes
- * and peeks of the input.
+ * replay file the logger wrote (or a damaged one) and the file its extents
+ * point into, loaded through their descriptors (only the header and the
+ * lists are read), then the restarted server's reads served from them,
+ * with the sizes and peeks of the input.
  *
- * The input is either two raw chunks (the replay file and the log), or a
- * program that writes a log and a replay file over it: extents anywhere,
- * read lengths, sizes that fit or not. The log lives in a memory file
- * (memfd) made once; each input rewrites it.
+ * Two shapes, as the first input byte says: the logger's since the shared
+ * log (one file, handed over twice: the lists, then the logged bytes,
+ * which the extents point at), and a replay file whose extents point into
+ * a log of its own. Each is either raw chunks or a program that writes
+ * the lists (extents anywhere, read lengths, sizes that fit or not). The
+ * files live in memory files (memfd) made once; each input rewrites them.
  *
- * Checked: a replay the reader accepts serves exactly its logged bytes,
- * those of its extents in order, every logged read with its own length
- * (a read never spans two of them, and none is empty), then the rest as
- * new reads; a peek returns what the next read will and consumes nothing;
- * nothing is served past the end.
+ * Checked: a replay the reader accepts has its lists inside the file and,
+ * in one file, every extent after them; it serves exactly its logged
+ * bytes, those of its extents in order, every logged read with its own
+ * length (a read never spans two of them, and none is empty), then the
+ * rest as new reads; a peek returns what the next read will and consumes
+ * nothing; nothing is served past the end.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,9 +29,9 @@
 #include "fz.h"
 #include "ilftcp_replay.h"
 
-static int log_fd = -1;
+static int log_fd = -1, file_fd = -1, file_fd2 = -1;
 #define LOG_MAX 16384
-#define FILE_MAX 4096
+#define FILE_MAX 8192
 static uint8_t pattern[LOG_MAX];
 
 FZ_HARNESS int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -37,17 +41,23 @@ FZ_HARNESS int LLVMFuzzerInitialize(int *argc, char ***argv)
 	for (unsigned i = 0; i < LOG_MAX; i++)
 		pattern[i] = (uint8_t)(i * 7u + 3u);
 	log_fd = memfd_create("fuzz_replay_log", MFD_CLOEXEC);
-	if (log_fd < 0)
+	file_fd = memfd_create("fuzz_replay_file", MFD_CLOEXEC);
+	file_fd2 = file_fd >= 0 ? dup(file_fd) : -1; /* the logger sends it twice */
+	if (log_fd < 0 || file_fd < 0 || file_fd2 < 0)
 		abort();
 	return 0;
 }
 
-/* A replay file over a log of log_len bytes, from a program. */
-FZ_HARNESS static size_t program(struct fz *z, uint8_t *f, size_t log_len)
+/* A replay file from a program. one: the logger's shape (the logged bytes
+ * after the lists, the extents into them); else its extents point into a
+ * log of log_len bytes. Returns the file's length. */
+FZ_HARNESS static size_t program(struct fz *z, uint8_t *f, bool one, size_t log_len)
 {
 	struct ftc_replay_hdr h = {0};
 	unsigned n_reads = fz_u8(z) % 16, n_ext = fz_u8(z) % 16;
+	size_t lists = sizeof(h) + 4u * n_reads + sizeof(struct ftc_replay_ext) * n_ext;
 	uint8_t *w = f + sizeof(h);
+	struct ftc_replay_ext ext[16];
 	uint64_t data = 0;
 
 	memcpy(h.magic, FTC_REPLAY_MAGIC, 8);
@@ -57,80 +67,109 @@ FZ_HARNESS static size_t program(struct fz *z, uint8_t *f, size_t log_len)
 		memcpy(w, &l, 4);
 		w += 4;
 	}
+	/* The lengths first: in one file the bytes after the lists are
+	 * (mostly) as many as the extents give. */
+	uint8_t sel[16];
 	for (unsigned i = 0; i < n_ext; i++) {
-		struct ftc_replay_ext e = {0};
-		uint8_t sel = fz_u8(z);
-
-		e.log_off = sel & 1 ? fz_u64(z) : (log_len ? fz_u16(z) % log_len : 0);
-		e.len = sel & 2 ? fz_u32(z) : 1 + fz_u8(z) % 64;
-		if (!(sel & 4) && e.log_off + e.len > log_len) /* mostly inside the log */
-			e.len = e.log_off < log_len ? (uint32_t)(log_len - e.log_off) : 0;
-		data += e.len;
-		memcpy(w, &e, sizeof(e));
-		w += sizeof(e);
+		sel[i] = fz_u8(z);
+		ext[i].len = sel[i] & 2 ? fz_u32(z) : 1 + fz_u8(z) % 64;
+		data += ext[i].len;
 	}
+	size_t area = one ? (size_t)(data < FILE_MAX - lists ? data : FILE_MAX - lists) : log_len;
+	uint64_t from = one ? lists : 0;
+	if (one && (fz_u8(z) & 0x80)) /* some other size after the lists */
+		area = fz_u16(z) % (FILE_MAX - lists + 1);
+	for (unsigned i = 0; i < n_ext; i++) {
+		struct ftc_replay_ext *e = &ext[i];
+
+		if (sel[i] & 1)
+			e->log_off = sel[i] & 8 ? fz_u16(z) % (lists + area + 1) : fz_u64(z);
+		else
+			e->log_off = from + (area ? fz_u16(z) % area : 0);
+		if (!(sel[i] & 4) && e->log_off + e->len > from + area) /* mostly inside */
+			e->len = e->log_off < from + area ? (uint32_t)(from + area - e->log_off) : 0;
+		memcpy(w, e, sizeof(*e));
+		w += sizeof(*e);
+	}
+	data = 0;
+	for (unsigned i = 0; i < n_ext; i++)
+		data += ext[i].len;
 	h.n_reads = n_reads;
 	h.n_ext = n_ext;
 	h.data_len = fz_u8(z) & 0x80 ? fz_u64(z) : data;
 	h.out_skip = fz_u32(z);
 	memcpy(f, &h, sizeof(h));
-	return (size_t)(w - f);
+	if (!one)
+		return lists;
+	memcpy(f + lists, pattern, area);
+	return lists + area;
 }
 
 FZ_HARNESS int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static uint8_t lg[LOG_MAX], fs[FILE_MAX];
 	struct fz z = { data, size };
-	bool prog = fz_u8(&z) & 1;
-	size_t log_len, flen, got;
+	uint8_t mode = fz_u8(&z);
+	bool prog = mode & 1, one = !(mode & 2);
+	size_t log_len = 0, flen, got;
 	const uint8_t *p;
 
-	/* The log. */
-	p = fz_chunk(&z, LOG_MAX, &got);
-	log_len = got;
-	memcpy(lg, p, got);
-	if (prog) { /* a longer log of a pattern, when the input is short */
-		size_t want = fz_u16(&z) % LOG_MAX;
+	/* A log of its own. */
+	if (!one) {
+		p = fz_chunk(&z, LOG_MAX, &got);
+		log_len = got;
+		memcpy(lg, p, got);
+		if (prog) { /* a longer log of a pattern, when the input is short */
+			size_t want = fz_u16(&z) % LOG_MAX;
 
-		if (want > log_len) {
-			memcpy(lg + log_len, pattern + log_len, want - log_len);
-			log_len = want;
+			if (want > log_len) {
+				memcpy(lg + log_len, pattern + log_len, want - log_len);
+				log_len = want;
+			}
 		}
+		if (ftruncate(log_fd, 0) ||
+		    (log_len && pwrite(log_fd, lg, log_len, 0) != (ssize_t)log_len))
+			abort();
 	}
-	if (ftruncate(log_fd, 0) || (log_len && pwrite(log_fd, lg, log_len, 0) != (ssize_t)log_len))
-		abort();
 	/* The replay file. */
 	if (prog) {
-		flen = program(&z, fs, log_len);
+		flen = program(&z, fs, one, log_len);
 	} else {
 		p = fz_chunk(&z, FILE_MAX, &got);
 		memcpy(fs, p, got);
 		flen = got;
 	}
-	uint8_t *file = malloc(flen ? flen : 1); /* exact size: ASan sees overreads */
-	if (file == NULL)
+	if (ftruncate(file_fd, 0) || (flen && pwrite(file_fd, fs, flen, 0) != (ssize_t)flen))
 		abort();
-	memcpy(file, fs, flen);
+	const uint8_t *src = one ? fs : lg; /* what the extents point into */
 
 	struct ilf_replay r;
 	uint64_t out_skip = 0;
 	const char *why = "";
 
-	if (ilf_replay_parse(&r, file, flen, log_len, &out_skip, &why) != 0) {
-		free(file);
+	if (ilf_replay_load(&r, file_fd, one ? file_fd2 : log_fd, &out_skip, &why) != 0)
 		return 0;
-	}
-	r.log_fd = log_fd;
 	/* What must come out: the extents' bytes, in order; the logged reads
 	 * (non-empty ones, in order). */
 	struct ftc_replay_hdr h;
-	memcpy(&h, file, sizeof(h));
+	memcpy(&h, fs, sizeof(h));
+	uint64_t lists = sizeof(h) + (uint64_t)h.n_reads * 4 +
+			 (uint64_t)h.n_ext * sizeof(struct ftc_replay_ext);
+	FZ_CHECK(lists <= flen, "lists of %lu bytes in a file of %zu", (unsigned long)lists, flen);
 	FZ_CHECK(r.log_left == h.data_len, "log_left %lu for data_len %lu",
 		 (unsigned long)r.log_left, (unsigned long)h.data_len);
+	const uint8_t *ext = fs + sizeof(h) + (size_t)h.n_reads * 4;
+	for (uint32_t i = 0; i < h.n_ext; i++) {
+		struct ftc_replay_ext e;
+
+		memcpy(&e, ext + (size_t)i * sizeof(e), sizeof(e));
+		FZ_CHECK(e.len && e.log_off + e.len <= (one ? flen : log_len) &&
+				 (!one || e.log_off >= lists),
+			 "extent %u (%lu + %u) accepted", i, (unsigned long)e.log_off, e.len);
+	}
 	uint64_t served = 0, in_read = 0;
 	uint32_t read_no = 0;
 	uint8_t buf[4096];
-	const uint8_t *ext = file + sizeof(h) + (size_t)h.n_reads * 4;
 	uint32_t ei = 0, epos = 0;
 
 	for (unsigned calls = 0; calls < 4096; calls++) {
@@ -152,7 +191,7 @@ FZ_HARNESS int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 			memcpy(&e, ext + (size_t)xi * sizeof(e), sizeof(e));
 			size_t m = e.len - xpos < (uint64_t)(k - b) ? e.len - xpos : (size_t)(k - b);
-			FZ_CHECK(!memcmp(buf + b, lg + e.log_off + xpos, m),
+			FZ_CHECK(!memcmp(buf + b, src + e.log_off + xpos, m),
 				 "bytes %lu.. of the replay are wrong",
 				 (unsigned long)(served + (uint64_t)b));
 			b += (ssize_t)m;
@@ -190,6 +229,5 @@ FZ_HARNESS int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FZ_CHECK(r.rlens[i] > 0, "an empty logged read");
 	(void)out_skip;
 	ilf_replay_release(&r);
-	free(file);
 	return 0;
 }

@@ -180,7 +180,84 @@ def test_slow_logger_restarted_mid_connection(tmp_path):
         summary = r.stop_appliance()
         logs = {n: (tmp_path / n).read_text() for n in ("ftlog.log", "appliance.log")}
         assert c.returncode == 0, (seed, out, err[-3000:], logs)
-        assert "1 logs loaded" in logs["ftlog.log"], logs
+        assert "1 connections loaded" in logs["ftlog.log"], logs
         ctr = ftcp_counters(summary)
         assert ctr["recoveries"] == 1, ctr
         assert_capture_clean(r)
+
+
+def logger_stats(r, settle=0.5):
+    """The logger's counters (rewritten every 200 ms, asleep or not)."""
+    import json
+    time.sleep(settle)
+    return json.loads(r.logger_stats.read_text())
+
+
+def test_idle_logger_is_not_woken(tmp_path):
+    """The stage rings the logger's doorbell only after it published records: an
+    appliance polling with nothing to log leaves the logger asleep (it used to answer every
+    sleep the logger announced, about 50,000 wake-ups a second here)."""
+    with Rig(tmp_path, strategy="lazy", durability="none") as r:
+        time.sleep(1.0)
+        a = logger_stats(r, settle=0)
+        time.sleep(2.0)
+        b = logger_stats(r, settle=0)
+        # Traffic still wakes it: one short connection.
+        c = r.client("--mode", "sink", "--bytes", str(200_000))
+        out, err = c.communicate(timeout=60)
+        assert c.returncode == 0, err[-2000:]
+        d = logger_stats(r)
+    print(a["ring_wakeups"], b["ring_wakeups"], d["ring_wakeups"])
+    assert b["ring_wakeups"] - a["ring_wakeups"] <= 10, (a, b)
+    assert d["ring_wakeups"] > b["ring_wakeups"], (b, d)
+    assert d["records"] > b["records"], (b, d)
+
+
+def test_logger_restart_many_connections_shared_log(tmp_path):
+    """Six connections share the logger's one log (1 MiB segments, group commit): each
+    synced round is one fdatasync however many connections it holds; interlink-control
+    is SIGKILLed and restarted mid-stream (every connection is rebuilt from the shared
+    log, torn tail cut), then the server is killed: all six recover from it. Once they
+    have closed, compaction leaves no segment behind but the head."""
+    seed = random.randrange(1 << 30)
+    n = 6
+    with Rig(tmp_path, strategy="lazy", durability="group",
+             logger_args=("--group-ms", "5", "--segment-mb", "1"), server_mode="sink") as r:
+        r.start_capture()
+        # 4 MiB at 700 kB/s: every connection is still sending when the server dies.
+        cl = [r.client("--mode", "sink", "--bytes", str(4 << 20), "--rate", str(7e5),
+                       "--seed", str(seed + i)) for i in range(n)]
+        r.wait_established(n, timeout=60)  # six Python clients start slowly under load
+        time.sleep(0.8)
+        before = logger_stats(r, settle=0)
+        r.stop_logger(signal.SIGKILL)
+        time.sleep(0.2)
+        r.start_logger()
+        time.sleep(0.5)
+        r.kill_server()
+        r.start_server()
+        outs = []
+        for c in cl:
+            out, err = c.communicate(timeout=120)
+            outs.append((c.returncode, out, err))
+        r.stop_capture()
+        after = logger_stats(r, settle=1.0)
+        segs = sorted(p.name for p in r.logdir.glob("ftlog-*.seg"))
+        summary = r.stop_appliance()
+        logs = {k: (tmp_path / k).read_text()[-3000:] for k in ("ftlog.log", "appliance.log")}
+        for rc, out, err in outs:
+            assert rc == 0, (seed, out, err[-2000:], logs)
+        assert f"{n} connections loaded" in logs["ftlog.log"], logs
+        ctr = ftcp_counters(summary)
+        assert ctr["recoveries"] == n, ctr
+        assert_capture_clean(r)
+    print(before, after, segs)
+    # One fdatasync per synced round (two when a segment was sealed in between), not
+    # one per connection written.
+    for s in (before, after):
+        assert s["sync_rounds"] > 0, s
+        assert s["fsyncs"] <= s["sync_rounds"] + s["segments_created"], s
+    # 24 MiB logged in 1 MiB segments: sealed, then removed as the connections closed.
+    assert after["segments_created"] >= 3 and after["segments_removed"] >= 3, after
+    assert after["segments"] == 1 and len(segs) == 1, (after, segs)
+    assert not list(r.logdir.glob("*.replay*")), "replay files left behind"

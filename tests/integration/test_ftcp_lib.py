@@ -54,7 +54,7 @@ class Rig:
 
     def __init__(self, tmp: Path, strategy="lazy", durability="none", logger_args=(),
                  server_mode="sink", app_sets=(), server_env=None, backup=False,
-                 server_cmd=None, ipv6=False):
+                 server_cmd=None, ipv6=False, trace=True):
         self.tmp = tmp
         self.tag = uuid.uuid4().hex[:6]
         self.ns_c, self.ns_s = f"ftc{self.tag}", f"fts{self.tag}"
@@ -71,7 +71,7 @@ class Rig:
         self.server_mode = server_mode
         self.app_sets = list(app_sets)
         self.server_env = dict(server_env or {})
-        self.app = self.logger = self.server = self.cap = None
+        self.app = self.logger = self.server = self.cap = self.scap = None
         self.app_json = tmp / "appliance.json"
         self.logger_stats = tmp / "ftlog.json"
         self.procs = []
@@ -80,6 +80,9 @@ class Rig:
         # instead of this file's test server; ipv6: the hosts get IPv6 addresses too.
         self.server_cmd = list(server_cmd) if server_cmd else None
         self.ipv6 = ipv6
+        # trace: the logger appends every stable_seq it publishes (the capture checks
+        # need it); benchmarks go without (a line and a write per publication).
+        self.trace = trace
 
     # -- network --------------------------------------------------------
     def net_up(self):
@@ -175,7 +178,7 @@ class Rig:
              "--ftcp-ring", self.ring, "--ftcp-sock", self.sock,
              "--ftcp-dir", str(self.logdir), "--ftcp-durability", self.durability,
              "--ftcp-stats", str(self.logger_stats), "-v",
-             "--ftcp-trace", str(self.tmp / "stable.trace"), *opts],
+             *(["--ftcp-trace", str(self.tmp / "stable.trace")] if self.trace else []), *opts],
             stdout=open(self.tmp / "ftlog.log", "a"), stderr=subprocess.STDOUT)
         self.procs.append(self.logger)
         for _ in range(200):
@@ -295,13 +298,22 @@ class Rig:
                                      "-s", "0", "-B", "32768", "-U", "-w", str(self.pcap), "tcp"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.procs.append(self.cap)
+        # The server's side too, headers only: not checked, kept for the post-mortem
+        # of a failure (what the server's TCP sent, before the appliance rewrote it).
+        self.scap = subprocess.Popen(["ip", "netns", "exec", self.server_ns, "tcpdump", "-i",
+                                      "eth0", "-s", "128", "-B", "32768", "-U", "-w",
+                                      str(self.tmp / "server.pcap"), "tcp"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(self.scap)
         time.sleep(0.5)
 
     def stop_capture(self):
         if self.cap and self.cap.poll() is None:
             time.sleep(0.3)
-            self.cap.send_signal(signal.SIGINT)
-            self.cap.wait(timeout=10)
+            for c in (self.cap, self.scap):
+                if c.poll() is None:
+                    c.send_signal(signal.SIGINT)
+                    c.wait(timeout=10)
 
     def client(self, *args, timeout=60):
         return subprocess.Popen(["ip", "netns", "exec", self.ns_c, PY, __file__, "client",

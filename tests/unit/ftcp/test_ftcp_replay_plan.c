@@ -4,7 +4,9 @@
  * taken from a damaged truncation record sized a table of 16 GiB; a read
  * of 0 bytes was replayed (the server's end of file); a DATA record 2^31
  * behind the stream's base negated INT32_MIN. The binary is linked with
- * --wrap for the allocator: the largest request is recorded.
+ * --wrap for the allocator: the largest request is recorded. Also the
+ * loader on a segment image (ftl_load_image), one connection's records
+ * among another's, and the planner's steps over its spans.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -77,7 +79,8 @@ static struct ftl_replay job(uint32_t data_len, uint32_t nmax)
 	j.base = ISN + 1;
 	j.data_len = data_len;
 	j.nmax = nmax;
-	snprintf(j.log_path, sizeof(j.log_path), "test.log");
+	j.key = K;
+	snprintf(j.replay_path, sizeof(j.replay_path), "test.replay");
 	return j;
 }
 
@@ -151,12 +154,73 @@ static void test_record_half_the_sequence_space_away(void **state)
 	ftl_replay_plan_free(&p);
 }
 
+/* A segment of the shared log in memory: one connection's records among
+ * another's (closed in it), a torn tail. Loaded for one key, its state and
+ * spans; the plan's steps over its spans take only its own bytes. */
+static void test_load_image_one_key(void **state)
+{
+	static const struct ftc_key K2 = {.cip = 0x0300000a, .sip = 0x0200000a,
+					  .cport = 0x3a30, .sport = 0x8913};
+	static struct ftl l;
+	struct img m = {0};
+	struct ftl_replay_plan p;
+	struct ftl_conn *c;
+	const uint64_t start = 1u << 20;
+
+	(void)state;
+	struct ftc_rec *h = (struct ftc_rec *)m.b;
+	*h = (struct ftc_rec){.len = 56, .type = FR_SEG, .plen = 8, .seq = (uint32_t)start,
+			      .aux = FTC_LOG_VERSION};
+	memcpy(h + 1, FTC_SEG_MAGIC, 8);
+	m.len = 56;
+	add(&m, FR_SYN, ISN, 0, 0, 0);
+	add(&m, FR_DATA, ISN + 1, 0, 0x18, 40);
+	size_t other = m.len;
+	add(&m, FR_SYN, ISN, 0, 0, 0);         /* K2's, below */
+	add(&m, FR_DATA, ISN + 1, 0, 0x18, 80);
+	add(&m, FR_CLOSED, 0, 0, 0, 0);
+	for (size_t o = other; o < m.len; o += ((struct ftc_rec *)(m.b + o))->len)
+		((struct ftc_rec *)(m.b + o))->key = K2;
+	add(&m, FR_DATA, ISN + 41, 0, 0x18, 24);
+	add(&m, FR_READ, 0, 64, 0, 0);
+	size_t whole = m.len;
+	add(&m, FR_DATA, ISN + 65, 0, 0x18, 16);
+	m.len -= 10; /* torn */
+
+	l.dir = "/nonexistent";
+	assert_int_equal(ftl_load_image(&l, m.b, m.len, &K, &c), whole);
+	assert_non_null(c);
+	assert_null(ftl_conn_find(&l, &K2));
+	assert_int_equal(l.n_live, 1);
+	assert_int_equal(c->contig, ISN + 65);
+	assert_int_equal(c->reads, 1);
+	assert_int_equal(c->n_spans, 1);
+	assert_int_equal(c->spans[0].start, start + 56);
+	assert_int_equal(c->spans[0].end, start + whole);
+	struct ftl_replay j = job(64, 2);
+	assert_int_equal(ftl_replay_plan_init(&p, &j, whole - 56), 0);
+	assert_int_equal(ftl_replay_plan_add(&p, &j, m.b + 56, whole - 56, start + 56), 0);
+	assert_int_equal(ftl_replay_plan_finish(&p, &j), 0);
+	assert_int_equal(p.n_ext, 2);
+	assert_int_equal(p.ext[0].log_off, start + 56 + 48 + 48);
+	assert_int_equal(p.ext[0].len, 40);
+	assert_int_equal(p.ext[1].len, 24);
+	assert_int_equal(p.n_reads, 1);
+	ftl_replay_plan_free(&p);
+	/* Not a segment: nothing loaded. */
+	m.b[48] ^= 1; /* the magic */
+	assert_int_equal(ftl_load_image(&l, m.b, m.len, &K, &c), 0);
+	assert_null(c);
+	ftl_free_all(&l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_damaged_read_count),
 		cmocka_unit_test(test_zero_length_read),
 		cmocka_unit_test(test_record_half_the_sequence_space_away),
+		cmocka_unit_test(test_load_image_one_key),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
