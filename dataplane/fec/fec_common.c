@@ -288,19 +288,11 @@ int il_fec_id_ipv4_tuple(const void *ip, uint32_t avail, struct il_fec_id *id)
 int il_fec_id_ipv4(const void *ip, uint32_t avail, struct il_fec_id *id)
 {
 	const uint8_t *h = ip;
-	uint32_t ihl, tot;
 
-	if (avail < 20 || (h[0] >> 4) != 4)
+	if (il_fec_id_ipv4_tuple(ip, avail, id) != 0)
 		return -1;
-	ihl = (uint32_t)(h[0] & 0x0f) * 4;
-	tot = il_get16(h + 2);
-	if (ihl < 20 || tot < ihl || tot > avail)
-		return -1;
-	memcpy(&id->src, h + 12, 4);
-	memcpy(&id->dst, h + 16, 4);
-	memcpy(&id->ip_id, h + 4, 2);
-	memcpy(&id->ip_len, h + 2, 2);
-	id->csum = htonl(il_fec_payload_check(h + ihl, tot - ihl));
+	uint32_t ihl = (uint32_t)(h[0] & 0x0f) * 4;
+	id->csum = htonl(il_fec_payload_check(h + ihl, il_get16(h + 2) - ihl));
 	return 0;
 }
 
