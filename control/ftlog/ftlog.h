@@ -10,6 +10,9 @@
 #include <interlink/ftcp_proto.h>
 
 #define FTL_MAX_CONNS 4096
+/* The index over conns[]: twice as many buckets, so a probe meets an empty
+ * one within a few steps. */
+#define FTL_IDX_SIZE (2 * FTL_MAX_CONNS)
 /* A read record's flags value meaning "keep only the first aux reads":
  * written when recovery drops reads whose bytes were never logged. */
 #define FTL_READ_TRUNC 0xff
@@ -112,6 +115,11 @@ struct ftl {
 	 * connections there are, not the table's size. */
 	uint16_t live[FTL_MAX_CONNS];
 	uint32_t n_live;
+	/* Open addressing by key over conns[]: a bucket holds a slot's index
+	 * + 1, 0 is empty (a zeroed struct ftl is an empty index); removal
+	 * shifts the entries after it back, so a lookup stops at the first
+	 * empty bucket. A slot never moves: its pointer stays valid. */
+	uint16_t idx[FTL_IDX_SIZE];
 	/* The shared log: segments oldest first (the last one is the head,
 	 * where records are appended), and the records appended since the
 	 * last commit, which go at the head's end in one write. */

@@ -30,18 +30,20 @@ static uint32_t key_hash(const struct ftc_key *k)
 	return h ^ (h >> 15);
 }
 
-/* Linear probing; deletion uses tombstones-free backward shift would be
- * nicer, but the table is small and scanned on lookup miss only. */
+static bool key_eq(const struct ftc_key *a, const struct ftc_key *b)
+{
+	return a->cip == b->cip && a->sip == b->sip && a->cport == b->cport &&
+	       a->sport == b->sport;
+}
+
 struct ftl_conn *ftl_conn_find(struct ftl *l, const struct ftc_key *k)
 {
-	uint32_t i = key_hash(k) & (FTL_MAX_CONNS - 1);
+	const uint32_t mask = FTL_IDX_SIZE - 1;
 
-	if (l->n_live == 0)
-		return NULL; /* nothing to find: no need to scan the whole table */
+	for (uint32_t i = key_hash(k) & mask; l->idx[i] != 0; i = (i + 1) & mask) {
+		struct ftl_conn *c = &l->conns[l->idx[i] - 1];
 
-	for (unsigned n = 0; n < FTL_MAX_CONNS; n++, i = (i + 1) & (FTL_MAX_CONNS - 1)) {
-		struct ftl_conn *c = &l->conns[i];
-		if (c->used && !memcmp(&c->key, k, sizeof(*k)))
+		if (key_eq(&c->key, k))
 			return c;
 	}
 	return NULL;
@@ -49,31 +51,66 @@ struct ftl_conn *ftl_conn_find(struct ftl *l, const struct ftc_key *k)
 
 struct ftl_conn *ftl_conn_new(struct ftl *l, const struct ftc_key *k)
 {
+	const uint32_t mask = FTL_IDX_SIZE - 1;
 	uint32_t i = key_hash(k) & (FTL_MAX_CONNS - 1);
 
-	for (unsigned n = 0; n < FTL_MAX_CONNS; n++, i = (i + 1) & (FTL_MAX_CONNS - 1)) {
-		struct ftl_conn *c = &l->conns[i];
-		if (c->used)
-			continue;
-		uint32_t hcap = c->cap_holes, *hs = c->hole_s, *he = c->hole_e;
-		uint32_t scap = c->cap_spans;
-		struct ftl_span *sp = c->spans;
-		memset(c, 0, sizeof(*c));
-		c->cap_holes = hcap;
-		c->hole_s = hs;
-		c->hole_e = he;
-		c->cap_spans = scap;
-		c->spans = sp;
-		c->used = true;
-		c->live_pos = l->n_live;
-		l->live[l->n_live++] = (uint16_t)i;
-		c->key = *k;
-		c->owner = -1;
-		c->replay_waiter = -1;
-		c->state = FC_LIVE;
-		return c;
+	if (l->n_live == FTL_MAX_CONNS)
+		return NULL;
+	/* A free slot: the table is at most full, so one is found. */
+	while (l->conns[i].used)
+		i = (i + 1) & (FTL_MAX_CONNS - 1);
+	struct ftl_conn *c = &l->conns[i];
+	uint32_t hcap = c->cap_holes, *hs = c->hole_s, *he = c->hole_e;
+	uint32_t scap = c->cap_spans;
+	struct ftl_span *sp = c->spans;
+
+	memset(c, 0, sizeof(*c));
+	c->cap_holes = hcap;
+	c->hole_s = hs;
+	c->hole_e = he;
+	c->cap_spans = scap;
+	c->spans = sp;
+	c->used = true;
+	c->live_pos = l->n_live;
+	l->live[l->n_live++] = (uint16_t)i;
+	c->key = *k;
+	c->owner = -1;
+	c->replay_waiter = -1;
+	c->state = FC_LIVE;
+	uint32_t b = key_hash(k) & mask;
+
+	while (l->idx[b] != 0)
+		b = (b + 1) & mask;
+	l->idx[b] = (uint16_t)(i + 1);
+	return c;
+}
+
+/* Take slot s out of the index: the entries after its bucket that probed
+ * past it move back, so no lookup meets a hole before its key. */
+static void idx_remove(struct ftl *l, uint32_t s)
+{
+	const uint32_t mask = FTL_IDX_SIZE - 1;
+	uint32_t p = key_hash(&l->conns[s].key) & mask;
+
+	while (l->idx[p] != s + 1) {
+		if (l->idx[p] == 0)
+			return; /* not indexed: nothing to take out */
+		p = (p + 1) & mask;
 	}
-	return NULL;
+	for (uint32_t j = p;;) {
+		j = (j + 1) & mask;
+		if (l->idx[j] == 0)
+			break;
+		uint32_t home = key_hash(&l->conns[l->idx[j] - 1].key) & mask;
+		/* It stays where it is if its home lies in (p, j], cyclically. */
+		bool stays = p <= j ? (p < home && home <= j) : (p < home || home <= j);
+
+		if (stays)
+			continue;
+		l->idx[p] = l->idx[j];
+		p = j;
+	}
+	l->idx[p] = 0;
 }
 
 void ftl_conn_free(struct ftl *l, struct ftl_conn *c)
@@ -84,6 +121,7 @@ void ftl_conn_free(struct ftl *l, struct ftl_conn *c)
 	uint16_t last = l->live[--l->n_live];
 	l->live[c->live_pos] = last;
 	l->conns[last].live_pos = c->live_pos;
+	idx_remove(l, (uint32_t)(c - l->conns));
 	ftl_log_release(l, c);
 	c->used = false;
 }
