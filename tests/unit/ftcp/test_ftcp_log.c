@@ -654,6 +654,60 @@ static void test_many_holes(void **state)
 	store_end(&l);
 }
 
+static struct ftc_key churn_key(uint32_t i)
+{
+	struct ftc_key k = {.cip = 0x0a000001u + (i & 7), .sip = 0x0a000063u,
+			    .cport = (uint16_t)(1000 + i / 8), .sport = 80};
+	return k;
+}
+
+/* The connection index: a full table, then connections freed in a
+ * scrambled order while others come and go; every live key is found, in
+ * the slot it was given, every freed one is not, and the table refills. */
+static void test_index_churn(void **state)
+{
+	static struct ftl l;
+	static struct ftl_conn *at[FTL_MAX_CONNS];
+	static bool live[FTL_MAX_CONNS];
+	(void)state;
+
+	memset(&l, 0, sizeof(l));
+	for (uint32_t i = 0; i < FTL_MAX_CONNS; i++) {
+		struct ftc_key k = churn_key(i);
+
+		assert_null(ftl_conn_find(&l, &k));
+		at[i] = ftl_conn_new(&l, &k);
+		assert_non_null(at[i]);
+		live[i] = true;
+	}
+	struct ftc_key extra = {.cip = 1, .sip = 2, .cport = 3, .sport = 4};
+	assert_null(ftl_conn_new(&l, &extra)); /* full */
+	for (uint32_t round = 0; round < 4; round++) {
+		for (uint32_t n = 0; n < FTL_MAX_CONNS / 2; n++) {
+			uint32_t i = (n * 2654435761u + round * 97u) % FTL_MAX_CONNS;
+
+			if (live[i]) {
+				ftl_conn_free(&l, at[i]);
+				live[i] = false;
+			} else {
+				struct ftc_key k = churn_key(i); /* its old slot may hold another */
+
+				at[i] = ftl_conn_new(&l, &k);
+				assert_non_null(at[i]);
+				live[i] = true;
+			}
+		}
+		for (uint32_t i = 0; i < FTL_MAX_CONNS; i++) {
+			struct ftc_key k = churn_key(i);
+
+			assert_ptr_equal(ftl_conn_find(&l, &k), live[i] ? at[i] : NULL);
+		}
+	}
+	ftl_free_all(&l);
+	for (uint32_t i = 0; i < FTL_IDX_SIZE; i++)
+		assert_int_equal(l.idx[i], 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -665,6 +719,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_compaction_removes_segments, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_copy_is_cut, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_legacy_logs_imported, setup, teardown),
+		cmocka_unit_test(test_index_churn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
