@@ -381,6 +381,7 @@ static void fork_child(void)
 		struct pfd *p = ilf_p(plist[i]);
 		if (p) {
 			ilf_replay_end(p);
+			p->peer_fin = false;
 			p->prot = false;
 		}
 	}
@@ -486,7 +487,8 @@ void ilf_replay_end(struct pfd *p)
 	REAL(close)(p->rp.log_fd);
 	p->rp.log_fd = -1;
 	ilf_replay_release(&p->rp);
-	atomic_fetch_sub(&ilf_replaying, 1);
+	if (!p->peer_fin) /* else still readable (at its end) until closed */
+		atomic_fetch_sub(&ilf_replaying, 1);
 }
 
 /* Serve up to n bytes from the replay; -1 when replay is over. With peek
@@ -498,7 +500,7 @@ ssize_t ilf_replay_read(struct pfd *p, void *buf, size_t n, bool peek)
 	ssize_t got;
 
 	if (p->rp.log_fd < 0)
-		return -1;
+		return p->peer_fin ? 0 : -1; /* the client's FIN: end of stream */
 	if (!p->rp.log_left) {
 		ilf_replay_end(p);
 		return -1;
@@ -561,6 +563,7 @@ static bool take_replay(struct pfd *p)
 	REAL(close)(rf);
 	/* Logged reads are already acknowledged. */
 	p->reads_sent = p->reads_acked = p->rp.n_reads;
+	p->peer_fin = h.flags & FTC_REPLAY_PEER_FIN;
 	atomic_fetch_add(&ilf_replaying, 1);
 	mark("recovered_accept", p, p->rp.log_left);
 	if (!p->rp.log_left)
@@ -701,6 +704,10 @@ int close(int fd)
 		pthread_mutex_lock(&ilf_mu);
 		ilf_announce_close(p);
 		ilf_replay_end(p);
+		if (p->peer_fin) {
+			p->peer_fin = false;
+			atomic_fetch_sub(&ilf_replaying, 1);
+		}
 		p->prot = false;
 		plist_del(fd);
 		pthread_mutex_unlock(&ilf_mu);

@@ -38,6 +38,10 @@ struct pfd {
 	 * itself, which holds a copy of the logged bytes; ilftcp_replay.c) */
 	struct ilf_replay rp;
 	uint64_t out_skip; /* outstream bytes to discard */
+	/* The client closed its side before the crash (FTC_REPLAY_PEER_FIN):
+	 * once the replay is read every read returns 0 and the descriptor
+	 * stays readable, as a socket that got a FIN does. */
+	bool peer_fin;
 };
 
 extern struct pfd *ilf_fds[ILF_MAX_FD];
@@ -84,11 +88,12 @@ static inline struct pfd *ilf_p(int fd)
 	return fd >= 0 && fd < ILF_MAX_FD && ilf_fds[fd] && ilf_fds[fd]->prot ? ilf_fds[fd] : NULL;
 }
 
-/* Replay bytes are waiting on this descriptor (it must look readable). */
+/* Replay bytes, or the end of the client's stream, are waiting on this
+ * descriptor (it must look readable). */
 static inline bool ilf_replay_ready(int fd)
 {
 	struct pfd *p = ilf_p(fd);
-	return p && p->rp.log_fd >= 0 && p->rp.log_left;
+	return p && ((p->rp.log_fd >= 0 && p->rp.log_left) || p->peer_fin);
 }
 
 /* Protection cannot be kept: better to stop than to let the client see

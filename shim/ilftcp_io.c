@@ -88,6 +88,10 @@ static ssize_t replay_vec(struct pfd *p, const struct iovec *iov, size_t cnt, in
 	if (flags & MSG_PEEK) /* a peek sees the first element's worth */
 		return cnt ? from_replay(p, iov[0].iov_base, iov[0].iov_len, flags) : -1;
 	pthread_mutex_lock(&ilf_mu);
+	if (p->rp.log_fd < 0 && p->peer_fin) { /* the client's FIN: end of stream */
+		pthread_mutex_unlock(&ilf_mu);
+		return 0;
+	}
 	for (size_t i = 0; i < cnt && p->rp.log_fd >= 0; i++) {
 		r = ilf_replay_read(p, iov[i].iov_base, iov[i].iov_len, false);
 		if (r < 0)

@@ -181,7 +181,8 @@ static void abandon(struct ftlog *L, struct ftl_conn *c, uint32_t why)
 static void send_replay(struct ftlog *L, int i, struct ftl_conn *c)
 {
 	char rp[512];
-	struct ftc_shim_msg p = {.type = FS_REPLAY, .key = c->key, .a = 1};
+	struct ftc_shim_msg p = {.type = FS_REPLAY, .key = c->key, .a = 1,
+				 .flags = c->replay_fin ? FTC_REPLAY_PEER_FIN : 0};
 	int fds[2];
 	union {
 		struct cmsghdr h;

@@ -47,6 +47,9 @@ struct ftl_conn {
 	uint32_t contig_sent;
 	bool isns_durable, isns_sent;
 	uint32_t max_ack;   /* highest client ack seen (client-visible space) */
+	bool have_fin;      /* a client FIN is logged, taking sequence number fin_seq */
+	uint32_t fin_seq;
+	bool replay_fin;    /* the replay built ends at that FIN (FTC_REPLAY_PEER_FIN) */
 	/* Logged ranges past contig (sorted, disjoint, growing as needed): a
 	 * bounded list would lose track under heavy loss and hold stable_seq
 	 * below what TCP acks, which stalls the client to one segment per RTO. */
@@ -220,6 +223,7 @@ struct ftl_replay {
 	uint64_t log_end;       /* records from here on were not written when prepared */
 	uint32_t base;          /* client ISN + 1 */
 	uint32_t data_len;      /* durable contiguous instream bytes */
+	bool fin;               /* the client's FIN follows them: data_len leaves it out */
 	uint32_t nmax;          /* reads to take at most */
 	uint64_t out_skip;
 	/* results */

@@ -236,6 +236,10 @@ int ftl_apply(struct ftl *l, struct ftl_conn *c, const struct ftc_rec *r, bool a
 		if (!c->have_syn)
 			break;
 		add_range(c, r->seq, end);
+		if (r->flags & 0x01) {
+			c->have_fin = true;
+			c->fin_seq = end - 1;
+		}
 		if ((r->flags & 0x10) && c->have_synack &&
 		    (!c->have_ack || ftc_seq_lt(c->max_ack, r->ack)))
 			c->max_ack = r->ack, c->have_ack = true;

@@ -44,6 +44,12 @@ int ftl_replay_prepare(struct ftl *l, const struct ftl_conn *c, struct ftl_repla
 	j->log_end = l->written;
 	j->base = c->client_isn + 1;
 	j->data_len = c->contig_durable - j->base;
+	/* A client FIN takes a sequence number no byte stands for: when it is
+	 * the last thing logged, the replay is the bytes before it and the
+	 * shim gives an end of stream after them. */
+	j->fin = c->have_fin && j->data_len > 0 && c->fin_seq + 1 == c->contig_durable;
+	if (j->fin)
+		j->data_len--;
 	j->nmax = c->reads_durable + 1;
 	ftl_replay_params(c, &fab_isn, &sseq);
 	j->out_skip = sseq - (c->server_isn + 1);
@@ -418,6 +424,7 @@ void ftl_replay_done(struct ftl *l, struct ftl_conn *c, struct ftl_replay *j)
 					    .ack = (uint32_t)j->read_total};
 			ftl_apply(l, c, &t, true);
 		}
+		c->replay_fin = j->fin;
 		c->reads_durable = c->reads_acked = j->n_reads;
 		c->read_total_durable = j->read_total;
 		l->st.replay_bytes += j->data_len;

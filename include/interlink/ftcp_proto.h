@@ -148,12 +148,17 @@ enum ftc_shim_type {
 
 struct ftc_shim_msg {
 	uint16_t type;
-	uint16_t flags;
+	uint16_t flags; /* FS_REPLAY: FTC_REPLAY_PEER_FIN */
 	struct ftc_key key;
 	uint32_t a, b, c, d;
 } __attribute__((packed));
 
 _Static_assert(sizeof(struct ftc_shim_msg) == 32, "shim message is 32 bytes");
+
+/* FS_REPLAY's flags: the client had closed its side (its FIN is logged,
+ * just after the replayed bytes), so once they are read the connection
+ * reads as at its end (0 bytes), as the crashed server's socket did. */
+#define FTC_REPLAY_PEER_FIN 0x0001
 
 /* Replay file (written by the logger, read once by the shim): this header,
  * n_reads logged read lengths (u32 each), then n_ext extents that say where

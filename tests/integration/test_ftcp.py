@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from test_ftcp_lib import CONTROL, INTERLINK, SHIM, Rig, check_capture
+import test_ftcp_lib
+from test_ftcp_lib import CONTROL, INTERLINK, PORT, PY, SHIM, Rig, check_capture
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, AF_PACKET)"),
@@ -134,6 +135,40 @@ def test_group_durability_syncs_when_the_server_waits(tmp_path):
     assert res["ok"] and res["got"] >= 120_000, res
     assert res["seconds"] < 10, (res, stats)
     assert stats["sync_early"] >= 6, stats
+
+
+def test_half_closed_client_survives_server_kill(tmp_path):
+    """The client sends its request and closes its side (shutdown: a FIN), the server reads
+    to the end of the stream and answers 3 s later; it is killed in between. The restarted
+    server must be given the request and then the end of the stream: the FIN takes a
+    sequence number no logged byte stands for, which once made the replay fail (recovery
+    abandoned, the client reset)."""
+    srv = [PY, test_ftcp_lib.__file__, "server", "--mode", "sink", "--port", str(PORT),
+           "--reply-delay", "3"]
+    with Rig(tmp_path, strategy="lazy", server_cmd=srv) as r:
+        r.start_capture()
+        c = r.client("--mode", "sink", "--bytes", str(300_000), "--seed", "7")
+        # The server's socket in CLOSE-WAIT: it has the request and the FIN and is
+        # waiting to answer.
+        for _ in range(500):
+            ss = test_ftcp_lib.sh("ip", "netns", "exec", r.server_ns, "ss", "-Htn", "state",
+                                  "close-wait", f"sport = :{PORT}", check=False)
+            if ss.stdout.strip():
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("the server never saw the client's FIN")
+        time.sleep(0.3)
+        r.kill_server()
+        r.start_server()
+        out, err = c.communicate(timeout=60)
+        r.stop_capture()
+        summary = r.stop_appliance()
+        logs = {n: (tmp_path / n).read_text() for n in ("ftlog.log", "appliance.log")}
+        assert c.returncode == 0, (out, err[-2000:], {n: t[-2000:] for n, t in logs.items()})
+        ctr = ftcp_counters(summary)
+        assert ctr["recoveries"] == 1, ctr
+        assert_capture_clean(r)
 
 
 def test_concurrent_connections_all_recover(tmp_path):

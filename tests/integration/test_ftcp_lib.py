@@ -472,7 +472,7 @@ def recv_exact(c, n):
     return bytes(b)
 
 
-def serve_conn(c, mode):
+def serve_conn(c, mode, reply_delay=0):
     try:
         if mode == "sink":
             h, total = hashlib.sha256(), 0
@@ -482,6 +482,7 @@ def serve_conn(c, mode):
                     break
                 h.update(d)
                 total += len(d)
+            time.sleep(reply_delay)
             c.sendall(f"{h.hexdigest()} {total}\n".encode())
         elif mode == "source":
             n, seed = struct.unpack("!QQ", recv_exact(c, 16))
@@ -508,7 +509,7 @@ def server_main(a):
     print("listening", flush=True)
     while True:
         c, _ = s.accept()
-        threading.Thread(target=serve_conn, args=(c, a.mode), daemon=True).start()
+        threading.Thread(target=serve_conn, args=(c, a.mode, a.reply_delay), daemon=True).start()
 
 
 def client_main(a):
@@ -605,5 +606,7 @@ if __name__ == "__main__":
     ap.add_argument("--rate", type=float, default=0)
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--hold", type=float, default=0, help="sink: seconds to wait before closing")
+    ap.add_argument("--reply-delay", type=float, default=0,
+                    help="server, sink: seconds between the client's end of stream and the reply")
     a = ap.parse_args()
     sys.exit({"server": server_main, "client": client_main, "garp": garp_main}[a.role](a))
