@@ -238,7 +238,8 @@ def servers():
                     r.kill_server()
                     r.start_server()
                 out, err = c.communicate(timeout=600)
-                r.stop_appliance()
+                summ = r.stop_appliance()
+                fc = (summ or {}).get("stages", {}).get("ftcp", {})
                 for n in range(2, r.server_starts + 1):
                     t = {}
                     for m in re.finditer(r"ilftcp-timing (\S+) (\d+)", (tmp / f"server{n}.log").read_text()):
@@ -259,7 +260,10 @@ def servers():
         print(f"{kind}: {kills} kills, client ok {ok}; stalls seen by the client (ms): "
               f"{[round(x) for x in st]}; median {statistics.median(st) if st else 0:.0f}, "
               f"worst {max(st) if st else 0:.0f}; server start-up (process start -> listen, ms): "
-              f"{[round(x) for x in starts]}, median {statistics.median(starts):.0f}", flush=True)
+              f"{[round(x) for x in starts]}, median {statistics.median(starts):.0f}; appliance: "
+              + ", ".join(f"{n} {fc.get(n, '?')}" for n in
+                          ("recoveries", "closed_window_acks", "held_in_recovery", "held_passed",
+                           "drop_in_recovery")), flush=True)
 
     if "stall" in parts:
         stall("nginx")

@@ -187,6 +187,8 @@ static void flow_del(struct il_stage *st, struct ftcp_flow *fl)
 		st->ctr[C_LAG_BYTES] -= lag;
 	rte_pktmbuf_free(fl->held_synack);
 	rte_pktmbuf_free(fl->held_ack);
+	if (fl->held_rec) /* its recovery never completed */
+		il_drop(st, C_DROP_IN_RECOVERY, fl->held_rec);
 	ftl_unlink_all(f, (int32_t)(fl - f->flows));
 	rte_hash_del_key(f->h, &fl->key);
 	memset(fl, 0, sizeof(*fl));
@@ -461,6 +463,21 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 		make_seg(st, fl, false, fl->seq_hi, fl->stable_seq, IL_TCP_F_ACK, 0, NULL, 0);
 		st->ctr[C_CLOSED_WINDOW_ACKS]++;
 		st->ctr[C_ACKS_TO_CLIENT]++;
+		/* Its first segment with data is kept for the new server (a
+		 * retransmission of it replaces it): a request sent into the
+		 * outage reaches the restarted server as soon as it is up,
+		 * not at the client's next RTO, which its backoff during the
+		 * outage may have put seconds away. */
+		if ((s->plen || (s->flags & IL_TCP_F_FIN)) &&
+		    (!fl->held_rec || fl->held_rec_seq == s->seq)) {
+			if (fl->held_rec)
+				il_drop(st, C_DROP_IN_RECOVERY, fl->held_rec);
+			else
+				st->ctr[C_HELD_IN_RECOVERY]++;
+			fl->held_rec = m;
+			fl->held_rec_seq = s->seq;
+			return false;
+		}
 		il_drop(st, C_DROP_IN_RECOVERY, m);
 		return false;
 	}
@@ -502,6 +519,27 @@ static bool from_client(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	else if (fl->fin_c && fl->fin_s)
 		flow_closing(st, fl);
 	return true;
+}
+
+/* The segment kept during the outage goes to the new server now, as if it
+ * had just come: logged, its ack translated. */
+static void pass_held(struct il_stage *st, struct ftcp_flow *fl)
+{
+	struct ftcp *f = st->ctx;
+	struct rte_mbuf *h = fl->held_rec;
+	struct seg hs;
+
+	if (!h)
+		return;
+	fl->held_rec = NULL;
+	if (!seg_parse(h, &hs)) { /* it parsed when it came */
+		il_drop(st, C_DROP_IN_RECOVERY, h);
+		return;
+	}
+	if (from_client(st, h, &hs)) {
+		st->ctr[C_HELD_PASSED]++;
+		il_emit(st, f->sport, h);
+	}
 }
 
 static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
@@ -554,6 +592,7 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			if (ftc_seq_lt(ftc_seq_min(fl->stable_seq, fl->last_asn), fl->c_seen))
 				for (int i = 0; i < 3; i++)
 					gen_ack(st, fl);
+			pass_held(st, fl);
 			st->ctr[C_RECOVERIES]++;
 			st->ctr[C_RECOVERY_US_LAST] = tsc_us(f, rte_rdtsc() - fl->rec_tsc);
 			st->ctr[C_RECOVERY_US_TOTAL] += st->ctr[C_RECOVERY_US_LAST];

@@ -87,6 +87,11 @@ struct ftcp_flow {
 	uint32_t lag_seq;
 	struct rte_mbuf *held_synack;
 	struct rte_mbuf *held_ack; /* Lazy: newest pure ack above stable_seq */
+	/* Recovery: the client's first segment with data (or FIN) that came
+	 * during the outage, passed to the new server once its handshake is
+	 * done, so the client need not wait for its retransmission timer. */
+	struct rte_mbuf *held_rec;
+	uint32_t held_rec_seq;
 	uint64_t lag_tsc;
 	uint64_t rec_tsc, syn_tsc, close_tsc;
 	struct ftcp_link link[FTL_SLOTS];
@@ -101,6 +106,7 @@ enum {
 	C_DROP_IN_RECOVERY, C_DROP_FLOW_TABLE_FULL, C_DROP_SERVER_DEAD, C_DROP_NO_MBUF,
 	C_SERVER_MAC_MOVES, C_FLOWS_MOVED, C_DROP_FENCED,
 	C_SYNACK_REACKED, C_RECOVERIES_ABANDONED, C_RECOVERIES_CLIENT_RESET,
+	C_HELD_IN_RECOVERY, C_HELD_PASSED,
 	C_COUNT
 };
 _Static_assert(C_COUNT <= IL_MAX_STAGE_COUNTERS, "raise IL_MAX_STAGE_COUNTERS");

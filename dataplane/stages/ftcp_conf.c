@@ -33,6 +33,7 @@ const char *const ftcp_counter_names[C_COUNT] = {
 	"drop_flow_table_full", "drop_server_dead", "drop_no_mbuf",
 	"server_mac_moves", "flows_moved", "drop_fenced",
 	"synack_reacked", "recoveries_abandoned", "recoveries_client_reset",
+	"held_in_recovery", "held_passed",
 };
 
 static const char *const strategy_names[] = {"basic", "lazy", "eager", "conditional", NULL};
@@ -162,6 +163,7 @@ static void ftcp_destroy(struct il_stage *st)
 		while ((pos = rte_hash_iterate(f->h, &key, &data, &it)) >= 0) {
 			rte_pktmbuf_free(f->flows[pos].held_ack);
 			rte_pktmbuf_free(f->flows[pos].held_synack);
+			rte_pktmbuf_free(f->flows[pos].held_rec);
 		}
 		rte_hash_free(f->h);
 	}

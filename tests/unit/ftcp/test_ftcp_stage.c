@@ -889,6 +889,7 @@ static void test_recovery_fabricated_syn_and_shift(void **state)
 	uint64_t rst0 = ctr(t, "rst_to_server"), cwa0 = ctr(t, "closed_window_acks");
 	uint64_t dir0 = ctr(t, "drop_in_recovery"), dsd0 = ctr(t, "drop_server_dead");
 	uint64_t gen0 = ctr(t, "acks_generated"), toc0 = ctr(t, "acks_to_client");
+	uint64_t hir0 = ctr(t, "held_in_recovery"), hp0 = ctr(t, "held_passed");
 
 	/* The server died: an RST to its socket at the seq it expects, and
 	 * FR_CRASHED to the logger. */
@@ -912,7 +913,8 @@ static void test_recovery_fabricated_syn_and_shift(void **state)
 	expect_ring_empty(t);
 
 	/* The client keeps sending: answered with a closed window at
-	 * stable_seq, dropped, not logged. */
+	 * stable_seq, not logged; its first segment with data is kept for the
+	 * new server, others dropped. */
 	fill(pay, 100, 11);
 	assert_false(pass1(t, c2s(&c, c0 + 1025, s0 + 201, F_ACK | F_PSH, 502, NULL, 0, pay, 100),
 			   NULL, NULL, 0));
@@ -929,7 +931,22 @@ static void test_recovery_fabricated_syn_and_shift(void **state)
 	assert_int_equal(o.dp, c.cport);
 	free_all(e, 1);
 	assert_int_equal(ctr(t, "closed_window_acks"), cwa0 + 1);
+	assert_int_equal(ctr(t, "drop_in_recovery"), dir0);
+	assert_int_equal(ctr(t, "held_in_recovery"), hir0 + 1);
+	/* Further data (not a retransmission of the kept one): dropped. */
+	assert_false(pass1(t, c2s(&c, c0 + 1125, s0 + 201, F_ACK | F_PSH, 502, NULL, 0, pay, 100),
+			   NULL, NULL, 0));
+	assert_int_equal(emitted(t, e, port), 1);
+	free_all(e, 1);
 	assert_int_equal(ctr(t, "drop_in_recovery"), dir0 + 1);
+	/* Its retransmission replaces it (the older copy dropped). */
+	assert_false(pass1(t, c2s(&c, c0 + 1025, s0 + 201, F_ACK | F_PSH, 502, NULL, 0, pay, 100),
+			   NULL, NULL, 0));
+	assert_int_equal(emitted(t, e, port), 1);
+	free_all(e, 1);
+	assert_int_equal(ctr(t, "drop_in_recovery"), dir0 + 2);
+	assert_int_equal(ctr(t, "held_in_recovery"), hir0 + 1);
+	assert_int_equal(ctr(t, "closed_window_acks"), cwa0 + 3);
 	expect_ring_empty(t);
 	/* The dead socket's kernel still talks: reset at its ack, dropped. */
 	assert_false(pass1(t, s2c(&c, s0 + 201, c0 + 1025, F_FIN | F_ACK, 500, NULL, 0, NULL, 0),
@@ -988,9 +1005,10 @@ static void test_recovery_fabricated_syn_and_shift(void **state)
 	 * the old right edge (c0 + 1025 + 500 * 128). */
 	assert_false(pass1(t, s2c(&c, n0, isn + 1, F_SYN | F_ACK, 1024, SYN_OPT, 20, NULL, 0),
 			   NULL, NULL, 0));
-	/* ACK, window update, and three duplicates of it: the client sent 100
-	 * bytes during the outage, dropped, that it should resend at once. */
-	assert_int_equal(emitted(t, e, port), 5);
+	/* ACK, window update, and three duplicates of it: the client sent
+	 * bytes during the outage that it should resend at once; then the
+	 * segment kept during the outage, to the new server. */
+	assert_int_equal(emitted(t, e, port), 6);
 	for (int i = 2; i < 5; i++) {
 		assert_int_equal(port[i], P_CLIENT);
 		assert_int_equal(rte_pktmbuf_data_len(e[i]), rte_pktmbuf_data_len(e[1]));
@@ -1015,13 +1033,25 @@ static void test_recovery_fabricated_syn_and_shift(void **state)
 	assert_int_equal(o.ack, c0 + 1025);
 	assert_int_equal(o.win, 500);
 	assert_int_equal(o.dp, c.cport);
-	free_all(e, 5);
+	/* The kept segment: its bytes at the new server's next expected
+	 * sequence number, its ack within what the new server has sent. */
+	assert_int_equal(port[5], P_SERVER);
+	o = parse(e[5]);
+	assert_true(o.ip_ok);
+	assert_true(o.tcp_ok);
+	assert_int_equal(o.seq, c0 + 1025);
+	assert_int_equal(o.seq, isn + 1);
+	assert_int_equal(o.ack, n0 + 1);
+	assert_int_equal(o.plen, 100);
+	free_all(e, 6);
 	expect_rec(&c, &r, FR_RECOVERED, n0);
+	expect_rec(&c, &r, FR_DATA, c0 + 1025); /* logged like any segment */
 	expect_ring_empty(t);
+	assert_int_equal(ctr(t, "held_passed"), hp0 + 1);
 	assert_int_equal(ctr(t, "recoveries"), rec0 + 1);
 	assert_int_equal(ctr(t, "fabricated_syns"), fab0 + 2);
 	assert_int_equal(ctr(t, "acks_generated"), gen0 + 3);
-	assert_int_equal(ctr(t, "acks_to_client"), toc0 + 5);
+	assert_int_equal(ctr(t, "acks_to_client"), toc0 + 7);
 	assert_int_equal(ctr(t, "rst_to_server"), rst0 + 2);
 
 	/* The new server's bytes: seq + delta_seq, delta = server_seq - (n0 + 1). */
