@@ -321,6 +321,7 @@ FZ_HARNESS static void reset(unsigned t)
 	for (uint32_t i = 0; i < f->max_flows; i++) {
 		rte_pktmbuf_free(f->flows[i].held_synack);
 		rte_pktmbuf_free(f->flows[i].held_ack);
+		rte_pktmbuf_free(f->flows[i].held_rec);
 	}
 	rte_hash_reset(f->h);
 	memset(f->flows, 0, sizeof(*f->flows) * f->max_flows);
