@@ -491,7 +491,8 @@ void ilf_replay_end(struct pfd *p)
 		atomic_fetch_sub(&ilf_replaying, 1);
 }
 
-/* Serve up to n bytes from the replay; -1 when replay is over. With peek
+/* Serve up to n bytes from the replay; -1 when replay is over (0, the end
+ * of the stream, when the client had closed its side). With peek
  * (MSG_PEEK) the bytes stay: nothing is consumed or logged. */
 ssize_t ilf_replay_read(struct pfd *p, void *buf, size_t n, bool peek)
 {
@@ -503,7 +504,7 @@ ssize_t ilf_replay_read(struct pfd *p, void *buf, size_t n, bool peek)
 		return p->peer_fin ? 0 : -1; /* the client's FIN: end of stream */
 	if (!p->rp.log_left) {
 		ilf_replay_end(p);
-		return -1;
+		return p->peer_fin ? 0 : -1;
 	}
 	got = ilf_replay_next(&p->rp, buf, n, peek, &fresh, &why);
 	if (got < 0)
