@@ -269,6 +269,41 @@ static int tel_info(const char *cmd, const char *params, struct rte_tel_data *d)
 	return 0;
 }
 
+/* /interlink/shards: each shard's lcore, groups and hand-over counters
+ * (docs/scaling.md 1.4); an empty list without shards. The counters are
+ * written by the shards' lcores and read here as they stand. */
+static int tel_shards(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	if (params != NULL && *params != '\0')
+		return -EINVAL;
+	rte_tel_data_start_dict(d);
+	for (unsigned k = 0; k < tel_app->n_shards; k++) {
+		const struct il_shard *sh = tel_app->shards[k];
+		struct rte_tel_data *c = rte_tel_data_alloc(), *g = rte_tel_data_alloc();
+		char name[16];
+
+		if (c == NULL || g == NULL) {
+			rte_tel_data_free(c);
+			rte_tel_data_free(g);
+			return -ENOMEM;
+		}
+		rte_tel_data_start_dict(c);
+		rte_tel_data_add_dict_u64(c, "lcore", tel_app->shard_lcores[k]);
+		rte_tel_data_add_dict_u64(c, "handoff_out", sh ? sh->handoff_out : 0);
+		rte_tel_data_add_dict_u64(c, "handoff_in", sh ? sh->handoff_in : 0);
+		rte_tel_data_add_dict_u64(c, "drop_handoff_full", sh ? sh->drop_handoff_full : 0);
+		rte_tel_data_start_array(g, RTE_TEL_U64_VAL);
+		for (unsigned i = 0; i < tel_app->n_groups; i++)
+			if (tel_app->groups[i].shard == k)
+				rte_tel_data_add_array_u64(g, tel_app->groups[i].id);
+		rte_tel_data_add_dict_container(c, "groups", g, 0);
+		snprintf(name, sizeof(name), "%u", k);
+		rte_tel_data_add_dict_container(d, name, c, 0);
+	}
+	return 0;
+}
+
 void il_telemetry_register(struct il_app *app)
 {
 	tel_app = app;
@@ -283,6 +318,9 @@ void il_telemetry_register(struct il_app *app)
 				   "One group's state in every stage. Parameters: int group id");
 	rte_telemetry_register_cmd("/interlink/ports", tel_ports,
 				   "Per-port packets, drops and link. No parameters");
+	rte_telemetry_register_cmd("/interlink/shards", tel_shards,
+				   "Per shard: lcore, groups, frames handed over and taken over, "
+				   "drops on a full hand-over ring. No parameters");
 }
 
 /* ---- status line ------------------------------------------------------ */
@@ -366,6 +404,16 @@ void il_status_line(struct il_app *app, double elapsed, double dt)
 	if (has_counter(app, "lost") && off < sizeof(buf))
 		off += (size_t)snprintf(buf + off, sizeof(buf) - off, " impaired-lost %" PRIu64,
 					counter_sum(app, "lost"));
+	if (app->n_shards && off < sizeof(buf)) {
+		/* Frames that landed on a shard that does not own their group. */
+		uint64_t strays = 0;
+
+		for (unsigned k = 0; k < app->n_shards; k++)
+			if (app->shards[k])
+				strays += app->shards[k]->handoff_out;
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, " shards %u strays %" PRIu64,
+					(unsigned)app->n_shards, strays);
+	}
 	if (off < sizeof(buf))
 		snprintf(buf + off, sizeof(buf) - off, " drops %" PRIu64, drops_total(app));
 	last_stamped = stamped;

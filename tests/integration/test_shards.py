@@ -3,6 +3,7 @@ two of four groups (shards.assign: config), between memif ports with two queue p
 interlink-pktgen sends every frame on one queue, so the shard of that queue hands the other
 shard's frames over: every group still has one order with no gap, each group is stamped by
 its owner alone, and every stray is counted on both sides."""
+import re
 import subprocess
 import time
 import uuid
@@ -11,6 +12,7 @@ import pytest
 
 from conftest import INTERLINK
 from harness import MemifRig
+from test_telemetry import telemetry
 
 GROUPS = "[" + ", ".join(f"{{id: {g}, address: 239.1.1.{g}, shard: {(g - 1) % 2}}}"
                          for g in (1, 2, 3, 4)) + "]"
@@ -112,6 +114,7 @@ def test_two_shards_strays_handed_over_one_order_per_group(tmp_path, queue):
             "--tx-queue", str(queue), "--senders", "4", "--groups", "4", "--receivers", "2",
             "--count", str(count), "--rate", "20000", "--size", "32", "--seed", "5",
             "--quiet")
+        tel = telemetry(f"app{rig.tag}", "/interlink/shards")  # while it runs
         app = rig.stop_appliance()
     assert rc == 0, log
     stamped = check_one_order_per_group(app, res, log, count)
@@ -128,6 +131,17 @@ def test_two_shards_strays_handed_over_one_order_per_group(tmp_path, queue):
     assert sh[other]["handoff_out"] == 0 and sh[queue]["handoff_in"] == 0
     assert sh[0]["drop_handoff_full"] == sh[1]["drop_handoff_full"] == 0
     assert sorted(sh[0]["groups"]) == [1, 3] and sorted(sh[1]["groups"]) == [2, 4]
+    # /interlink/shards said the same while it ran (the traffic was over), and the status
+    # line counted the strays.
+    assert sorted(tel) == ["0", "1"], tel
+    for k in (0, 1):
+        t = tel[str(k)]
+        assert t["lcore"] == k + 1 and sorted(t["groups"]) == sorted(sh[k]["groups"]), tel
+        for c in ("handoff_out", "handoff_in", "drop_handoff_full"):
+            assert t[c] == sh[k][c], (k, c, tel, sh)
+    seen = [int(v) for v in re.findall(r" shards 2 strays (\d+)",
+                                       rig.app_log.read_text())]
+    assert seen and max(seen) <= strays and seen == sorted(seen), seen
 
 
 def test_two_shards_by_hash_each_group_on_its_queue_no_strays(tmp_path):
