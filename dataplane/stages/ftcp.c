@@ -588,7 +588,8 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 			 * it retransmit them at once (fast retransmit) instead of
 			 * at its next RTO, at least 200 ms away. Without SACK
 			 * this works when more than one segment is outstanding;
-			 * a lone one still waits for the RTO. */
+			 * a lone one is the segment kept during the outage,
+			 * passed on below (pass_held). */
 			if (ftc_seq_lt(ftc_seq_min(fl->stable_seq, fl->last_asn), fl->c_seen))
 				for (int i = 0; i < 3; i++)
 					gen_ack(st, fl);
