@@ -215,6 +215,20 @@ FZ_HARNESS static void burst(unsigned t, struct rte_mbuf **p, uint16_t n)
 	for (uint16_t i = 0; i < k; i++)
 		out_check("a segment passed on", p[i]);
 	drain_emitted();
+	/* What the stage still holds keeps its entry; the rest it freed (a
+	 * drop), and the pool may hand those mbufs out again, to a frame
+	 * of ours or of the stage's, which a stale entry would misname. */
+	const struct ftcp *f = T[t].f;
+
+	for (unsigned i = n_sent; i-- > 0;) {
+		bool held = false;
+
+		for (uint32_t j = 0; j < f->max_flows && !held; j++)
+			held = f->flows[j].held_synack == sent[i].m ||
+			       f->flows[j].held_ack == sent[i].m || f->flows[j].held_rec == sent[i].m;
+		if (!held)
+			sent[i] = sent[--n_sent];
+	}
 }
 
 FZ_HARNESS static struct rte_mbuf *frame_of(const uint8_t *b, size_t len, uint16_t port)
