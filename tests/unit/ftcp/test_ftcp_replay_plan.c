@@ -214,6 +214,61 @@ static void test_load_image_one_key(void **state)
 	ftl_free_all(&l);
 }
 
+/* A client that closed its side: its FIN, the last thing logged, takes a
+ * sequence number no byte stands for. The replay is the bytes before it
+ * and says so (fin); a FIN in the middle of the logged stream (no TCP
+ * sends one) leaves a hole: no replay. */
+static void test_client_fin_ends_the_replay(void **state)
+{
+	static struct ftl l;
+	struct img m = {0};
+	struct ftl_replay_plan p;
+	struct ftl_conn *c;
+	const uint64_t start = 1u << 20;
+
+	(void)state;
+	for (int mid = 0; mid < 2; mid++) {
+		struct ftc_rec *h = (struct ftc_rec *)m.b;
+
+		m.len = 0;
+		*h = (struct ftc_rec){.len = 56, .type = FR_SEG, .plen = 8,
+				      .seq = (uint32_t)start, .aux = FTC_LOG_VERSION};
+		memcpy(h + 1, FTC_SEG_MAGIC, 8);
+		m.len = 56;
+		add(&m, FR_SYN, ISN, 0, 0, 0);
+		add(&m, FR_DATA, ISN + 1, 0, 0x18, 40);
+		if (mid) {
+			add(&m, FR_DATA, ISN + 41, 0, 0x11, 0); /* FIN at ISN + 41 */
+			add(&m, FR_DATA, ISN + 42, 0, 0x18, 20);
+		} else {
+			add(&m, FR_DATA, ISN + 41, 0, 0x19, 20); /* its FIN at ISN + 61 */
+		}
+		l.dir = "/nonexistent";
+		assert_int_equal(ftl_load_image(&l, m.b, m.len, &K, &c), m.len);
+		assert_non_null(c);
+		assert_int_equal(c->contig, ISN + 62);
+		c->contig_durable = c->contig;
+		c->reads_durable = c->reads;
+
+		struct ftl_replay j;
+		assert_int_equal(ftl_replay_prepare(&l, c, &j), 0);
+		assert_int_equal(j.fin, !mid);
+		assert_int_equal(j.data_len, mid ? 61 : 60);
+		assert_int_equal(ftl_replay_plan_init(&p, &j, m.len - 56), 0);
+		assert_int_equal(ftl_replay_plan_add(&p, &j, m.b + 56, m.len - 56, start + 56), 0);
+		if (mid) {
+			assert_int_equal(ftl_replay_plan_finish(&p, &j), -1);
+		} else {
+			assert_int_equal(ftl_replay_plan_finish(&p, &j), 0);
+			assert_int_equal(p.n_ext, 2);
+			assert_int_equal(p.ext[0].len + p.ext[1].len, 60);
+			ftl_replay_plan_free(&p);
+		}
+		ftl_replay_done(&l, NULL, &j);
+		ftl_free_all(&l);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -221,6 +276,7 @@ int main(void)
 		cmocka_unit_test(test_zero_length_read),
 		cmocka_unit_test(test_record_half_the_sequence_space_away),
 		cmocka_unit_test(test_load_image_one_key),
+		cmocka_unit_test(test_client_fin_ends_the_replay),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
