@@ -546,12 +546,8 @@ static void mark_durable(struct ftlog *L, bool synced)
 	if ((!synced && L->l.durability != FTL_NONE) || L->round_failed || L->l.wlen)
 		return;
 	L->l.durable = L->l.written;
-	FTL_FOR_EACH_LIVE(&L->l, c) {
-		c->contig_durable = c->contig;
-		c->isns_durable = c->have_syn && c->have_synack;
-		c->reads_durable = c->reads;
-		c->read_total_durable = c->read_total;
-	}
+	FTL_FOR_EACH_LIVE(&L->l, c)
+		ftl_conn_durable(c);
 }
 
 static bool ack_queue(struct ftlog *L, int i, const struct ftc_shim_msg *m)

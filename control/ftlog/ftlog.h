@@ -147,6 +147,9 @@ struct ftl {
 struct ftl_conn *ftl_conn_find(struct ftl *l, const struct ftc_key *k);
 struct ftl_conn *ftl_conn_new(struct ftl *l, const struct ftc_key *k);
 void ftl_conn_free(struct ftl *l, struct ftl_conn *c);
+/* Everything of c's that is logged is durable (a round that synced, a
+ * restart that loaded the log): its durable marks catch up. */
+void ftl_conn_durable(struct ftl_conn *c);
 /* Apply one record to the connection's state; with append, also append it
  * to the log (live records; a restart applies what it reads). */
 int ftl_apply(struct ftl *l, struct ftl_conn *c, const struct ftc_rec *r, bool append);

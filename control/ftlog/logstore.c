@@ -113,6 +113,14 @@ static void idx_remove(struct ftl *l, uint32_t s)
 	l->idx[p] = 0;
 }
 
+void ftl_conn_durable(struct ftl_conn *c)
+{
+	c->contig_durable = c->contig;
+	c->isns_durable = c->have_syn && c->have_synack;
+	c->reads_durable = c->reads;
+	c->read_total_durable = c->read_total;
+}
+
 void ftl_conn_free(struct ftl *l, struct ftl_conn *c)
 {
 	if (!c->used)

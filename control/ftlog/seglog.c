@@ -682,10 +682,7 @@ int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
 			ftl_conn_free(l, c);
 			continue;
 		}
-		c->contig_durable = c->contig;
-		c->isns_durable = c->have_syn && c->have_synack;
-		c->reads_durable = c->reads;
-		c->read_total_durable = c->read_total;
+		ftl_conn_durable(c);
 		c->claim_deadline_ns = claim_deadline_ns;
 		rebuilt++;
 	}
@@ -698,10 +695,7 @@ int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
 	if (l->st.legacy_imported) {
 		rebuilt = 0;
 		FTL_FOR_EACH_LIVE(l, c) {
-			c->contig_durable = c->contig;
-			c->isns_durable = c->have_syn && c->have_synack;
-			c->reads_durable = c->reads;
-			c->read_total_durable = c->read_total;
+			ftl_conn_durable(c);
 			c->claim_deadline_ns = claim_deadline_ns;
 			rebuilt++;
 		}

@@ -237,10 +237,7 @@ FZ_HARNESS int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	/* As ftl_load_dir leaves a loaded connection. */
 	l.written = l.durable = start + good;
-	c->contig_durable = c->contig;
-	c->isns_durable = c->have_syn && c->have_synack;
-	c->reads_durable = c->reads;
-	c->read_total_durable = c->read_total;
+	ftl_conn_durable(c);
 
 	struct ftl_replay j;
 	struct ftl_replay_plan p;
