@@ -19,6 +19,7 @@
  * them; every record on the ring is whole; no mbuf is lost (the pool is
  * full again once held segments are let go).
  */
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,11 +65,27 @@ static const uint8_t SMAC[6] = {0x02, 0, 0, 0, 0, 0x02};
 static const uint8_t SYN_OPT[20] = {2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0x11, 0x22, 0x33, 0x44,
 				    0, 0, 0, 0, 1, 3, 3, 7};
 
+static char rundir[96]; /* DPDK's runtime directory of this process */
+
 FZ_HARNESS static void cleanup(void)
 {
 	for (unsigned s = 0; s < N_ST; s++)
 		if (T[s].path[0])
 			unlink(T[s].path);
+	/* Its files (config, fbarrays); EAL leaves the directory behind. */
+	DIR *d = rundir[0] ? opendir(rundir) : NULL;
+	struct dirent *e;
+	char p[sizeof(rundir) + 260];
+
+	while (d && (e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.') {
+			snprintf(p, sizeof(p), "%s/%s", rundir, e->d_name);
+			unlink(p);
+		}
+	if (d) {
+		closedir(d);
+		rmdir(rundir);
+	}
 }
 
 FZ_HARNESS int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -78,6 +95,7 @@ FZ_HARNESS int LLVMFuzzerInitialize(int *argc, char ***argv)
 	/* The name prefixes memzone names (at most 31 bytes): short. */
 	snprintf(name, sizeof(name), "fzft%d", (int)getpid());
 	snprintf(prefix, sizeof(prefix), "il-fuzz-ftcp-%d", (int)getpid());
+	snprintf(rundir, sizeof(rundir), "/var/run/dpdk/%s", prefix);
 	for (unsigned s = 0; s < N_ST; s++)
 		snprintf(T[s].path, sizeof(T[s].path), "/dev/shm/%s-%s", prefix, names[s]);
 	atexit(cleanup);

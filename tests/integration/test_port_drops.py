@@ -6,6 +6,7 @@ while a host sends more broadcast frames than its 64-frame ring holds; after
 SIGCONT, rx + rx_missed must account for every frame sent."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -62,6 +63,7 @@ def test_af_packet_ring_overflow_is_counted(tmp_path):
             if app.poll() is None:
                 app.kill()
             Path(f"/dev/shm/il-{hp.tag}").unlink(missing_ok=True)
+            shutil.rmtree(f"/var/run/dpdk/{hp.tag}", ignore_errors=True)
     port = json.loads(js.read_text())["ports"]["client"]
     # Other frames (the host's own ARP or IGMP) may be in there too.
     assert port["rx_missed"] >= n - 2 * ring - 32, port

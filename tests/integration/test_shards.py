@@ -4,6 +4,7 @@ interlink-pktgen sends every frame on one queue, so the shard of that queue hand
 shard's frames over: every group still has one order with no gap, each group is stamped by
 its owner alone, and every stray is counted on both sides."""
 import re
+import shutil
 import subprocess
 import time
 import uuid
@@ -192,11 +193,15 @@ def test_two_shards_naks_served_by_the_owner(tmp_path):
 
 def test_shard_config_errors_name_the_key(tmp_path):
     """Checked at start, before any port exists: an lcore EAL does not run."""
-    p = subprocess.run(
-        [str(INTERLINK), "--set", f"name=shbad{uuid.uuid4().hex[:8]}", "--set",
-         'eal=[--no-huge, -m, "256", --lcores, "0@0,1@0", --log-level, "lib.eal:error"]',
-         "--set", "shards={lcores: [1, 2]}",
-         "--set", "ports.in.device=net_ring0", "--set", "ports.out.device=net_ring1"],
-        capture_output=True, text=True, timeout=60)
+    name = f"shbad{uuid.uuid4().hex[:8]}"
+    try:
+        p = subprocess.run(
+            [str(INTERLINK), "--set", f"name={name}", "--set",
+             'eal=[--no-huge, -m, "256", --lcores, "0@0,1@0", --log-level, "lib.eal:error"]',
+             "--set", "shards={lcores: [1, 2]}",
+             "--set", "ports.in.device=net_ring0", "--set", "ports.out.device=net_ring1"],
+            capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(f"/var/run/dpdk/{name}", ignore_errors=True)
     assert p.returncode != 0
     assert "'shards.lcores[1]': 2 is not a worker lcore" in p.stderr + p.stdout
