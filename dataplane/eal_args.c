@@ -84,7 +84,7 @@ static bool is_app_option(const char *a, const char *next)
 {
 	static const char *const longs[] = {
 		"--config", "--set", "--duration", "--idle-exit", "--json", "--quiet",
-		"--print-config", "--list-stages", "--version", "--help", NULL,
+		"--print-config", "--list-stages", "--list-shards", "--version", "--help", NULL,
 	};
 
 	for (unsigned i = 0; longs[i]; i++) {

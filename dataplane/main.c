@@ -46,6 +46,8 @@ static void usage(FILE *f)
 		"  -q, --quiet           no status line\n"
 		"      --print-config    print the effective config and exit\n"
 		"      --list-stages     list the stage types and exit\n"
+		"      --list-shards     print each group's shard and lcore (with the config\n"
+		"                        and --set given) and exit; no EAL is started\n"
 		"      --version         print the version and exit\n"
 		"  -h, --help            this help\n");
 }
@@ -57,6 +59,52 @@ static int list_stages(void)
 	for (size_t i = 0; i < il_stage_types_count(); i++) {
 		const struct il_stage_type *t = il_stage_type_at(i);
 		printf("%-12s %s\n", t->name, t->help);
+	}
+	return 0;
+}
+
+/* --list-shards: the owner of every group as the configuration gives it
+ * (docs/scaling.md 1.2), before EAL starts: nothing is probed. */
+static int list_shards(const char *cfg_path)
+{
+	const struct il_cfg *groups = il_cfg_get(app.cfg, "groups");
+	unsigned count[IL_MAX_SHARDS] = {0};
+
+	if (!app.n_shards) {
+		printf("# %s (%s): no shards (no 'shards' key): every group is stamped on the "
+		       "pipeline's lcore\n", app.name, cfg_path ? cfg_path : "embedded default");
+		return 0;
+	}
+	printf("# %s (%s): %u shards, shards.assign: %s\n", app.name,
+	       cfg_path ? cfg_path : "embedded default", (unsigned)app.n_shards,
+	       app.shard_assign_config ? "config" : "hash");
+	printf("%-7s %-22s %-6s %-6s %s\n", "group", "destination", "shard", "lcore", "by");
+	for (unsigned i = 0; i < app.n_groups; i++) {
+		const struct il_group *g = &app.groups[i];
+		uint32_t a = g->raw ? g->raw_dst_ip : g->address;
+		char dst[32];
+		int n = snprintf(dst, sizeof(dst), "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff,
+				 (a >> 8) & 0xff, a & 0xff);
+		if (g->raw && g->raw_dst_port)
+			snprintf(dst + n, sizeof(dst) - (size_t)n, ":%u (raw)", g->raw_dst_port);
+		else if (g->raw)
+			snprintf(dst + n, sizeof(dst) - (size_t)n, " (raw)");
+		bool named = app.shard_assign_config &&
+			     il_cfg_get(il_cfg_at(groups, i), "shard") != NULL;
+		printf("%-7u %-22s %-6u %-6u %s\n", g->id, dst, g->shard,
+		       app.shard_lcores[g->shard], named ? "config" : "hash");
+		count[g->shard]++;
+	}
+	for (unsigned k = 0; k < app.n_shards; k++)
+		printf("# shard %u on lcore %u: %u group%s\n", k, app.shard_lcores[k], count[k],
+		       count[k] == 1 ? "" : "s");
+	for (unsigned p = 0; p < app.n_ports; p++) {
+		if (app.ports[p].n_rxq == app.n_shards)
+			printf("# port %s: %u queues, shard k polls queue k\n", app.ports[p].name,
+			       app.ports[p].n_rxq);
+		else
+			printf("# port %s: 1 queue, polled by shard 0: frames of other shards' "
+			       "groups are handed over\n", app.ports[p].name);
 	}
 	return 0;
 }
@@ -99,6 +147,7 @@ int main(int argc, char **argv)
 		{"quiet", no_argument, NULL, 'q'},
 		{"print-config", no_argument, NULL, 'P'},
 		{"list-stages", no_argument, NULL, 'L'},
+		{"list-shards", no_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -107,7 +156,7 @@ int main(int argc, char **argv)
 	const char *sets[64];
 	unsigned n_sets = 0;
 	double duration = 0, idle_ms = 0;
-	bool quiet = false, print_cfg = false;
+	bool quiet = false, print_cfg = false, show_shards = false;
 	char err[1024];
 	static struct il_cmdline cl;
 	int c;
@@ -165,6 +214,9 @@ int main(int argc, char **argv)
 			break;
 		case 'L':
 			return list_stages();
+		case 'S':
+			show_shards = true;
+			break;
 		case 'V':
 			return il_print_version("interlink");
 		case 'h':
@@ -217,6 +269,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "interlink: %s\n", err);
 		return 2;
 	}
+	if (show_shards)
+		return list_shards(cfg_path);
 	if (print_cfg) {
 		printf("# effective configuration of %s (interlink %s): %s, %u --set override%s\n",
 		       app.name, IL_VERSION_STRING, cfg_path ? cfg_path : "embedded default",

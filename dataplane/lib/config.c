@@ -106,6 +106,24 @@ static char *child_path(const char *base, const char *key, int idx)
 	return p;
 }
 
+/* Give node n the path p, and each node under it the path that follows. */
+static int repath(struct il_cfg *n, const char *p)
+{
+	char *np = strdup(p);
+	if (!np)
+		return -1;
+	free(n->path);
+	n->path = np;
+	for (unsigned i = 0; n->kind != IL_CFG_SCALAR && i < n->n; i++) {
+		char *cp = child_path(np, n->kind == IL_CFG_MAP ? n->keys[i] : NULL, (int)i);
+		int rc = cp ? repath(n->kids[i], cp) : -1;
+		free(cp);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
 void il_cfg_record_defaults(bool on)
 {
 	record_defaults = on;
@@ -630,11 +648,16 @@ int il_cfg_set(struct il_cfg *root, const char *path, const char *value, char *e
 			tmp->n = 0;
 			il_cfg_free(tmp);
 			char *cp = child_path(cur->path, cur->kind == IL_CFG_MAP ? tok : NULL, (int)idx);
-			free(val->path);
-			val->path = cp;
-			/* Keys nested inside a map or list value keep the path
-			 * "v.KEY" from the scratch document; errors about them
-			 * still name the overridden key's own path above. */
+			/* Every node of the value takes its place's path (they
+			 * were parsed under the scratch key "v"), so an error
+			 * about a key inside it names the key, e.g.
+			 * 'groups[1].shard', not 'v[1].shard'. */
+			if (!cp || repath(val, cp)) {
+				free(cp);
+				il_cfg_free(val);
+				return -1;
+			}
+			free(cp);
 			if (kid) {
 				il_cfg_free(kid);
 				cur->kids[idx] = val;

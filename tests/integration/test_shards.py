@@ -3,6 +3,7 @@ two of four groups (shards.assign: config), between memif ports with two queue p
 interlink-pktgen sends every frame on one queue, so the shard of that queue hands the other
 shard's frames over: every group still has one order with no gap, each group is stamped by
 its owner alone, and every stray is counted on both sides."""
+import os
 import re
 import shutil
 import subprocess
@@ -205,3 +206,43 @@ def test_shard_config_errors_name_the_key(tmp_path):
         shutil.rmtree(f"/var/run/dpdk/{name}", ignore_errors=True)
     assert p.returncode != 0
     assert "'shards.lcores[1]': 2 is not a worker lcore" in p.stderr + p.stdout
+
+
+def test_list_shards_prints_the_assignment_before_starting(tmp_path):
+    """`interlink --list-shards` (docs/scaling.md 1.2): every group's shard and lcore as the
+    config and --set give them, the hashed ones equal to the Toeplitz hash written above,
+    without EAL (no runtime directory is created)."""
+    name = f"shlist{uuid.uuid4().hex[:8]}"
+    groups = "[" + ", ".join(f"{{id: {g}, address: 239.1.1.{g}}}" for g in range(1, 9)) + "]"
+    base = [str(INTERLINK), "--list-shards", "--set", f"name={name}", "--set",
+            f"groups={groups}"]
+
+    def rows(out):
+        return {int(m[0]): (int(m[1]), int(m[2]), m[3]) for m in
+                re.findall(r"^(\d+)\s+\S+\s+(\d+)\s+(\d+)\s+(hash|config)$", out, re.M)}
+
+    p = subprocess.run(base + ["--set", "shards={lcores: [1, 2]}", "--set",
+                               "ports.in.queues=2"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    got = rows(p.stdout)
+    assert got == {g: (shard_by_hash(g), (1, 2)[shard_by_hash(g)], "hash") for g in range(1, 9)}
+    assert "port in: 2 queues" in p.stdout and "port out: 1 queue, polled by shard 0" in p.stdout
+    assert not os.path.exists(f"/var/run/dpdk/{name}")
+
+    # assign: config, one group named, the others by hash; a --set list's keys named by
+    # their place in errors.
+    p = subprocess.run(base[:-1] + [
+        "groups=[{id: 1, address: 239.1.1.1, shard: 1}, {id: 2, address: 239.1.1.2}]",
+        "--set", "shards={lcores: [1, 5], assign: config}"],
+        capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert rows(p.stdout) == {1: (1, 5, "config"), 2: (shard_by_hash(2), (1, 5)[shard_by_hash(2)],
+                                                       "hash")}
+    p = subprocess.run(base[:-1] + ["groups=[{id: 1, address: 239.1.1.1, shard: 2}]", "--set",
+                                    "shards={lcores: [1, 2], assign: config}"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2
+    assert "'groups[0].shard': 2 is not a shard" in p.stderr, p.stderr
+
+    p = subprocess.run(base, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and "no shards" in p.stdout, p.stdout + p.stderr

@@ -77,6 +77,14 @@ static void test_set_overrides(void **state)
 	assert_int_equal(il_cfg_set(c, "new.deep.key", "[1, 2]", err, sizeof(err)), 0);
 	assert_int_equal(il_cfg_len(il_cfg_get(il_cfg_get(il_cfg_get(c, "new"), "deep"), "key")), 2);
 	assert_int_equal(il_cfg_set(c, "a.x", "1", err, sizeof(err)), -1);
+	/* A key inside a list or map given by --set is named by its place,
+	 * not by the scratch key the value was parsed under. */
+	assert_int_equal(il_cfg_set(c, "list", "[{id: 1}, {id: 2, sub: {k: 300}}]", err,
+				    sizeof(err)), 0);
+	const struct il_cfg *sub = il_cfg_get(il_cfg_at(il_cfg_get(c, "list"), 1), "sub");
+	assert_string_equal(il_cfg_path(sub), "list[1].sub");
+	assert_int_equal(il_cfg_u64(sub, "k", 0, 0, 255, &v, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "'list[1].sub.k'"));
 	il_cfg_free(c);
 }
 
