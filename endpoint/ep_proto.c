@@ -153,7 +153,7 @@ static void send_report(struct il_ep *ep, struct ep_group *g)
 
 	f.global_seq = g->w.po;
 	il_epoch_report_put(il_hdr_put(h, &f), ep->new_epoch, g->view_id, g->w.stable, g->w.hi);
-	tx_commit(ep, g, slot, IL_HDR_LEN + IL_EPOCH_REPORT_LEN);
+	tx_commit(ep, g, slot, ep_auth_seal(ep, h, IL_HDR_LEN + IL_EPOCH_REPORT_LEN));
 	ep->st.epoch_reports++;
 }
 
