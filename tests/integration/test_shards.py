@@ -7,18 +7,20 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 
 import pytest
 
-from conftest import INTERLINK
+from conftest import INTERLINK, ROOT
 from harness import MemifRig
 from test_telemetry import telemetry
 
 GROUPS = "[" + ", ".join(f"{{id: {g}, address: 239.1.1.{g}, shard: {(g - 1) % 2}}}"
                          for g in (1, 2, 3, 4)) + "]"
 OWNER = {1: 0, 2: 1, 3: 0, 4: 1}
+EXPORTER = ROOT / "tools" / "monitor" / "interlink-exporter"
 
 
 # DPDK's default RSS key: what shards.assign: hash and pktgen --tx-queue hash use.
@@ -117,6 +119,8 @@ def test_two_shards_strays_handed_over_one_order_per_group(tmp_path, queue):
             "--count", str(count), "--rate", "20000", "--size", "32", "--seed", "5",
             "--quiet")
         tel = telemetry(f"app{rig.tag}", "/interlink/shards")  # while it runs
+        scrape = subprocess.run([sys.executable, str(EXPORTER), "--once", "--appliance",
+                                 f"app{rig.tag}"], capture_output=True, text=True, timeout=60)
         app = rig.stop_appliance()
     assert rc == 0, log
     stamped = check_one_order_per_group(app, res, log, count)
@@ -144,6 +148,17 @@ def test_two_shards_strays_handed_over_one_order_per_group(tmp_path, queue):
     seen = [int(v) for v in re.findall(r" shards 2 strays (\d+)",
                                        rig.app_log.read_text())]
     assert seen and max(seen) <= strays and seen == sorted(seen), seen
+    # interlink-exporter's scrape of the same moment: one series per shard and group.
+    assert scrape.returncode == 0, scrape.stderr
+    m = dict(re.findall(r'^(interlink_(?:shard|group_shard)\S*\{[^}]*\}) (\S+)$', scrape.stdout,
+                        re.M))
+    for k in (0, 1):
+        lab = f'{{shard="{k}",lcore="{k + 1}"}}'
+        assert float(m[f"interlink_shard_groups{lab}"]) == 2, m
+        for c in ("handoff_out", "handoff_in", "drop_handoff_full"):
+            assert float(m[f"interlink_shard_{c}_total{lab}"]) == tel[str(k)][c], (c, m)
+    for g, owner in OWNER.items():
+        assert float(m[f'interlink_group_shard{{group="{g}"}}']) == owner, m
 
 
 def test_two_shards_by_hash_each_group_on_its_queue_no_strays(tmp_path):

@@ -103,6 +103,27 @@ def appliance_metrics(e, a):
             elif isinstance(v, (int, float)):
                 e.counter(f"interlink_port_{k}", PORT_HELP.get(k, f"Port counter {k}."), v,
                           port=port)
+    shard_help = {
+        "handoff_out": "Frames of another shard's groups this shard received and handed "
+                       "over to their owner (strays).",
+        "handoff_in": "Frames this shard took over from other shards' hand-over rings.",
+        "drop_handoff_full": "Strays dropped because the owner's hand-over ring was full "
+                             "(also in interlink_appliance_drops).",
+    }
+    for k in sorted(a.shards, key=lambda x: int(x) if str(x).isdigit() else 0):
+        sh = a.shards[k]
+        if not isinstance(sh, dict):
+            continue
+        lab = {"shard": k, "lcore": sh.get("lcore", "")}
+        for c, help_ in shard_help.items():
+            if isinstance(sh.get(c), (int, float)):
+                e.counter(f"interlink_shard_{c}", help_, sh[c], **lab)
+        groups = sh.get("groups") or []
+        e.gauge("interlink_shard_groups", "Groups the shard owns (stamps, serves NAKs for).",
+                len(groups), **lab)
+        for g in groups:
+            e.gauge("interlink_group_shard", "The shard that owns the group (docs/scaling.md).",
+                    int(k), group=g)
     for st in a.stages:
         lab = {"stage": st.name, "type": st.type}
         for k, v in st.counters.items():

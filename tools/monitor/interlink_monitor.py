@@ -104,6 +104,7 @@ class Appliance:
     def __init__(self):
         self.info, self.ports, self.stages = {}, {}, []
         self.group_ids = []
+        self.shards = {}  # /interlink/shards: {"0": {lcore, groups, handoff_*}}, {} without
 
 
 def split_stage(stage, values, counter_names):
@@ -134,6 +135,10 @@ def read_appliance(path, timeout=2.0):
         types = t.query("/interlink/stages") or {}
         counters = t.query("/interlink/counters") or {}
         a.group_ids = [int(g) for g in (t.query("/interlink/groups") or [])]
+        # Shards (docs/scaling.md): an empty dict without them, None from an appliance
+        # older than the command.
+        shards = t.query("/interlink/shards")
+        a.shards = shards if isinstance(shards, dict) else {}
         for name, values in stats.items():
             st = Stage(name, types.get(name, ""))
             names = set(counters[name]) if name in counters else None
