@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Long libFuzzer runs, one target at a time, at the lowest priority (the
-# machine is shared): docs/fuzzing.md.
+# machine is shared: nice 19 and SCHED_IDLE, so any other work takes the CPU
+# first): docs/fuzzing.md.
 #
-#   scripts/fuzz.sh [-r RUNS] [-w DIR] [TARGET...]
+#   scripts/fuzz.sh [-r RUNS] [-w DIR] [-t SECONDS] [TARGET...]
 #
 # RUNS executions per target (default 100000000); TARGETs from
 # tests/fuzz/targets.txt (default: all of them, in its order). Each target
@@ -12,18 +13,25 @@
 # finding in DIR/<target>-crash-* (or -leak-, -timeout-, -oom-). One line
 # per target on stdout: executions, seconds, exec/s, corpus, the outcome.
 # The build is build-fuzz (configured here if missing: clang, -Dfuzz=true).
+# -t: libFuzzer's -timeout, the seconds one input may take before it counts
+# as a hang (default 10). A run that will be paused (kill -STOP, to give a
+# benchmark quiet cores) needs more than the pause: the pause is counted
+# against the input that was running (docs/fuzzing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runs=100000000
 work=/var/tmp/interlink-fuzz
-while getopts r:w: o; do
+timeout=10
+while getopts r:w:t: o; do
   case $o in
     r) runs=$OPTARG ;;
     w) work=$OPTARG ;;
-    *) echo "usage: $0 [-r RUNS] [-w DIR] [TARGET...]" >&2; exit 2 ;;
+    t) timeout=$OPTARG ;;
+    *) echo "usage: $0 [-r RUNS] [-w DIR] [-t SECONDS] [TARGET...]" >&2; exit 2 ;;
   esac
 done
+case $timeout in ''|*[!0-9]*|0) echo "$0: -t expects whole seconds > 0, got '$timeout'" >&2; exit 2 ;; esac
 shift $((OPTIND - 1))
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(awk '!/^#/ && NF { print $1 }' tests/fuzz/targets.txt)
@@ -43,8 +51,8 @@ for t in "${targets[@]}"; do
   start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   t0=$(date +%s)
   rc=0
-  (cd "$work" && nice -n 19 "$OLDPWD/build-fuzz/tests/fuzz/fuzz_$t" -runs="$runs" \
-    -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  (cd "$work" && nice -n 19 chrt --idle 0 "$OLDPWD/build-fuzz/tests/fuzz/fuzz_$t" -runs="$runs" \
+    -max_len="$max_len" -timeout="$timeout" -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$work/$t-" "$work/$t" >"$work/$t.log" 2>&1) || rc=$?
   secs=$(( $(date +%s) - t0 ))
   execs=$(awk '/^stat::number_of_executed_units/ { print $2 }' "$work/$t.log")
