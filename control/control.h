@@ -26,6 +26,7 @@ struct ctl_opts {
 	char ft_dir[256], ft_ring[256], ft_sock[CTL_PATH_LEN], ft_stats[256], ft_trace[256];
 	int ft_durability;
 	uint32_t ft_group_ms, ft_delay_us, ft_segment_mb;
+	uint32_t ft_rt_priority; /* --ftcp-rt-priority: SCHED_FIFO for the logger thread, 0: off */
 	/* An active/standby pair (docs/ha.md); ha_etcd empty: not a pair. */
 	char ha_etcd[512], ha_node[17], ha_prefix[128], ha_listen[64], ha_peer[64];
 	uint32_t ha_hb_ms;      /* pair heartbeat period */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@ enum {
 	OPT_FT_DURABILITY,
 	OPT_FT_GROUP_MS,
 	OPT_FT_DELAY_US,
+	OPT_FT_RT_PRIO,
 	OPT_FT_STATS,
 	OPT_FT_TRACE,
 	OPT_FT_SEGMENT_MB,
@@ -70,6 +72,7 @@ static const struct option long_opts[] = {
 	{ "ftcp-durability", required_argument, NULL, OPT_FT_DURABILITY },
 	{ "ftcp-group-ms", required_argument, NULL, OPT_FT_GROUP_MS },
 	{ "ftcp-delay-us", required_argument, NULL, OPT_FT_DELAY_US },
+	{ "ftcp-rt-priority", required_argument, NULL, OPT_FT_RT_PRIO },
 	{ "ftcp-stats", required_argument, NULL, OPT_FT_STATS },
 	{ "ftcp-trace", required_argument, NULL, OPT_FT_TRACE },
 	{ "ftcp-segment-mb", required_argument, NULL, OPT_FT_SEGMENT_MB },
@@ -136,6 +139,10 @@ static void usage(FILE *f)
 		"      --ftcp-group-ms N  group commit period, 1..10000 ms (default 5)\n"
 		"      --ftcp-segment-mb N  start a new log segment after N MiB, 1..65536\n"
 		"                         (default 64)\n"
+		"      --ftcp-rt-priority N  run the logger thread at SCHED_FIFO priority\n"
+		"                         N, 1..99 (default 0: the process's own policy); on\n"
+		"                         cores shared with the servers it is woken at once\n"
+		"                         after each fdatasync (needs root or CAP_SYS_NICE)\n"
 		"      --ftcp-delay-us N  delay every acknowledgement by N us, 0..1000000\n"
 		"                         (tests: a slow logger; default 0)\n"
 		"      --ftcp-stats FILE  logger counters as JSON, rewritten every 200 ms\n"
@@ -314,6 +321,10 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		case OPT_FT_DELAY_US:
 			rc = parse_u32("--ftcp-delay-us", optarg, 0, 1000000, false, &o->ft_delay_us);
 			break;
+		case OPT_FT_RT_PRIO:
+			rc = parse_u32("--ftcp-rt-priority", optarg, 0, 99, false,
+				       &o->ft_rt_priority);
+			break;
 		case OPT_HA_ETCD:
 			rc = set_path("--ha-etcd", optarg, o->ha_etcd, sizeof(o->ha_etcd));
 			break;
@@ -476,11 +487,33 @@ int main(int argc, char **argv)
 				stop_fd < 0 ? strerror(errno) : err);
 			return 1;
 		}
-		if (pthread_create(&ft_thread, NULL, logger_main, ft) != 0) {
-			fprintf(stderr, PROG ": FT-TCP logger: cannot start its thread\n");
-			ftlog_close(ft);
-			return 1;
+		/* --ftcp-rt-priority: the logger thread alone at SCHED_FIFO (its
+		 * replay workers stay at the normal policy: ftlog.c), so that
+		 * the end of an fdatasync wakes it at once on a core the
+		 * servers share, not after their slice (docs/ft-tcp.md). */
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		if (o.ft_rt_priority) {
+			struct sched_param sp = {.sched_priority = (int)o.ft_rt_priority};
+			pthread_attr_setinheritsched(&at, PTHREAD_EXPLICIT_SCHED);
+			pthread_attr_setschedpolicy(&at, SCHED_FIFO);
+			pthread_attr_setschedparam(&at, &sp);
 		}
+		int e = pthread_create(&ft_thread, &at, logger_main, ft);
+		pthread_attr_destroy(&at);
+		if (e != 0) {
+			if (e == EPERM)
+				fprintf(stderr, PROG ": --ftcp-rt-priority %u: SCHED_FIFO is not "
+					"permitted (run as root, give the process CAP_SYS_NICE, or "
+					"raise its RLIMIT_RTPRIO to at least %u)\n",
+					o.ft_rt_priority, o.ft_rt_priority);
+			else
+				fprintf(stderr, PROG ": FT-TCP logger: cannot start its thread: "
+					"%s\n", strerror(e));
+			ftlog_close(ft);
+			return e == EPERM ? 2 : 1;
+		}
+		pthread_setname_np(ft_thread, "ftlog");
 	}
 	rc = ctl_run(&o);
 	if (ft) {

@@ -13,6 +13,7 @@
 #   BYTES=$((256<<20)) REPLAY_MB=32 ./scripts/bench-ftcp.sh
 #   RUNS=3 ./scripts/bench-ftcp.sh           # repeat each row, report median
 #   FTLOG_NICE=-15 ./scripts/bench-ftcp.sh   # the logger (interlink-control) at a higher priority
+#   FTLOG_RT=10 ./scripts/bench-ftcp.sh      # the logger thread at SCHED_FIFO 10 (--ftcp-rt-priority)
 #   ONLY=recovery ./scripts/bench-ftcp.sh    # the recovery figures alone
 #   ONLY=lazy/none,eager/none ./scripts/bench-ftcp.sh   # some rows (+ FT-TCP off)
 #   ONLY=servers ./scripts/bench-ftcp.sh     # stock servers: nginx and redis
@@ -192,8 +193,11 @@ def servers():
         return offs, ons
 
     parts = os.environ.get("PARTS", "nginx,redis,stall").split(",")
+    rt = os.environ.get("FTLOG_RT")
     print(f"# FT-TCP with stock servers {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"{RUNS} pair(s) per row (medians)", flush=True)
+          f"{RUNS} pair(s) per row (medians)"
+          f"{f', the logger thread at SCHED_FIFO {rt} (--ftcp-rt-priority)' if rt else ''}",
+          flush=True)
     if "nginx" in parts:
         offs, ons = paired(lambda: nginx_once(False), lambda: nginx_once(True))
         mo, mn = statistics.median(offs), statistics.median(ons)

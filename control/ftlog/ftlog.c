@@ -32,6 +32,7 @@
 #include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
@@ -238,6 +239,13 @@ static void recover(struct ftlog *L, struct ftl_conn *c)
 	ftl_replay_params(c, &isn, &sseq);
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	/* The normal policy, whatever the logger's (--ftcp-rt-priority): a
+	 * replay copies up to the whole log and must not hold a core the
+	 * servers share at real-time priority. */
+	struct sched_param sp = {.sched_priority = 0};
+	pthread_attr_setinheritsched(&at, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&at, SCHED_OTHER);
+	pthread_attr_setschedparam(&at, &sp);
 	if (pthread_create(&t, &at, replay_worker, jb)) {
 		pthread_attr_destroy(&at);
 		/* No thread to be had: build it here, late but correct. */

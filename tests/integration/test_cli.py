@@ -304,3 +304,55 @@ def test_runtime_commands(tmp_path):
         assert stats["seq"]["stamped_msgs"] == 0 and stats["imp"]["lost"] == 0, stats
         assert stats["seq"]["pkts_in"] == 0, stats
     assert name and not Path(f"/var/run/dpdk/{name}").exists()
+
+
+def _ftlog_control(tmp_path, *extra, user=None):
+    """interlink-control with the FT-TCP logger alone (no data plane), files in tmp_path."""
+    cmd = [str(CONTROL), "--chan", str(tmp_path / "ctl.chan"), "--mgmt", "none",
+           "--ftcp-ring", str(tmp_path / "ft.ring"), "--ftcp-sock", str(tmp_path / "ft.sock"),
+           "--ftcp-dir", str(tmp_path / "log"), *extra]
+    if user:
+        cmd = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups",
+               "--inh-caps=-all", *cmd]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_ftcp_rt_priority_runs_the_logger_thread_alone_at_sched_fifo(tmp_path):
+    """--ftcp-rt-priority N (docs/ft-tcp.md): the thread named ftlog runs at SCHED_FIFO N, the
+    process's other threads at the normal policy; without the privilege, a clear error and
+    exit 2 (not a logger silently at the normal policy)."""
+    (tmp_path / "log").mkdir()
+    p = _ftlog_control(tmp_path, "--ftcp-rt-priority", "7")
+    try:
+        policies = {}
+        for _ in range(100):
+            for t in os.listdir(f"/proc/{p.pid}/task"):
+                name = open(f"/proc/{p.pid}/task/{t}/comm").read().strip()
+                # /proc/PID/task/TID/stat: field 40 is rt_priority, 41 the policy (1: FIFO).
+                f = open(f"/proc/{p.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()
+                policies[name] = (int(f[39 - 2]), int(f[40 - 2]))
+            if "ftlog" in policies:
+                break
+            time.sleep(0.05)
+        assert policies.get("ftlog") == (7, 1), policies
+        assert all(v == (0, 0) for k, v in policies.items() if k != "ftlog"), policies
+    finally:
+        p.terminate()
+        out = p.communicate(timeout=30)[0]
+    assert p.returncode == 0, out
+
+    # As an unprivileged user (pytest's directory is root's alone: one nobody can write).
+    nob = Path(f"/tmp/il-rt-{uuid.uuid4().hex[:8]}")
+    try:
+        (nob / "log").mkdir(parents=True)
+        for d in (nob, nob / "log"):
+            os.chmod(d, 0o777)
+        p = _ftlog_control(nob, "--ftcp-rt-priority", "7", user="nobody")
+        out = p.communicate(timeout=30)[0]
+    finally:
+        shutil.rmtree(nob, ignore_errors=True)
+    assert p.returncode == 2, out
+    assert "--ftcp-rt-priority 7: SCHED_FIFO is not permitted" in out, out
+    p = subprocess.run([str(CONTROL), "--ftcp-rt-priority", "100"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 2 and "--ftcp-rt-priority" in p.stderr, p.stderr

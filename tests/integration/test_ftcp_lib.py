@@ -173,6 +173,9 @@ class Rig:
         opts = []
         for a in [*self.logger_args, *extra]:
             opts.append("--ftcp-" + a[2:] if a.startswith("--") else a)
+        # FTLOG_RT (benchmarks): --ftcp-rt-priority, the logger thread at SCHED_FIFO.
+        if os.environ.get("FTLOG_RT"):
+            opts += ["--ftcp-rt-priority", os.environ["FTLOG_RT"]]
         self.logger = subprocess.Popen(
             [*nice, str(CONTROL), "--chan", str(self.tmp / "ctl.chan"), "--mgmt", "none",
              "--ftcp-ring", self.ring, "--ftcp-sock", self.sock,
