@@ -111,6 +111,10 @@ def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=(), 
     out["lec"] = tot("via_lec")
     out["nak"] = tot("via_nak")
     out["as_data"] = tot("recovered_as_data")
+    # Datagrams the hosts' sockets lost to full receive buffers (the kernel's counters of
+    # each namespace): losses beside the ones the loss model chose, data and repairs alike.
+    out["udp_rcvbuf_errors"] = sum(r.get("udp", {}).get("RcvbufErrors", 0) for r in ok)
+    out["udp_in_datagrams"] = sum(r.get("udp", {}).get("InDatagrams", 0) for r in ok)
     out["lec_pct"] = round(100.0 * out["lec"] / out["lost"], 1) if out["lost"] else None
     for via in ("lec", "nak"):
         ms, pk = lat[via]
@@ -268,6 +272,8 @@ def main():
                     help="parts: loss, degree, burst, cost, density (appliance plans and rates)")
     ap.add_argument("--app-plan", default=None, help="the lec stage's plan (loss, cost)")
     ap.add_argument("--app-rate", default=None, help="the lec stage's rate (loss, cost)")
+    ap.add_argument("--app-flush-us", type=int, default=None,
+                    help="the lec stage's flush_us (loss, cost)")
     ap.add_argument("--models", default="uniform,bursty,markov", help="loss models (loss)")
     ap.add_argument("--ps", default=None, help="loss rates of the loss part, e.g. 0.01,0.05")
     ap.add_argument("--modes", default="peers,appliance", help="modes of the loss part")
@@ -304,7 +310,8 @@ def main():
                 return r
         return None
 
-    app = {k: v for k, v in (("plan", a.app_plan), ("rate", a.app_rate)) if v}
+    app = {k: v for k, v in (("plan", a.app_plan), ("rate", a.app_rate),
+                             ("flush_us", a.app_flush_us)) if v is not None}
     if "loss" in only:
         groups = layout(n, 4, s, 1)
         rate = AGG / (4 * s)

@@ -267,7 +267,9 @@ uint32_t il_lec_flush(struct il_lec *l, unsigned min_fill);
 /* Fire, as short repairs, the bin instances whose oldest message was
  * handed in (il_lec_data's now_ns) at or before now_ns - age_ns: the last
  * messages of a stream, or of a slow group, are not left waiting for
- * more. Returns the repairs sent. */
+ * more. A bin's layer j of L waits age_ns (1 + j / L), so that layers
+ * whose rounds end by age still repair different sets of messages.
+ * Returns the repairs sent. */
 uint32_t il_lec_flush_aged(struct il_lec *l, uint64_t now_ns, uint64_t age_ns);
 
 /* In ops.send, when rep->payload is NULL (an instance with defer_xor or

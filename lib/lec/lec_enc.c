@@ -303,7 +303,17 @@ void lec_bins_add(struct il_lec *l, const struct lec_group *g, const struct il_l
 	}
 }
 
-static uint32_t flush_if(struct il_lec *l, unsigned min_fill, bool aged, uint64_t before)
+/* aged: an instance fires once its oldest message is older than age_ns;
+ * layer j's (of a bin with L layers) once older than age_ns (1 + j / L).
+ * The layers of a position take the same messages, so when their rounds
+ * end by age rather than by count (a bin that fills slower than the age),
+ * they start on the same message; fired at the same age they would stay
+ * together for good, sending one XOR where they should send L different
+ * ones (a member that lost two of its messages could use none of them).
+ * Later ages end them on other messages, and their next rounds start
+ * apart (as the count does for full rounds, lec_regions.c). */
+static uint32_t flush_if(struct il_lec *l, unsigned min_fill, bool aged, uint64_t now_ns,
+			 uint64_t age_ns)
 {
 	uint64_t sent = l->st.repairs_sent;
 
@@ -313,8 +323,13 @@ static uint32_t flush_if(struct il_lec *l, unsigned min_fill, bool aged, uint64_
 		for (uint32_t s = 0; s < (uint32_t)l->cfg.stagger * b->layers; s++) {
 			struct lec_inst *in = &b->inst[s];
 
-			if (!in->xor_on || in->nx < min_fill || (aged && in->t_first > before))
+			if (!in->xor_on || in->nx < min_fill)
 				continue;
+			if (aged) {
+				uint64_t age = age_ns + age_ns * (s % b->layers) / b->layers;
+				if (now_ns < age || in->t_first > now_ns - age)
+					continue;
+			}
 			fire(l, b, in, true);
 		}
 	}
@@ -323,14 +338,14 @@ static uint32_t flush_if(struct il_lec *l, unsigned min_fill, bool aged, uint64_
 
 uint32_t il_lec_flush(struct il_lec *l, unsigned min_fill)
 {
-	return flush_if(l, min_fill < 1 ? 1 : min_fill, false, 0);
+	return flush_if(l, min_fill < 1 ? 1 : min_fill, false, 0, 0);
 }
 
 uint32_t il_lec_flush_aged(struct il_lec *l, uint64_t now_ns, uint64_t age_ns)
 {
 	if (now_ns < age_ns)
 		return 0;
-	return flush_if(l, 1, true, now_ns - age_ns);
+	return flush_if(l, 1, true, now_ns, age_ns);
 }
 
 void il_lec_repair_xor(const struct il_lec_repair *rep, uint8_t *dst, uint32_t dst_slack)

@@ -20,10 +20,11 @@ LEC_HOST = BUILD / "tools" / "il-lec-host"
 # The appliance's lec stage (appliance-side LEC): after the sequencer (the frames as stamped)
 # and before the control stage (it learns members' addresses from their JOINs, HEARTBEATs
 # and ACKs, which the control stage consumes); views from the control stage.
-def lec_stage_sets(r=8, c=5.0, stagger=1, groups=None, plan=None, rate=None):
+def lec_stage_sets(r=8, c=5.0, stagger=1, groups=None, plan=None, rate=None, flush_us=None):
     g = f", groups: [{', '.join(str(x) for x in groups)}]" if groups else ""
     g += f", plan: {plan}" if plan else ""
     g += f", rate: {rate}" if rate else ""
+    g += f", flush_us: {flush_us}" if flush_us is not None else ""
     return [f"stages.lec={{type: lec, control: ctrl, tx: in, r: {r}, c: {c}, "
             f"stagger: {stagger}{g}}}",
             "pipeline=[{lcore: 1, chains: [{rx: in, stages: [classify, seq, lec, ctrl, nak], "
@@ -110,7 +111,17 @@ class LecRig(HostsRig):
             out[n] = json.loads(js.read_text()) if js.exists() else None
             if out[n] is not None:
                 out[n]["rc"] = p.returncode
+                out[n]["udp"] = self.udp_counters(specs[n][0])
         return out
+
+    def udp_counters(self, i):
+        """The kernel's UDP counters of host i's namespace (its own since the rig made it):
+        RcvbufErrors are datagrams the host's sockets lost to a full receive buffer, a loss
+        no loss model chose."""
+        p = subprocess.run(["ip", "netns", "exec", self.ns(i), "cat", "/proc/net/snmp"],
+                           capture_output=True, text=True)
+        rows = [l.split()[1:] for l in p.stdout.splitlines() if l.startswith("Udp:")]
+        return dict(zip(rows[0], map(int, rows[1]))) if len(rows) == 2 else {}
 
     def expect_args(self, count, senders=None):
         """--expect for each group: count messages from each of its senders."""

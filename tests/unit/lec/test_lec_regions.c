@@ -768,6 +768,56 @@ static void test_layers(void **state)
 	t_cap_free(&cap);
 }
 
+/* Layers of a slow group, whose rounds end by age: one message every 6 ms,
+ * repairs of 8 after at most 10 ms. The layers take the same messages, so
+ * they start their rounds on the same one; fired at one age they stayed
+ * together and sent three copies of one XOR per round. Layer j now waits
+ * (1 + j/3) times the age: the three repairs that hold a message have
+ * other companions (what layers are for: a member that lost two messages
+ * of one repair may use another). */
+static void test_layers_apart_when_rounds_end_by_age(void **state)
+{
+	struct il_lec_cfg cfg;
+	struct t_cap cap;
+	struct il_lec *l;
+	struct layer_ctx *x = calloc(1, sizeof(*x));
+	uint32_t m[] = { 1, 2, 3, 4 };
+	const uint64_t ms = 1000000;
+	unsigned same = 0, apart = 0;
+
+	(void)state;
+	assert_non_null(x);
+	il_lec_cfg_defaults(&cfg);
+	cfg.self_id = IL_LEC_OBSERVER;
+	cfg.decode = false;
+	cfg.max_layers = 4;
+	cfg.plan = IL_LEC_PLAN_GROUPS;
+	t_cap_init(&cap, 0, 0);
+	cap.on_repair = layer_hook;
+	cap.user = x;
+	l = t_lec(&cfg, &cap);
+	t_group(l, 5, 12.0, m, 4);
+	t_apply(l);
+	for (uint64_t s = 1; s < 400; s++) {
+		t_data(l, 5, s, s * 6 * ms);
+		il_lec_flush_aged(l, s * 6 * ms + 1, 10 * ms);
+	}
+	il_lec_flush(l, 1);
+	for (uint64_t s = 20; s < 380; s++) {
+		assert_int_equal(x->nin[s], 3);
+		if (x->in[s][0] == x->in[s][1] && x->in[s][1] == x->in[s][2])
+			same++;
+		else
+			apart++;
+	}
+	/* the same three sets for every message before the change */
+	assert_true(apart > 9 * same);
+	assert_true(il_lec_stats(l)->flushed > 100);
+	il_lec_free(l);
+	t_cap_free(&cap);
+	free(x);
+}
+
 /* A bin whose oldest message is older than the age fires short; younger
  * ones wait. */
 static void test_flush_aged(void **state)
@@ -856,6 +906,7 @@ int main(void)
 		cmocka_unit_test(test_groups_plan),
 		cmocka_unit_test(test_layers),
 		cmocka_unit_test(test_flush_aged),
+		cmocka_unit_test(test_layers_apart_when_rounds_end_by_age),
 		cmocka_unit_test(test_cfg_errors),
 	};
 
