@@ -16,7 +16,8 @@
 # -t: libFuzzer's -timeout, the seconds one input may take before it counts
 # as a hang (default 10). A run that will be paused (kill -STOP, to give a
 # benchmark quiet cores) needs more than the pause: the pause is counted
-# against the input that was running (docs/fuzzing.md).
+# against the input that was running, which libFuzzer then writes as a
+# slow-unit-* file (the pause, not a finding: docs/fuzzing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
