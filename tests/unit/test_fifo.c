@@ -271,8 +271,10 @@ static void test_resume_repeated_after_the_interval(void **state)
 	assert_int_equal(run(p, 2, out), 1);
 	assert_int_equal(take_notices(nt, 4), 1);
 	/* The notice (or the re-sent frame) was lost: after the interval
-	 * (200 us here) the next refused frame brings it again. */
-	usleep(2000);
+	 * (100 ms here: long enough that no step of the other tests, under
+	 * sanitizers on a loaded machine, takes it) the next refused frame
+	 * brings it again. */
+	usleep(150000);
 	p[0] = data(501, 4, 1);
 	assert_int_equal(run(p, 1, out), 0);
 	assert_int_equal(take_notices(nt, 4), 1);
@@ -323,6 +325,7 @@ static void test_resume_repeats_the_last_grant(void **state)
 	assert_int_equal(run(p, 0, out), 0);
 	assert_true(ctr(ct, "tx_credit") > credits);
 	take_notices(nt, 8);
+	usleep(150000);
 	/* Still refused, the interval is over: told again, with that grant. */
 	p[0] = data(601, 4, 1);
 	assert_int_equal(run(p, 1, out), 0);
@@ -450,7 +453,7 @@ int main(int argc, char **argv)
 		 "  classify: { type: classify }\n"
 		 "  seq: { type: sequencer, history: 64 }\n"
 		 "  ctrl: { type: control, sequencer: seq, tx: out, chan: %s,\n"
-		 "          resume_interval_us: 200 }\n"
+		 "          resume_interval_us: 100000 }\n"
 		 "  nak: { type: nak, sequencer: seq, tx: out }\n"
 		 "pipeline:\n"
 		 "  - lcore: 1\n"
