@@ -71,6 +71,18 @@ static void add(struct img *m, uint16_t type, uint32_t seq, uint32_t aux, uint8_
 	m->len += sz;
 }
 
+/* The image starts over with a segment's header (FR_SEG at log position
+ * start, then the magic), as seglog.c writes it. */
+static void seg_start(struct img *m, uint64_t start)
+{
+	struct ftc_rec *h = (struct ftc_rec *)m->b;
+
+	*h = (struct ftc_rec){.len = 56, .type = FR_SEG, .plen = 8, .seq = (uint32_t)start,
+			      .aux = FTC_LOG_VERSION};
+	memcpy(h + 1, FTC_SEG_MAGIC, 8);
+	m->len = 56;
+}
+
 static struct ftl_replay job(uint32_t data_len, uint32_t nmax)
 {
 	struct ftl_replay j;
@@ -168,11 +180,7 @@ static void test_load_image_one_key(void **state)
 	const uint64_t start = 1u << 20;
 
 	(void)state;
-	struct ftc_rec *h = (struct ftc_rec *)m.b;
-	*h = (struct ftc_rec){.len = 56, .type = FR_SEG, .plen = 8, .seq = (uint32_t)start,
-			      .aux = FTC_LOG_VERSION};
-	memcpy(h + 1, FTC_SEG_MAGIC, 8);
-	m.len = 56;
+	seg_start(&m, start);
 	add(&m, FR_SYN, ISN, 0, 0, 0);
 	add(&m, FR_DATA, ISN + 1, 0, 0x18, 40);
 	size_t other = m.len;
@@ -228,13 +236,7 @@ static void test_client_fin_ends_the_replay(void **state)
 
 	(void)state;
 	for (int mid = 0; mid < 2; mid++) {
-		struct ftc_rec *h = (struct ftc_rec *)m.b;
-
-		m.len = 0;
-		*h = (struct ftc_rec){.len = 56, .type = FR_SEG, .plen = 8,
-				      .seq = (uint32_t)start, .aux = FTC_LOG_VERSION};
-		memcpy(h + 1, FTC_SEG_MAGIC, 8);
-		m.len = 56;
+		seg_start(&m, start);
 		add(&m, FR_SYN, ISN, 0, 0, 0);
 		add(&m, FR_DATA, ISN + 1, 0, 0x18, 40);
 		if (mid) {
