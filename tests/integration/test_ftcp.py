@@ -19,7 +19,7 @@ import time
 import pytest
 
 import test_ftcp_lib
-from test_ftcp_lib import CONTROL, INTERLINK, PORT, PY, SHIM, Rig, check_capture
+from test_ftcp_lib import CONTROL, INTERLINK, PORT, PY, SHIM, Rig, check_capture, crash_seed
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, AF_PACKET)"),
@@ -54,7 +54,7 @@ def ftcp_counters(summary):
 
 def crash_run(tmp, mode, strategy, nbytes=4 << 20, rate=4e6, durability="none",
               logger_args=(), clients=1, seed=None, failover=False, pin_arp=False):
-    seed = random.randrange(1 << 30) if seed is None else seed
+    seed = crash_seed() if seed is None else seed
     rnd = random.Random(seed)
     kill_at = rnd.uniform(0.1, 0.6)
     print(f"seed {seed}: kill at {kill_at:.3f} s")
@@ -196,7 +196,7 @@ def test_slow_logger_restarted_mid_connection(tmp_path):
     but not written are lost and must come back through the client's
     retransmission), then the server is killed too: the replay needs every
     byte in the log."""
-    seed = random.randrange(1 << 30)
+    seed = crash_seed()
     with Rig(tmp_path, strategy="lazy", durability="group",
              logger_args=("--group-ms", "5", "--delay-us", "2000"), server_mode="sink") as r:
         r.start_capture()
@@ -254,7 +254,7 @@ def test_logger_restart_many_connections_shared_log(tmp_path):
     is SIGKILLed and restarted mid-stream (every connection is rebuilt from the shared
     log, torn tail cut), then the server is killed: all six recover from it. Once they
     have closed, compaction leaves no segment behind but the head."""
-    seed = random.randrange(1 << 30)
+    seed = crash_seed()
     n = 6
     with Rig(tmp_path, strategy="lazy", durability="group",
              logger_args=("--group-ms", "5", "--segment-mb", "1"), server_mode="sink") as r:

@@ -41,6 +41,13 @@ CLIENT_IP, SERVER_IP, PORT = "10.77.0.1", "10.77.0.2", 5001
 V6 = {CLIENT_IP: "fd77::1", SERVER_IP: "fd77::2"}
 
 
+def crash_seed():
+    """The seed a crash test draws its timings from: IL_TEST_SEED when set (to run a failure
+    again: every such test prints its seed), else a random one."""
+    env = os.environ.get("IL_TEST_SEED")
+    return int(env) if env else random.randrange(1 << 30)
+
+
 def sh(*cmd, check=True):
     return subprocess.run(cmd, capture_output=True, text=True, check=check)
 
