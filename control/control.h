@@ -27,6 +27,7 @@ struct ctl_opts {
 	int ft_durability;
 	uint32_t ft_group_ms, ft_delay_us, ft_segment_mb;
 	uint32_t ft_rt_priority; /* --ftcp-rt-priority: SCHED_FIFO for the logger thread, 0: off */
+	uint32_t ft_catchup_ms;  /* --ftcp-catchup-ms: a replayed server's owed output, in time */
 	/* An active/standby pair (docs/ha.md); ha_etcd empty: not a pair. */
 	char ha_etcd[512], ha_node[17], ha_prefix[128], ha_listen[64], ha_peer[64];
 	uint32_t ha_hb_ms;      /* pair heartbeat period */

@@ -34,6 +34,7 @@ enum {
 	OPT_FT_DURABILITY,
 	OPT_FT_GROUP_MS,
 	OPT_FT_DELAY_US,
+	OPT_FT_CATCHUP_MS,
 	OPT_FT_RT_PRIO,
 	OPT_FT_STATS,
 	OPT_FT_TRACE,
@@ -72,6 +73,7 @@ static const struct option long_opts[] = {
 	{ "ftcp-durability", required_argument, NULL, OPT_FT_DURABILITY },
 	{ "ftcp-group-ms", required_argument, NULL, OPT_FT_GROUP_MS },
 	{ "ftcp-delay-us", required_argument, NULL, OPT_FT_DELAY_US },
+	{ "ftcp-catchup-ms", required_argument, NULL, OPT_FT_CATCHUP_MS },
 	{ "ftcp-rt-priority", required_argument, NULL, OPT_FT_RT_PRIO },
 	{ "ftcp-stats", required_argument, NULL, OPT_FT_STATS },
 	{ "ftcp-trace", required_argument, NULL, OPT_FT_TRACE },
@@ -143,6 +145,10 @@ static void usage(FILE *f)
 		"                         N, 1..99 (default 0: the process's own policy); on\n"
 		"                         cores shared with the servers it is woken at once\n"
 		"                         after each fdatasync (needs root or CAP_SYS_NICE)\n"
+		"      --ftcp-catchup-ms N  a restarted server that has read a connection's\n"
+		"                         replay must write again, within N ms, what the\n"
+		"                         client already had, or the connection is reset\n"
+		"                         (its re-execution differs), 1..3600000 (default 5000)\n"
 		"      --ftcp-delay-us N  delay every acknowledgement by N us, 0..1000000\n"
 		"                         (tests: a slow logger; default 0)\n"
 		"      --ftcp-stats FILE  logger counters as JSON, rewritten every 200 ms\n"
@@ -232,6 +238,7 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 	strcpy(o->ft_ring, FTC_RING_PATH_DEF);
 	strcpy(o->ft_sock, FTC_LOGGER_SOCK_DEF);
 	o->ft_group_ms = 5;
+	o->ft_catchup_ms = 5000;
 	o->ft_segment_mb = 64;
 	strcpy(o->ha_prefix, "/interlink/default/");
 	o->ha_hb_ms = 10;
@@ -317,6 +324,10 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		case OPT_FT_SEGMENT_MB:
 			rc = parse_u32("--ftcp-segment-mb", optarg, 1, 65536, false,
 				       &o->ft_segment_mb);
+			break;
+		case OPT_FT_CATCHUP_MS:
+			rc = parse_u32("--ftcp-catchup-ms", optarg, 1, 3600000, false,
+				       &o->ft_catchup_ms);
 			break;
 		case OPT_FT_DELAY_US:
 			rc = parse_u32("--ftcp-delay-us", optarg, 0, 1000000, false, &o->ft_delay_us);
@@ -475,7 +486,7 @@ int main(int argc, char **argv)
 			.stats = o.ft_stats[0] ? o.ft_stats : NULL,
 			.trace = o.ft_trace[0] ? o.ft_trace : NULL,
 			.durability = o.ft_durability, .group_ms = o.ft_group_ms,
-			.delay_us = o.ft_delay_us, .verbose = o.verbose,
+			.delay_us = o.ft_delay_us, .catchup_ms = o.ft_catchup_ms, .verbose = o.verbose,
 			.seg_bytes = (uint64_t)o.ft_segment_mb << 20,
 		};
 		char err[512];

@@ -464,6 +464,19 @@ void ilf_log_read(struct pfd *p, size_t n)
 		flush_reads(true); /* acks that came meanwhile are taken, none waited for */
 }
 
+/* How much of what the client already has the restarted server still
+ * owes (FS_OWED): once its replay is read, a deterministic server writes
+ * it all again before it waits for anything new from the client; the
+ * logger resets the connection if that does not happen in time. */
+static void tell_owed(const struct pfd *p)
+{
+	struct ftc_shim_msg m = {.type = FS_OWED, .key = p->key, .a = (uint32_t)p->out_skip,
+				 .b = (uint32_t)(p->out_skip >> 32)};
+
+	if (lg >= 0)
+		lg_put(&m, sizeof(m));
+}
+
 /* Output commit: no write before every earlier read length is logged.
  * Returns how many leading bytes to discard (already at the client). */
 size_t ilf_before_write(struct pfd *p, size_t n)
@@ -476,6 +489,10 @@ size_t ilf_before_write(struct pfd *p, size_t n)
 		lg_next(&m, true);
 	skip = p->out_skip < n ? (size_t)p->out_skip : n;
 	p->out_skip -= skip;
+	if (p->owed_told && !p->out_skip) {
+		tell_owed(p);
+		p->owed_told = false;
+	}
 	return skip;
 }
 
@@ -484,6 +501,10 @@ void ilf_replay_end(struct pfd *p)
 	if (p->rp.log_fd < 0)
 		return;
 	mark("replay_done", p, 0);
+	if (p->out_skip) {
+		tell_owed(p);
+		p->owed_told = true;
+	}
 	REAL(close)(p->rp.log_fd);
 	p->rp.log_fd = -1;
 	ilf_replay_release(&p->rp);

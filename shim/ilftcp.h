@@ -38,6 +38,9 @@ struct pfd {
 	 * itself, which holds a copy of the logged bytes; ilftcp_replay.c) */
 	struct ilf_replay rp;
 	uint64_t out_skip; /* outstream bytes to discard */
+	/* The replay was read with out_skip > 0 and the logger was told
+	 * (FS_OWED): it is told again when out_skip reaches 0. */
+	bool owed_told;
 	/* The client closed its side before the crash (FTC_REPLAY_PEER_FIN):
 	 * once the replay is read every read returns 0 and the descriptor
 	 * stays readable, as a socket that got a FIN does. */

@@ -95,6 +95,7 @@ struct ftlog {
 	char wake_path[300], sock_path[300];
 	uint64_t next_stats;
 	const char *stats_path;
+	uint64_t catchup_ns; /* --ftcp-catchup-ms */
 	FILE *trace; /* --trace: every FD_STABLE published (tests check acks against it) */
 };
 
@@ -160,15 +161,29 @@ static void abandon(struct ftlog *L, struct ftl_conn *c, uint32_t why)
 {
 	char p[512];
 
+	static const char *const text[] = {
+		[FTC_AB_TIMEOUT] = "the restarted server did not accept it in time",
+		[FTC_AB_REPLAY] = "no replay file",
+		[FTC_AB_DIVERGED] = "the restarted server read its replay but did not write "
+				    "again all the client had (its re-execution differs from the "
+				    "crashed one's: state the replayed connections do not rebuild?); "
+				    "the client is reset",
+	};
+
 	down_send(L, FD_ABANDON, &c->key, why, 0);
 	if (why == FTC_AB_TIMEOUT)
 		L->l.st.recover_abandoned_timeout++;
+	else if (why == FTC_AB_DIVERGED)
+		L->l.st.recover_abandoned_diverged++;
 	else
 		L->l.st.recover_abandoned_replay++;
+	if (why == FTC_AB_DIVERGED)
+		fprintf(stderr, "ftlog: connection to port %u from port %u: %llu bytes still owed "
+			"%llu ms after its replay\n", ntohs(c->key.sport), ntohs(c->key.cport),
+			(unsigned long long)c->owed,
+			(unsigned long long)(L->catchup_ns / 1000000u));
 	fprintf(stderr, "ftlog: connection to port %u from port %u not recovered: %s\n",
-		ntohs(c->key.sport), ntohs(c->key.cport),
-		why == FTC_AB_TIMEOUT ? "the restarted server did not accept it in time"
-				      : "no replay file");
+		ntohs(c->key.sport), ntohs(c->key.cport), text[why]);
 	ftl_path(&L->l, &c->key, "replay", p, sizeof(p));
 	unlink(p);
 	ftl_conn_end(&L->l, c, FTC_END_ABANDONED);
@@ -744,6 +759,12 @@ static void sess_msg(struct ftlog *L, int i, const struct ftc_shim_msg *m)
 			L->l.st.reads_logged++;
 		}
 		break;
+	case FS_OWED:
+		if (!c || c->closed)
+			break;
+		c->owed = (uint64_t)m->a | (uint64_t)m->b << 32;
+		c->owed_deadline_ns = c->owed ? ftl_now_ns() + L->catchup_ns : 0;
+		break;
 	case FS_CLOSE:
 		if (c) {
 			down_send(L, FD_CLOSE_OK, &c->key, 0, 0);
@@ -911,6 +932,7 @@ static void write_stats(struct ftlog *L)
 	il_json_u64(&j, "recover_paced", s->recover_paced);
 	il_json_u64(&j, "recover_abandoned_timeout", s->recover_abandoned_timeout);
 	il_json_u64(&j, "recover_abandoned_replay", s->recover_abandoned_replay);
+	il_json_u64(&j, "recover_abandoned_diverged", s->recover_abandoned_diverged);
 	il_json_u64(&j, "recover_client_closed", s->recover_client_closed);
 	il_json_u64(&j, "replay_files_removed", s->replay_files_removed);
 	il_json_u64(&j, "sync_rounds", s->sync_rounds);
@@ -976,6 +998,7 @@ struct ftlog *ftlog_open(const struct ftlog_opts *o, int stop_fd, char *err, siz
 	L->l.durability = o->durability;
 	L->l.group_ms = o->group_ms;
 	L->l.delay_us = o->delay_us;
+	L->catchup_ns = (uint64_t)(o->catchup_ms ? o->catchup_ms : 5000) * 1000000u;
 	L->l.seg_bytes = o->seg_bytes ? o->seg_bytes : FTL_SEG_BYTES_DEF;
 	L->l.reloc_max = L->l.seg_bytes / 4;
 	L->l.verbose = o->verbose;
@@ -1068,6 +1091,10 @@ int ftlog_run(struct ftlog *L)
 		}
 		struct ftl_conn *c;
 		FTL_FOR_EACH_LIVE(&L->l, c) {
+			if (c->owed_deadline_ns && now > c->owed_deadline_ns) {
+				abandon(L, c, FTC_AB_DIVERGED);
+				continue;
+			}
 			if (c->claim_deadline_ns && now > c->claim_deadline_ns && c->owner < 0) {
 				c->claim_deadline_ns = 0;
 				crash_conn(L, c);

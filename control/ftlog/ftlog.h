@@ -72,6 +72,9 @@ struct ftl_conn {
 	uint64_t recover_ns;  /* when FD_RECOVER went down */
 	bool claimed;         /* recovering: the restarted server accepted it */
 	uint32_t live_pos;    /* index in ftl.live */
+	/* Recovered: output the client had that the restarted server has not
+	 * yet written again, its replay read (FS_OWED); reset at the deadline. */
+	uint64_t owed, owed_deadline_ns;
 };
 
 enum { FTL_RP_NONE, FTL_RP_BUILDING, FTL_RP_READY, FTL_RP_FAILED };
@@ -95,6 +98,7 @@ struct ftl_stats {
 	 * accept queue a few at a time (recover_paced: a recovery waited for
 	 * one of those slots); the ones given up, by reason. */
 	uint64_t recover_paced, recover_abandoned_timeout, recover_abandoned_replay,
+		recover_abandoned_diverged,
 		recover_client_closed, replay_files_removed;
 	/* Rounds that synced, and those of them `group` started before its
 	 * interval's end because a shim or the stage waited for them. */
@@ -284,6 +288,7 @@ struct ftlog_opts {
 	int durability;     /* enum ftl_durability */
 	uint32_t group_ms;  /* FTL_GROUP: fsync period */
 	uint32_t delay_us;  /* injected delay before every publication (tests) */
+	uint32_t catchup_ms; /* a replayed server's owed output, in time (0: 5000) */
 	uint64_t seg_bytes; /* segment size (0: FTL_SEG_BYTES_DEF) */
 	int verbose;
 };

@@ -112,6 +112,8 @@ enum ftc_down_type {
 enum ftc_abandon {
 	FTC_AB_TIMEOUT = 1, /* the restarted server did not accept it in time */
 	FTC_AB_REPLAY = 2,  /* its replay could not be built or handed over */
+	FTC_AB_DIVERGED = 3, /* the restarted server, its replay read, did not
+			      * write again what the client already had */
 };
 
 #define FD_F_ISNS 1u
@@ -144,6 +146,10 @@ enum ftc_shim_type {
 			   * again, which holds a copy of the bytes; the shared log
 			   * holds other connections' bytes and is never handed
 			   * out); a = 0: no replay, the connection is abandoned */
+	FS_OWED = 10,     /* shim -> logger: key, a | b << 32 = output bytes the
+			   * client already has that the server has not written
+			   * again; sent when the replay is read with some owed,
+			   * then with 0 once they are written */
 };
 
 struct ftc_shim_msg {

@@ -187,6 +187,30 @@ def resp_main(a):
     return 0 if res["ok"] else 1
 
 
+def stale_main(a):
+    """One connection SETs a key and closes; a second GETs it and then waits. Once the
+    server restarts, the second connection's replay (its GET) finds the key gone (the
+    closed connection is not replayed): what it waits for is printed."""
+    w = Resp(a.host, a.port)
+    assert w.cmd("SET", f"stale:{a.seed}", "value") == "OK"
+    w.s.close()
+    r = Resp(a.host, a.port)
+    assert r.cmd("GET", f"stale:{a.seed}") == "value"
+    print("ready", flush=True)
+    t0 = time.monotonic()
+    r.s.settimeout(a.wait)
+    try:
+        got = r.s.recv(100)
+        outcome = "data" if got else "closed"
+    except ConnectionResetError:
+        outcome = "reset"
+    except socket.timeout:
+        outcome = "timeout"
+    print(json.dumps({"outcome": outcome, "seconds": round(time.monotonic() - t0, 3)}),
+          flush=True)
+    return 0
+
+
 def download_main(a):
     """GET a.url; the longest gap between two reads once the body flows."""
     assert a.url.startswith("http://")
@@ -235,12 +259,13 @@ def download_main(a):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("role", choices=["resp", "download"])
+    ap.add_argument("role", choices=["resp", "stale", "download"])
     ap.add_argument("--host", default="10.77.0.2")
     ap.add_argument("--port", type=int, default=5001)
     ap.add_argument("--keys", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rate", type=float, default=0)
     ap.add_argument("--url", default="")
+    ap.add_argument("--wait", type=float, default=30)
     a = ap.parse_args()
-    sys.exit({"resp": resp_main, "download": download_main}[a.role](a))
+    sys.exit({"resp": resp_main, "stale": stale_main, "download": download_main}[a.role](a))
