@@ -467,12 +467,13 @@ void ilf_log_read(struct pfd *p, size_t n)
 /* How much of what the client already has the restarted server still
  * owes (FS_OWED): once its replay is read, a deterministic server writes
  * it all again before it waits for anything new from the client; the
- * logger resets the connection if that does not happen in time. */
-static void tell_owed(const struct pfd *p)
+ * logger resets the connection if that stops progressing. */
+static void tell_owed(struct pfd *p)
 {
 	struct ftc_shim_msg m = {.type = FS_OWED, .key = p->key, .a = (uint32_t)p->out_skip,
 				 .b = (uint32_t)(p->out_skip >> 32)};
 
+	p->owed_last = p->out_skip;
 	if (lg >= 0)
 		lg_put(&m, sizeof(m));
 }
@@ -489,9 +490,9 @@ size_t ilf_before_write(struct pfd *p, size_t n)
 		lg_next(&m, true);
 	skip = p->out_skip < n ? (size_t)p->out_skip : n;
 	p->out_skip -= skip;
-	if (p->owed_told && !p->out_skip) {
+	if (p->owed_told && (!p->out_skip || p->owed_last - p->out_skip >= ILF_OWED_STEP)) {
 		tell_owed(p);
-		p->owed_told = false;
+		p->owed_told = p->out_skip != 0;
 	}
 	return skip;
 }

@@ -27,6 +27,7 @@
 
 #define ILF_MAX_FD 65536
 #define ILF_UNACKED 4096 /* read lengths kept for re-sending after a logger restart */
+#define ILF_OWED_STEP (16u << 20)
 
 struct pfd {
 	bool prot, announced;
@@ -39,8 +40,11 @@ struct pfd {
 	struct ilf_replay rp;
 	uint64_t out_skip; /* outstream bytes to discard */
 	/* The replay was read with out_skip > 0 and the logger was told
-	 * (FS_OWED): it is told again when out_skip reaches 0. */
+	 * (FS_OWED, owed_told the amount): it is told again at every
+	 * ILF_OWED_STEP of progress (the logger's deadline runs from the
+	 * last word: a long catch-up is not a stuck one) and at 0. */
 	bool owed_told;
+	uint64_t owed_last;
 	/* The client closed its side before the crash (FTC_REPLAY_PEER_FIN):
 	 * once the replay is read every read returns 0 and the descriptor
 	 * stays readable, as a socket that got a FIN does. */

@@ -110,6 +110,33 @@ def test_outstream_survives_server_kill(tmp_path):
     crash_run(tmp_path, "source", "lazy")
 
 
+def test_slow_catch_up_is_not_taken_for_divergence(tmp_path):
+    """The restarted server writes again what the client already had at its own pace
+    (8 MiB/s here, 5 s for the 40 MiB or so the client had): longer than
+    --ftcp-catchup-ms (3 s) in all, but every 16 MiB of it well within, and the shim
+    reports each step, so the logger does not take it for a diverged re-execution. The
+    download finishes intact and nothing is abandoned."""
+    import json
+    n, rate = 64 << 20, 8 << 20
+    with Rig(tmp_path, strategy="lazy", server_mode="source", logger_args=["--catchup-ms", "3000"],
+             server_env={"IL_SOURCE_RATE": str(rate)}) as r:
+        c = r.client("--mode", "source", "--bytes", str(n), "--seed", "11")
+        r.wait_established(1)
+        time.sleep(5.5)  # some 44 MiB sent, 40 or so acknowledged
+        r.kill_server()
+        r.start_server()
+        out, err = c.communicate(timeout=60)
+        time.sleep(0.5)  # the logger's counters file is rewritten every 200 ms
+        lgs = json.loads(r.logger_stats.read_text())
+        summary = r.stop_appliance()
+        log = (tmp_path / "ftlog.log").read_text()
+    assert c.returncode == 0, (err[-2000:], log[-2000:])
+    res = json.loads(out.splitlines()[-1])
+    assert res["ok"] and res["got"] == n, res
+    assert lgs["recover_abandoned_diverged"] == 0, (lgs, log[-2000:])
+    assert ftcp_counters(summary)["recoveries"] == 1, ftcp_counters(summary)
+
+
 def test_request_response_survives_server_kill(tmp_path):
     # Every response waits for its request's read lengths: sync durability
     # puts an fdatasync in each of those waits.

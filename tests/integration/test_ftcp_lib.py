@@ -497,8 +497,12 @@ def serve_conn(c, mode, reply_delay=0):
         elif mode == "source":
             n, seed = struct.unpack("!QQ", recv_exact(c, 16))
             data = payload(seed, n)
+            # IL_SOURCE_RATE (bytes/s): a server that takes its time over each write.
+            rate, t0 = float(os.environ.get("IL_SOURCE_RATE", 0)), time.monotonic()
             for o in range(0, n, 65536):
                 c.sendall(data[o:o + 65536])
+                if rate and (ahead := (o + 65536) / rate - (time.monotonic() - t0)) > 0:
+                    time.sleep(ahead)
         elif mode == "echo":
             while True:
                 try:
