@@ -15,7 +15,8 @@
  *    announce is dropped (a killed server's kernel sends them).
  *  recovery: closed-window acks to the client, an RST to the dead server
  *    socket, a fabricated SYN to the restarted server whose SYN-ACK is
- *    absorbed and answered.
+ *    absorbed and answered; until it listens again, its kernel's refusal
+ *    of a new connection is dropped (the client's next SYN gets through).
  *
  * SACK and timestamps are removed from the handshake (options become NOPs):
  * a restarted server would otherwise need TSval offsets and SACK block
@@ -288,6 +289,15 @@ static void post_burst(struct il_stage *st)
 	f->n_post = 0;
 }
 
+/* The protect entry of a flow's server (address and port), -1: none. */
+static int prot_index(const struct ftcp *f, const struct ftc_key *k)
+{
+	for (unsigned p = 0; p < f->n_protect; p++)
+		if (f->prot_ip[p] == k->sip && f->prot_port[p] == k->sport)
+			return (int)p;
+	return -1;
+}
+
 static void on_down(struct il_stage *st, const struct ftc_down *d)
 {
 	struct ftcp *f = st->ctx;
@@ -324,6 +334,11 @@ static void on_down(struct il_stage *st, const struct ftc_down *d)
 		}
 		if (fl->state != FT_EST && fl->state != FT_SYNACK_HELD)
 			break;
+		if (f->refusal_hold_tsc) {
+			int p = prot_index(f, &fl->key);
+			if (p >= 0)
+				f->prot_down_until[p] = rte_rdtsc() + f->refusal_hold_tsc;
+		}
 		fl->state = FT_RECOVERING;
 		fl->rec_tsc = rte_rdtsc();
 		fl->syn_sent = false;
@@ -561,6 +576,11 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	if ((s->flags & (IL_TCP_F_SYN | IL_TCP_F_ACK)) == (IL_TCP_F_SYN | IL_TCP_F_ACK)) {
 		uint8_t ws = 0;
 		bool has_ws = false;
+		int p;
+
+		/* Something listens again: refusals are the server's word. */
+		if (f->refusal_hold_tsc && (p = prot_index(f, &k)) >= 0)
+			f->prot_down_until[p] = 0;
 
 		if (fl->state == FT_RECOVERING && fl->syn_sent) {
 			/* The restarted server answers the fabricated SYN:
@@ -651,8 +671,17 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 		return false;
 	}
 	if (fl->state == FT_SYN || fl->state == FT_SYNACK_HELD) {
-		if (s->flags & IL_TCP_F_RST) /* refused: the port is closed */
+		if (s->flags & IL_TCP_F_RST) { /* refused: the port is closed */
+			int p = prot_index(f, &k);
+			if (fl->state == FT_SYN && p >= 0 && f->prot_down_until[p] &&
+			    rte_rdtsc() < f->prot_down_until[p]) {
+				/* ... because its server crashed and is not back
+				 * yet: the client's next SYN may find it. */
+				il_drop(st, C_DROP_REFUSAL_IN_OUTAGE, m);
+				return false;
+			}
 			flow_closing(st, fl);
+		}
 		return true;
 	}
 	if (!fl->close_ok && fl->state != FT_CLOSING && (s->flags & (IL_TCP_F_FIN | IL_TCP_F_RST))) {

@@ -106,7 +106,7 @@ enum {
 	C_DROP_IN_RECOVERY, C_DROP_FLOW_TABLE_FULL, C_DROP_SERVER_DEAD, C_DROP_NO_MBUF,
 	C_SERVER_MAC_MOVES, C_FLOWS_MOVED, C_DROP_FENCED,
 	C_SYNACK_REACKED, C_RECOVERIES_ABANDONED, C_RECOVERIES_CLIENT_RESET,
-	C_HELD_IN_RECOVERY, C_HELD_PASSED,
+	C_HELD_IN_RECOVERY, C_HELD_PASSED, C_DROP_REFUSAL_IN_OUTAGE,
 	C_COUNT
 };
 _Static_assert(C_COUNT <= IL_MAX_STAGE_COUNTERS, "raise IL_MAX_STAGE_COUNTERS");
@@ -124,6 +124,12 @@ struct ftcp {
 	 * gratuitous ARP on the server side (new connections go there too). */
 	uint8_t prot_mac[FTCP_MAX_PROTECT][6];
 	bool prot_known[FTCP_MAX_PROTECT];
+	/* A protected server crashed (FD_CRASH) and has not yet answered a
+	 * SYN again: until this TSC (0: none), its kernel's refusal of a new
+	 * connection (an RST to a SYN, nothing listening) is dropped, so the
+	 * client retransmits its SYN to the restarted server (hold_refusals_ms). */
+	uint64_t prot_down_until[FTCP_MAX_PROTECT];
+	uint64_t refusal_hold_tsc;
 	struct rte_hash *h;
 	struct ftcp_flow *flows;
 	uint32_t max_flows;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * FT-TCP stage: configuration, set-up and telemetry (the packet work is in
  * ftcp.c). Keys: client_port, server_port, protect (list of {address,
- * port}), strategy, ring, ring_size, max_flows, linger_ms; docs/ft-tcp.md.
+ * port}), strategy, ring, ring_size, max_flows, linger_ms, hold_refusals_ms;
+ * docs/ft-tcp.md.
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,7 +34,7 @@ const char *const ftcp_counter_names[C_COUNT] = {
 	"drop_flow_table_full", "drop_server_dead", "drop_no_mbuf",
 	"server_mac_moves", "flows_moved", "drop_fenced",
 	"synack_reacked", "recoveries_abandoned", "recoveries_client_reset",
-	"held_in_recovery", "held_passed",
+	"held_in_recovery", "held_passed", "drop_refusal_in_outage",
 };
 
 static const char *const strategy_names[] = {"basic", "lazy", "eager", "conditional", NULL};
@@ -77,9 +78,9 @@ static int ftcp_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 {
 	static const char *const keys[] = {"type", "client_port", "server_port", "protect",
 					   "strategy", "ring", "ring_size", "max_flows",
-					   "linger_ms", NULL};
+					   "linger_ms", "hold_refusals_ms", NULL};
 	const char *cp, *sp, *ring;
-	uint64_t max_flows, ring_size, linger;
+	uint64_t max_flows, ring_size, linger, hold_refusals;
 	struct ftcp *f;
 	int ci, si;
 
@@ -99,6 +100,7 @@ static int ftcp_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 		       errlen) ||
 	    il_cfg_u64(p, "max_flows", 4096, 16, 1u << 20, &max_flows, err, errlen) ||
 	    il_cfg_u64(p, "linger_ms", 2000, 0, 600000, &linger, err, errlen) ||
+	    il_cfg_u64(p, "hold_refusals_ms", 5000, 0, 600000, &hold_refusals, err, errlen) ||
 	    parse_protect(f, p, err, errlen))
 		return -1;
 	if (ring_size & (ring_size - 1))
@@ -141,6 +143,7 @@ static int ftcp_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 		return -1;
 	f->hz = rte_get_tsc_hz();
 	f->linger_tsc = linger * f->hz / 1000;
+	f->refusal_hold_tsc = hold_refusals * f->hz / 1000;
 	f->syn_rto_tsc = f->hz / 5;
 	f->wake_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	f->wake_addr.sun_family = AF_UNIX;

@@ -110,6 +110,38 @@ def test_outstream_survives_server_kill(tmp_path):
     crash_run(tmp_path, "source", "lazy")
 
 
+def test_connect_while_the_server_is_down_reaches_the_restarted_one(tmp_path):
+    """A client that connects after the server crashed and before it listens again: the
+    crashed server's kernel refuses the SYN (nothing listens), the stage drops that
+    refusal (hold_refusals_ms), and the client's retransmitted SYN, a second later,
+    reaches the restarted server. The client sees no error, only a slower connect; the
+    connection open at the crash is recovered as usual."""
+    with Rig(tmp_path, strategy="lazy", server_mode="echo") as r:
+        c1 = r.client("--mode", "echo", "--bytes", str(1 << 20), "--rate", str(200_000),
+                      "--seed", "21")
+        r.wait_established(1)
+        time.sleep(0.5)
+        r.kill_server()
+        time.sleep(0.3)  # the logger's FD_CRASH reaches the stage
+        c2 = r.client("--mode", "echo", "--bytes", str(100_000), "--seed", "22")
+        time.sleep(0.8)  # its SYN went out and was refused
+        r.start_server()
+        outs = []
+        for c in (c1, c2):
+            try:
+                out, err = c.communicate(timeout=60)
+            except Exception:
+                c.kill()
+                out, err = c.communicate()
+            outs.append((c.returncode, out, err))
+        summary = r.stop_appliance()
+    for rc, out, err in outs:
+        assert rc == 0, err[-2000:]
+    ctr = ftcp_counters(summary)
+    assert ctr["drop_refusal_in_outage"] >= 1, ctr
+    assert ctr["recoveries"] == 1 and ctr["conns_protected"] == 2, ctr
+
+
 def test_slow_catch_up_is_not_taken_for_divergence(tmp_path):
     """The restarted server writes again what the client already had at its own pace
     (8 MiB/s here, 5 s for the 40 MiB or so the client had): longer than

@@ -100,11 +100,12 @@ def test_redis_sets_and_gets_survive_kill(tmp_path):
     more; SIGKILLed and restarted mid-run: no client sees an error, every acknowledged SET
     reads back, and redis-cli on a fresh connection counts every key.
 
-    redis-benchmark runs one test (SET) on the same four connections throughout: each
-    of its tests opens four new ones, and a kill between two tests would meet a
-    connect() (refused while the server is down: not a protected connection yet) or, in
-    GET, replies that depend on keys set by connections already closed, which no replay
-    rebuilds (test_redis_state_of_a_closed_connection_resets_not_hangs)."""
+    redis-benchmark runs one test (SET) on the same four connections throughout, so the
+    kill always finds exactly five connections to recover: each of its tests opens four
+    new ones (a connect() during the outage waits for the restarted server:
+    test_connect_while_the_server_is_down_reaches_the_restarted_one), and its GET test's
+    replies depend on keys set by the SET test's connections, closed by then and never
+    replayed (test_redis_state_of_a_closed_connection_resets_not_hangs)."""
     seed = crash_seed()
     kill_at = random.Random(seed).uniform(0.3, 1.0)
     print(f"seed {seed}: kill at {kill_at:.2f} s")

@@ -1212,6 +1212,53 @@ static void test_mass_recovery_reack_abandon_reset(void **state)
 	free_all(e, 1);
 }
 
+/* A new connection while the crashed server is down: its kernel refuses
+ * the SYN (nothing listens) and the refusal is dropped, so the client's
+ * retransmitted SYN reaches the restarted server; once that server
+ * answers a SYN, refusals pass again. Before any crash they pass. */
+static void test_refusal_held_while_the_crashed_server_is_down(void **state)
+{
+	(void)state;
+	struct conn a = {LAZY, 40031, 0x1a110000u, 0x1b220000u};
+	struct conn n = {LAZY, 40032, 0x1c330000u, 0x1d440000u};
+	struct conn m = {LAZY, 40033, 0x1e550000u, 0x1f660000u};
+	struct conn q = {LAZY, 40034, 0x2a770000u, 0x2b880000u};
+	struct tst *t = a.t;
+	struct rec r;
+
+	t->f->prot_down_until[0] = 0; /* earlier tests' crashes */
+	uint64_t h0 = ctr(t, "drop_refusal_in_outage");
+	/* No crash: a refusal is the server's answer and reaches the client. */
+	assert_true(pass1(t, c2s(&q, q.c0, 0, F_SYN, 64240, SYN_OPT, 20, NULL, 0), NULL, NULL, 0));
+	expect_rec(&q, &r, FR_SYN, q.c0);
+	assert_true(pass1(t, s2c(&q, 0, q.c0 + 1, F_RST | F_ACK, 0, NULL, 0, NULL, 0), NULL, NULL,
+			  0));
+	assert_int_equal(ctr(t, "drop_refusal_in_outage"), h0);
+	expect_rec(&q, &r, FR_CLOSED, 0);
+
+	open_conn(&a);
+	crash_open(&a, a.c0 + 1);
+	assert_true(pass1(t, c2s(&n, n.c0, 0, F_SYN, 64240, SYN_OPT, 20, NULL, 0), NULL, NULL, 0));
+	expect_rec(&n, &r, FR_SYN, n.c0);
+	assert_false(pass1(t, s2c(&n, 0, n.c0 + 1, F_RST | F_ACK, 0, NULL, 0, NULL, 0), NULL, NULL,
+			   0));
+	assert_int_equal(ctr(t, "drop_refusal_in_outage"), h0 + 1);
+	/* The client's SYN again, now the server is back: answered. */
+	assert_true(pass1(t, c2s(&n, n.c0, 0, F_SYN, 64240, SYN_OPT, 20, NULL, 0), NULL, NULL, 0));
+	expect_rec(&n, &r, FR_SYN, n.c0);
+	assert_false(pass1(t, s2c(&n, n.s0, n.c0 + 1, F_SYN | F_ACK, 1024, SYN_OPT, 20, NULL, 0),
+			   NULL, NULL, 0)); /* held for its ISNs, as any SYN-ACK */
+	expect_rec(&n, &r, FR_SYNACK, n.s0);
+	/* Something listens again: the next refusal passes. */
+	assert_true(pass1(t, c2s(&m, m.c0, 0, F_SYN, 64240, SYN_OPT, 20, NULL, 0), NULL, NULL, 0));
+	expect_rec(&m, &r, FR_SYN, m.c0);
+	assert_true(pass1(t, s2c(&m, 0, m.c0 + 1, F_RST | F_ACK, 0, NULL, 0, NULL, 0), NULL, NULL,
+			  0));
+	assert_int_equal(ctr(t, "drop_refusal_in_outage"), h0 + 1);
+	expect_rec(&m, &r, FR_CLOSED, 0);
+	expect_ring_empty(t);
+}
+
 /* ---- 5. unprotected traffic --------------------------------------------- */
 
 static struct rte_mbuf *raw_frame(const uint8_t *b, unsigned len)
@@ -1578,6 +1625,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_conditional_acks_only_after_a_clamp, fresh),
 		cmocka_unit_test_setup(test_recovery_fabricated_syn_and_shift, fresh),
 		cmocka_unit_test_setup(test_mass_recovery_reack_abandon_reset, fresh),
+		cmocka_unit_test_setup(test_refusal_held_while_the_crashed_server_is_down, fresh),
 		cmocka_unit_test_setup(test_unprotected_traffic_untouched, fresh),
 		cmocka_unit_test_setup(test_failover_arp_moves_server_mac, fresh),
 		cmocka_unit_test_setup(test_closing_flows_expire_oldest_first_within_a_budget, fresh),
