@@ -29,6 +29,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -493,8 +494,52 @@ size_t ilf_before_write(struct pfd *p, size_t n)
 	if (p->owed_told && (!p->out_skip || p->owed_last - p->out_skip >= ILF_OWED_STEP)) {
 		tell_owed(p);
 		p->owed_told = p->out_skip != 0;
+		if (!p->owed_told && p->held && !p->rearm) {
+			p->rearm = true;
+			atomic_fetch_add(&ilf_replaying, 1);
+		}
+		p->held = p->held && p->owed_told;
 	}
 	return skip;
+}
+
+/* The output owed (above) came from the replayed reads alone: a server
+ * that re-executes them writes it before it needs anything new. Until it
+ * has, new client bytes stay in the socket: given to a server whose
+ * replies differ (a diverged re-execution), their replies would go out
+ * cut to fit where the client's stream is, a corrupt stream no check
+ * would catch; held, the logger resets the connection at its deadline.
+ * A non-blocking read is refused (EAGAIN); a blocking one waits for the
+ * output (another thread's write) or the socket's error. */
+int ilf_hold_input(struct pfd *p, int fd, int flags)
+{
+	pthread_mutex_lock(&ilf_mu);
+	if (p->rearm) { /* the report it was for is this read */
+		p->rearm = false;
+		atomic_fetch_sub(&ilf_replaying, 1);
+	}
+	bool owed = p->owed_told;
+	pthread_mutex_unlock(&ilf_mu);
+	if (!owed)
+		return 0;
+	bool nonblock = (flags & MSG_DONTWAIT) || (fcntl(fd, F_GETFL) & O_NONBLOCK);
+	for (;;) {
+		struct pollfd q = {.fd = fd, .events = POLLIN};
+		if (REAL(poll)(&q, 1, 0) > 0 && (q.revents & (POLLERR | POLLHUP)))
+			return 0; /* reset (the logger's deadline): the read says so */
+		pthread_mutex_lock(&ilf_mu);
+		owed = p->owed_told;
+		if (owed && nonblock)
+			p->held = true;
+		pthread_mutex_unlock(&ilf_mu);
+		if (!owed)
+			return 0;
+		if (nonblock) {
+			errno = EAGAIN;
+			return -1;
+		}
+		REAL(poll)(&q, 1, 10);
+	}
 }
 
 void ilf_replay_end(struct pfd *p)
@@ -731,6 +776,11 @@ int close(int fd)
 			p->peer_fin = false;
 			atomic_fetch_sub(&ilf_replaying, 1);
 		}
+		if (p->rearm) {
+			p->rearm = false;
+			atomic_fetch_sub(&ilf_replaying, 1);
+		}
+		p->owed_told = p->held = false;
 		p->prot = false;
 		plist_del(fd);
 		pthread_mutex_unlock(&ilf_mu);

@@ -45,6 +45,11 @@ struct pfd {
 	 * last word: a long catch-up is not a stuck one) and at 0. */
 	bool owed_told;
 	uint64_t owed_last;
+	/* While output is owed the client's new bytes wait in the socket
+	 * (ilf_hold_input): held, a read was refused meanwhile; rearm, the
+	 * connection reads as ready once more when the hold ends (an
+	 * edge-triggered server would not hear of those bytes again). */
+	bool held, rearm;
 	/* The client closed its side before the crash (FTC_REPLAY_PEER_FIN):
 	 * once the replay is read every read returns 0 and the descriptor
 	 * stays readable, as a socket that got a FIN does. */
@@ -100,7 +105,7 @@ static inline struct pfd *ilf_p(int fd)
 static inline bool ilf_replay_ready(int fd)
 {
 	struct pfd *p = ilf_p(fd);
-	return p && ((p->rp.log_fd >= 0 && p->rp.log_left) || p->peer_fin);
+	return p && ((p->rp.log_fd >= 0 && p->rp.log_left) || p->peer_fin || p->rearm);
 }
 
 /* Protection cannot be kept: better to stop than to let the client see
@@ -116,6 +121,8 @@ size_t ilf_before_write(struct pfd *p, size_t n);
 ssize_t ilf_replay_read(struct pfd *p, void *buf, size_t n, bool peek);
 void ilf_announce_close(struct pfd *p);
 void ilf_replay_end(struct pfd *p);
+/* ilftcp.c, without ilf_mu: 0, read the socket; -1 with errno EAGAIN. */
+int ilf_hold_input(struct pfd *p, int fd, int flags);
 
 /* ilftcp_poll.c */
 void ilf_poll_forget(int fd);

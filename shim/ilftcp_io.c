@@ -12,7 +12,9 @@
  * work as they do without the shim: the wait is for the local logger, and
  * EAGAIN and short writes pass through. Calls that could move a protected
  * connection's bytes behind the shim's back (recvmmsg, sendmmsg, dup*)
- * stop the process with a message naming the call.
+ * stop the process with a message naming the call. After a replay, while
+ * output the client already had is still owed, the socket's new bytes
+ * are held back (ilf_hold_input, ilftcp.c).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -55,6 +57,8 @@ ssize_t read(int fd, void *buf, size_t n)
 		return REAL(read)(fd, buf, n);
 	if ((r = from_replay(p, buf, n, 0)) >= 0)
 		return r;
+	if (ilf_hold_input(p, fd, 0))
+		return -1;
 	return after_read(p, REAL(read)(fd, buf, n), 0);
 }
 
@@ -70,6 +74,8 @@ ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *a, soc
 			*al = 0;
 		return r;
 	}
+	if (ilf_hold_input(p, fd, flags))
+		return -1;
 	return after_read(p, REAL(recvfrom)(fd, buf, n, flags, a, al), flags);
 }
 
@@ -113,6 +119,8 @@ ssize_t readv(int fd, const struct iovec *iov, int cnt)
 		return REAL(readv)(fd, iov, cnt);
 	if (cnt > 0 && (r = replay_vec(p, iov, (size_t)cnt, 0)) >= 0)
 		return r;
+	if (ilf_hold_input(p, fd, 0))
+		return -1;
 	return after_read(p, REAL(readv)(fd, iov, cnt), 0);
 }
 
@@ -129,6 +137,8 @@ ssize_t recvmsg(int fd, struct msghdr *mh, int flags)
 		mh->msg_flags = 0;
 		return r;
 	}
+	if (ilf_hold_input(p, fd, flags))
+		return -1;
 	return after_read(p, REAL(recvmsg)(fd, mh, flags), flags);
 }
 
@@ -338,6 +348,8 @@ ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t n, unsig
 				from_replay(pi, tmp, (size_t)w, 0);
 			return w;
 		}
+		if (ilf_hold_input(pi, in, (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0))
+			return -1;
 		return after_read(pi, REAL(splice)(in, off_in, out, off_out, n, flags), 0);
 	}
 	return REAL(splice)(in, off_in, out, off_out, n, flags);

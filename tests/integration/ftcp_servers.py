@@ -93,9 +93,10 @@ http {{
     return [NGINX, "-c", str(conf), "-p", str(tmp), "-e", str(tmp / "nginx-early.log")]
 
 
-def redis_argv(tmp: Path, port: int):
+def redis_argv(tmp: Path, port: int, aof=False):
     """redis-server in the foreground, no persistence (the state after a crash is what
-    replay rebuilds), its pid, log and directory under tmp."""
+    replay rebuilds) unless aof (an append-only file fsynced at every write), its pid,
+    log and directory under tmp."""
     d = tmp / "redis"
     d.mkdir(exist_ok=True)
     conf = tmp / "redis.conf"
@@ -108,8 +109,7 @@ pidfile {tmp}/redis.pid
 logfile {tmp}/redis.log
 dir {d}
 save ""
-appendonly no
-""")
+""" + ("appendonly yes\nappendfsync always\n" if aof else "appendonly no\n"))
     return [REDIS, str(conf)]
 
 
@@ -188,24 +188,30 @@ def resp_main(a):
 
 
 def stale_main(a):
-    """One connection SETs a key and closes; a second GETs it and then waits. Once the
-    server restarts, the second connection's replay (its GET) finds the key gone (the
-    closed connection is not replayed): what it waits for is printed."""
+    """One connection SETs a key and closes; a second GETs it, says "ready" and waits for
+    a line on stdin (the test kills and restarts the server meanwhile), then GETs it
+    again on the same connection: the outcome is printed. Without persistence the
+    second connection's replay (its first GET) finds the key gone, since the closed
+    connection is not replayed."""
+    key = f"stale:{a.seed}"
     w = Resp(a.host, a.port)
-    assert w.cmd("SET", f"stale:{a.seed}", "value") == "OK"
+    assert w.cmd("SET", key, "value") == "OK"
     w.s.close()
     r = Resp(a.host, a.port)
-    assert r.cmd("GET", f"stale:{a.seed}") == "value"
+    assert r.cmd("GET", key) == "value"
     print("ready", flush=True)
+    sys.stdin.readline()
     t0 = time.monotonic()
     r.s.settimeout(a.wait)
     try:
-        got = r.s.recv(100)
-        outcome = "data" if got else "closed"
-    except ConnectionResetError:
+        got = r.cmd("GET", key)
+        outcome = "value" if got == "value" else f"other: {got!r}"
+    except (ConnectionResetError, EOFError):
         outcome = "reset"
     except socket.timeout:
         outcome = "timeout"
+    except Exception as e:  # noqa: BLE001 - a reply that is not RESP: what the test must not see
+        outcome = f"garbage: {e!r}"
     print(json.dumps({"outcome": outcome, "seconds": round(time.monotonic() - t0, 3)}),
           flush=True)
     return 0
