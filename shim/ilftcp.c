@@ -479,6 +479,39 @@ static void tell_owed(struct pfd *p)
 		lg_put(&m, sizeof(m));
 }
 
+size_t ilf_tail_overlap(const struct pfd *p, uint64_t pos, size_t n, size_t *at)
+{
+	if (!p->tail_len || !n)
+		return 0;
+	uint64_t t0 = p->tail_end - p->tail_len;
+	uint64_t lo = pos > t0 ? pos : t0;
+	uint64_t hi = pos + n < p->tail_end ? pos + n : p->tail_end;
+	if (lo >= hi)
+		return 0;
+	*at = (size_t)(lo - pos);
+	return (size_t)(hi - lo);
+}
+
+bool ilf_tail_match(struct pfd *p, uint64_t pos, const uint8_t *b, size_t n)
+{
+	uint64_t t0 = p->tail_end - p->tail_len;
+
+	if (!memcmp(b, p->tail + (pos - t0), n))
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (b[i] != p->tail[pos - t0 + i]) {
+			pos += i;
+			break;
+		}
+	p->diverged = true;
+	mark("diverged", p, pos);
+	struct ftc_shim_msg m = {.type = FS_OWED, .flags = FTC_OWED_DIVERGED, .key = p->key,
+				 .a = (uint32_t)pos, .b = (uint32_t)(pos >> 32)};
+	if (lg >= 0)
+		lg_put(&m, sizeof(m));
+	return false;
+}
+
 /* Output commit: no write before every earlier read length is logged.
  * Returns how many leading bytes to discard (already at the client). */
 size_t ilf_before_write(struct pfd *p, size_t n)
@@ -628,6 +661,11 @@ static bool take_replay(struct pfd *p)
 	 * before a byte is served (ilftcp_replay.c). */
 	if (ilf_replay_load(&p->rp, rf, lf, &p->out_skip, &why))
 		ilf_die(why);
+	p->out_pos = 0;
+	p->tail_end = p->rp.tail_end;
+	p->tail_len = p->rp.tail_len;
+	memcpy(p->tail, p->rp.tail, p->tail_len);
+	p->diverged = false;
 	REAL(close)(rf);
 	/* Logged reads are already acknowledged. */
 	p->reads_sent = p->reads_acked = p->rp.n_reads;

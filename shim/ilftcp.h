@@ -50,6 +50,16 @@ struct pfd {
 	 * connection reads as ready once more when the hold ends (an
 	 * edge-triggered server would not hear of those bytes again). */
 	bool held, rearm;
+	/* What the restarted server writes is compared with the crashed
+	 * server's last output (tail_*, from the replay) where they overlap,
+	 * whether discarded or sent (the client's TCP drops bytes it already
+	 * has, and takes what follows them: a longer, different reply would
+	 * reach it cut); out_pos counts the bytes written so far while it is
+	 * below tail_end. */
+	uint64_t out_pos, tail_end;
+	uint32_t tail_len;
+	uint8_t tail[FTC_OUT_TAIL];
+	bool diverged;
 	/* The client closed its side before the crash (FTC_REPLAY_PEER_FIN):
 	 * once the replay is read every read returns 0 and the descriptor
 	 * stays readable, as a socket that got a FIN does. */
@@ -118,6 +128,12 @@ _Noreturn void ilf_refuse(const char *call);
 /* ilftcp.c, under ilf_mu */
 void ilf_log_read(struct pfd *p, size_t n);
 size_t ilf_before_write(struct pfd *p, size_t n);
+/* Of n bytes written from outstream position pos on, those the crashed
+ * server's tail covers: [*at, *at + the count returned). */
+size_t ilf_tail_overlap(const struct pfd *p, uint64_t pos, size_t n, size_t *at);
+/* Those bytes (b, n at position pos) against the tail: false, the logger
+ * told and the connection marked diverged, when they differ. */
+bool ilf_tail_match(struct pfd *p, uint64_t pos, const uint8_t *b, size_t n);
 ssize_t ilf_replay_read(struct pfd *p, void *buf, size_t n, bool peek);
 void ilf_announce_close(struct pfd *p);
 void ilf_replay_end(struct pfd *p);

@@ -168,12 +168,71 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
 
 /* ---- writes ------------------------------------------------------------ */
 
-static size_t commit(struct pfd *p, size_t n)
+/* Where a write's bytes are, so that those discarded can be compared with
+ * the crashed server's last output: a buffer, a vector, or a file at an
+ * offset (sendfile). */
+struct src {
+	const uint8_t *buf;
+	const struct iovec *iov;
+	size_t cnt;
+	int fd;
+	off_t off;
+};
+
+/* Bytes [at, at + len) of the write into dst; false if they cannot be had. */
+static bool src_copy(const struct src *s, size_t at, uint8_t *dst, size_t len)
+{
+	if (s->buf) {
+		memcpy(dst, s->buf + at, len);
+		return true;
+	}
+	if (s->iov) {
+		for (size_t i = 0; i < s->cnt && len; i++) {
+			size_t l = s->iov[i].iov_len;
+			if (at >= l) {
+				at -= l;
+				continue;
+			}
+			size_t k = l - at < len ? l - at : len;
+			memcpy(dst, (const uint8_t *)s->iov[i].iov_base + at, k);
+			dst += k;
+			len -= k;
+			at = 0;
+		}
+		return len == 0;
+	}
+	return s->fd >= 0 && pread(s->fd, dst, len, s->off + (off_t)at) == (ssize_t)len;
+}
+
+/* Output commit, then how many leading bytes to discard; all n when the
+ * restarted server's output is not the crashed one's (the connection is
+ * being reset: nothing more of it may reach the client). */
+static size_t commit(struct pfd *p, size_t n, const struct src *s)
 {
 	pthread_mutex_lock(&ilf_mu);
-	size_t skip = ilf_before_write(p, n);
+	size_t skip = ilf_before_write(p, n), at = 0, len;
+	uint8_t b[FTC_OUT_TAIL];
+
+	if (!p->diverged && (len = ilf_tail_overlap(p, p->out_pos, n, &at)) &&
+	    src_copy(s, at, b, len))
+		ilf_tail_match(p, p->out_pos + at, b, len);
+	if (p->diverged)
+		skip = n;
+	else if (p->out_pos < p->tail_end)
+		p->out_pos += skip;
 	pthread_mutex_unlock(&ilf_mu);
 	return skip;
+}
+
+/* r bytes of a write went to the socket: the position moves on. */
+static ssize_t sent(struct pfd *p, ssize_t r)
+{
+	if (r > 0 && p->out_pos < p->tail_end) {
+		pthread_mutex_lock(&ilf_mu);
+		p->out_pos += (uint64_t)r;
+		pthread_mutex_unlock(&ilf_mu);
+	}
+	return r;
 }
 
 /* r bytes went out after skip were discarded: what the caller is told. */
@@ -189,10 +248,11 @@ ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockad
 
 	if (!p)
 		return REAL(sendto)(fd, buf, n, flags, a, al);
-	size_t skip = commit(p, n);
+	size_t skip = commit(p, n, &(struct src){.buf = buf, .fd = -1});
 	if (skip == n)
 		return (ssize_t)n;
-	return with_skip(REAL(sendto)(fd, (const uint8_t *)buf + skip, n - skip, flags, a, al),
+	return with_skip(sent(p, REAL(sendto)(fd, (const uint8_t *)buf + skip, n - skip, flags,
+					       a, al)),
 			 skip);
 }
 
@@ -224,7 +284,7 @@ static size_t vec_commit(struct pfd *p, const struct iovec *iov, size_t cnt,
 	*heap = NULL;
 	*out = (struct iovec *)iov;
 	*ocnt = cnt;
-	skip = commit(p, tot);
+	skip = commit(p, tot, &(struct src){.iov = iov, .cnt = cnt, .fd = -1});
 	if (!skip || skip == tot)
 		return skip;
 	struct iovec *v = malloc(sizeof(*v) * cnt);
@@ -256,7 +316,7 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	skip = vec_commit(p, iov, (size_t)cnt, &v, &n, &heap, &total);
 	if (skip == total)
 		return (ssize_t)total;
-	ssize_t r = with_skip(REAL(writev)(fd, v, (int)n), skip);
+	ssize_t r = with_skip(sent(p, REAL(writev)(fd, v, (int)n)), skip);
 	free(heap);
 	return r;
 }
@@ -275,7 +335,7 @@ ssize_t sendmsg(int fd, const struct msghdr *mh, int flags)
 	struct msghdr m2 = *mh;
 	m2.msg_iov = v;
 	m2.msg_iovlen = n;
-	ssize_t r = with_skip(REAL(sendmsg)(fd, &m2, flags), skip);
+	ssize_t r = with_skip(sent(p, REAL(sendmsg)(fd, &m2, flags)), skip);
 	free(heap);
 	return r;
 }
@@ -290,7 +350,8 @@ static ssize_t do_sendfile(int out, int in, off_t *off, size_t n)
 
 	if (!p)
 		return REAL(sendfile)(out, in, off, n);
-	size_t skip = commit(p, n);
+	size_t skip = commit(p, n, &(struct src){.fd = in,
+						 .off = off ? *off : lseek(in, 0, SEEK_CUR)});
 	if (skip) {
 		if (off)
 			*off += (off_t)skip;
@@ -299,7 +360,7 @@ static ssize_t do_sendfile(int out, int in, off_t *off, size_t n)
 	}
 	if (skip == n)
 		return (ssize_t)n;
-	return with_skip(REAL(sendfile)(out, in, off, n - skip), skip);
+	return with_skip(sent(p, REAL(sendfile)(out, in, off, n - skip)), skip);
 }
 
 ssize_t ilf_sendfile(int out, int in, off_t *off, size_t n) __asm__("sendfile");
@@ -327,7 +388,8 @@ ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t n, unsig
 	if (po) {
 		pthread_mutex_lock(&ilf_mu);
 		ilf_before_write(po, 0); /* output commit only */
-		uint64_t left = po->out_skip;
+		/* diverged: whatever it writes now is dropped (commit) */
+		uint64_t left = po->diverged ? UINT64_MAX : po->out_skip;
 		pthread_mutex_unlock(&ilf_mu);
 		if (left) {
 			size_t k = n < sizeof(tmp) ? n : sizeof(tmp);
@@ -335,10 +397,12 @@ ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t n, unsig
 				k = (size_t)left;
 			r = REAL(read)(in, tmp, k);
 			if (r > 0)
-				commit(po, (size_t)r);
+				commit(po, (size_t)r, &(struct src){.buf = tmp, .fd = -1});
 			return r;
 		}
-		return REAL(splice)(in, off_in, out, off_out, n, flags);
+		/* The pipe's bytes go on unseen: not compared with the tail
+		 * (docs/ft-tcp.md), but counted. */
+		return sent(po, REAL(splice)(in, off_in, out, off_out, n, flags));
 	}
 	if (pi) {
 		size_t k = n < sizeof(tmp) ? n : sizeof(tmp);

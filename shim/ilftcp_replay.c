@@ -77,6 +77,10 @@ int ilf_replay_parse(struct ilf_replay *r, const uint8_t *file, size_t len, uint
 		*why = "replay file: more read bytes than logged bytes";
 		return -1;
 	}
+	if (h.tail_len > FTC_OUT_TAIL || h.tail_end < h.tail_len) {
+		*why = "replay file: its output tail is not within the stream";
+		return -1;
+	}
 	r->ext = malloc(sizeof(*r->ext) * (h.n_ext ? h.n_ext : 1));
 	r->rlens = malloc(sizeof(*r->rlens) * (nr ? nr : 1));
 	if (!r->ext || !r->rlens) {
@@ -96,6 +100,9 @@ int ilf_replay_parse(struct ilf_replay *r, const uint8_t *file, size_t len, uint
 	r->n_reads = nr;
 	r->log_left = h.data_len;
 	r->log_size = log_size;
+	r->tail_end = h.tail_end;
+	r->tail_len = h.tail_len;
+	memcpy(r->tail, h.tail, h.tail_len);
 	*out_skip = h.out_skip;
 	return 0;
 }

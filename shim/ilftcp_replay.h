@@ -35,6 +35,11 @@ struct ilf_replay {
 	uint32_t part;      /* bytes of rlens[next_read] already served */
 	uint64_t log_left;  /* logged instream bytes not served yet */
 	uint64_t log_size;  /* of the log file, when the replay began */
+	/* The crashed server's last output (ftc_replay_hdr): tail_len bytes
+	 * ending at outstream position tail_end. */
+	uint64_t tail_end;
+	uint32_t tail_len;
+	uint8_t tail[FTC_OUT_TAIL];
 };
 
 /* The replay file's header and lists: file holds its first len bytes (at

@@ -164,9 +164,9 @@ static void abandon(struct ftlog *L, struct ftl_conn *c, uint32_t why)
 	static const char *const text[] = {
 		[FTC_AB_TIMEOUT] = "the restarted server did not accept it in time",
 		[FTC_AB_REPLAY] = "no replay file",
-		[FTC_AB_DIVERGED] = "the restarted server read its replay but did not write "
-				    "again all the client had (its re-execution differs from the "
-				    "crashed one's: state the replayed connections do not rebuild?); "
+		[FTC_AB_DIVERGED] = "the restarted server did not write again what the client "
+				    "had (its re-execution differs from the crashed one's: state the "
+				    "replayed connections do not rebuild, or a server not ready yet?); "
 				    "the client is reset",
 	};
 
@@ -177,7 +177,12 @@ static void abandon(struct ftlog *L, struct ftl_conn *c, uint32_t why)
 		L->l.st.recover_abandoned_diverged++;
 	else
 		L->l.st.recover_abandoned_replay++;
-	if (why == FTC_AB_DIVERGED)
+	if (why == FTC_AB_DIVERGED && c->differs_at)
+		fprintf(stderr, "ftlog: connection to port %u from port %u: the restarted server "
+			"wrote other bytes than the client had, from output byte %llu on\n",
+			ntohs(c->key.sport), ntohs(c->key.cport),
+			(unsigned long long)(c->differs_at - 1));
+	else if (why == FTC_AB_DIVERGED)
 		fprintf(stderr, "ftlog: connection to port %u from port %u: %llu bytes still owed "
 			"%llu ms after its replay\n", ntohs(c->key.sport), ntohs(c->key.cport),
 			(unsigned long long)c->owed,
@@ -762,6 +767,11 @@ static void sess_msg(struct ftlog *L, int i, const struct ftc_shim_msg *m)
 	case FS_OWED:
 		if (!c || c->closed)
 			break;
+		if (m->flags & FTC_OWED_DIVERGED) {
+			c->differs_at = ((uint64_t)m->a | (uint64_t)m->b << 32) + 1;
+			abandon(L, c, FTC_AB_DIVERGED);
+			break;
+		}
 		c->owed = (uint64_t)m->a | (uint64_t)m->b << 32;
 		c->owed_deadline_ns = c->owed ? ftl_now_ns() + L->catchup_ns : 0;
 		break;

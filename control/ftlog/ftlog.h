@@ -75,6 +75,12 @@ struct ftl_conn {
 	/* Recovered: output the client had that the restarted server has not
 	 * yet written again, its replay read (FS_OWED); reset at the deadline. */
 	uint64_t owed, owed_deadline_ns;
+	uint64_t differs_at; /* 1 + the output position the shim saw differ, 0: none */
+	/* The server's last output before its crash (FR_CRASHED): the
+	 * out_tail_len bytes ending at client-visible seq out_tail_end. */
+	uint32_t out_tail_end;
+	uint8_t out_tail_len;
+	uint8_t out_tail[FTC_OUT_TAIL];
 };
 
 enum { FTL_RP_NONE, FTL_RP_BUILDING, FTL_RP_READY, FTL_RP_FAILED };
@@ -233,6 +239,9 @@ struct ftl_replay {
 	bool fin;               /* the client's FIN follows them: data_len leaves it out */
 	uint32_t nmax;          /* reads to take at most */
 	uint64_t out_skip;
+	uint64_t tail_end; /* ftc_replay_hdr's */
+	uint32_t tail_len;
+	uint8_t tail[FTC_OUT_TAIL];
 	/* results */
 	int rc;
 	uint32_t n_reads;

@@ -267,6 +267,11 @@ int ftl_apply(struct ftl *l, struct ftl_conn *c, const struct ftc_rec *r, bool a
 	case FR_CRASHED:
 		if (c->state == FC_LIVE || c->state == FC_CRASHED)
 			c->state = FC_FROZEN;
+		if (r->plen && r->plen <= FTC_OUT_TAIL && r->aux == r->plen) {
+			memcpy(c->out_tail, r + 1, r->plen);
+			c->out_tail_len = (uint8_t)r->plen;
+			c->out_tail_end = r->ack;
+		}
 		break;
 	case FR_RECOVERED:
 		l->st.recoveries++;

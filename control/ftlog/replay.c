@@ -53,6 +53,16 @@ int ftl_replay_prepare(struct ftl *l, const struct ftl_conn *c, struct ftl_repla
 	j->nmax = c->reads_durable + 1;
 	ftl_replay_params(c, &fab_isn, &sseq);
 	j->out_skip = sseq - (c->server_isn + 1);
+	/* The output tail, as outstream positions (0: the first byte). */
+	j->tail_len = 0;
+	if (c->out_tail_len && c->have_synack) {
+		uint32_t end = c->out_tail_end - (c->server_isn + 1);
+		if (end >= c->out_tail_len && end < (1u << 31)) {
+			j->tail_end = end;
+			j->tail_len = c->out_tail_len;
+			memcpy(j->tail, c->out_tail, c->out_tail_len);
+		}
+	}
 	j->rc = -1;
 	if (c->n_spans) {
 		j->spans = malloc(sizeof(*j->spans) * c->n_spans);
@@ -352,7 +362,9 @@ int ftl_replay_build(struct ftl_replay *j)
 	uint64_t data_off = sizeof(struct ftc_replay_hdr) + sizeof(*pl.lens) * pl.n_reads +
 			    (L ? sizeof(struct ftc_replay_ext) : 0);
 	struct ftc_replay_hdr h = {.n_reads = pl.n_reads, .n_ext = L ? 1 : 0, .data_len = L,
-				   .out_skip = j->out_skip};
+				   .out_skip = j->out_skip, .tail_end = j->tail_end,
+				   .tail_len = j->tail_len};
+	memcpy(h.tail, j->tail, j->tail_len);
 	struct ftc_replay_ext one = {.log_off = data_off, .len = L};
 	memcpy(h.magic, FTC_REPLAY_MAGIC, 8);
 	/* Written under a temporary name and renamed: the logger never hands

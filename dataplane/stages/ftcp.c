@@ -289,6 +289,46 @@ static void post_burst(struct il_stage *st)
 	f->n_post = 0;
 }
 
+/* The server's newest output bytes [seq, seq + n) (client-visible seq):
+ * the last FTC_OUT_TAIL of the stream are kept, for FR_CRASHED. A
+ * retransmission adds nothing; a gap starts the window over. */
+static void tail_note(struct ftcp_flow *fl, uint32_t seq, const uint8_t *p, uint32_t n)
+{
+	uint32_t end = seq + n, keep = FTC_OUT_TAIL;
+	uint8_t buf[2 * FTC_OUT_TAIL];
+	uint32_t have = 0;
+
+	if (!n || (fl->out_tail_len && !ftc_seq_lt(fl->out_tail_end, end)))
+		return;
+	if (fl->out_tail_len && !ftc_seq_lt(fl->out_tail_end, seq)) {
+		/* Contiguous with what is kept: the new bytes follow it. */
+		uint32_t add = end - fl->out_tail_end;
+		p += n - add;
+		n = add;
+		have = fl->out_tail_len;
+		memcpy(buf, fl->out_tail, have);
+	}
+	if (n >= keep) {
+		memcpy(fl->out_tail, p + n - keep, keep);
+		fl->out_tail_len = (uint8_t)keep;
+	} else {
+		memcpy(buf + have, p, n);
+		have += n;
+		uint32_t k = have < keep ? have : keep;
+		memcpy(fl->out_tail, buf + have - k, k);
+		fl->out_tail_len = (uint8_t)k;
+	}
+	fl->out_tail_end = end;
+}
+
+/* FR_CRASHED: seq = the instream's end, ack = the end of the output tail
+ * kept, aux = its length, the tail as payload. */
+static bool log_crashed(struct ftcp *f, struct ftcp_flow *fl)
+{
+	return log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, fl->out_tail_end, 0, 0,
+		       fl->out_tail_len, fl->out_tail, fl->out_tail_len);
+}
+
 /* The protect entry of a flow's server (address and port), -1: none. */
 static int prot_index(const struct ftcp *f, const struct ftc_key *k)
 {
@@ -326,8 +366,7 @@ static void on_down(struct il_stage *st, const struct ftc_down *d)
 			 * fabricated connection: wait for the next FD_RECOVER. */
 			fl->syn_sent = false;
 			ftl_unlink(f, (int32_t)(fl - f->flows), ftl_slot[FTL_SYN]); /* no more SYNs */
-			fl->crash_rec_pending = !log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0,
-							 0, 0, 0, NULL, 0);
+			fl->crash_rec_pending = !log_crashed(f, fl);
 			if (fl->crash_rec_pending)
 				ftl_append(f, (int32_t)(fl - f->flows), FTL_CRASH);
 			break;
@@ -350,8 +389,7 @@ static void on_down(struct il_stage *st, const struct ftc_down *d)
 		 * listener, not a lingering FIN_WAIT socket (seq = its rcv_nxt). */
 		make_seg(st, fl, true, fl->c2s_next, 0, IL_TCP_F_RST, 0, NULL, 0);
 		st->ctr[C_RST_TO_SERVER]++;
-		fl->crash_rec_pending =
-			!log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0, 0, 0, 0, NULL, 0);
+		fl->crash_rec_pending = !log_crashed(f, fl);
 		if (fl->crash_rec_pending)
 			ftl_append(f, (int32_t)(fl - f->flows), FTL_CRASH);
 		break;
@@ -693,6 +731,7 @@ static bool from_server(struct il_stage *st, struct rte_mbuf *m, struct seg *s)
 	}
 	if (fl->delta_seq)
 		set32(s->tcp, OFF_SEQ, s->seq + fl->delta_seq);
+	tail_note(fl, s->seq + fl->delta_seq, s->payload, s->plen);
 	end = s->seq + s->plen + ((s->flags & IL_TCP_F_FIN) ? 1 : 0);
 	if (ftc_seq_lt(fl->srv_nxt, end))
 		fl->srv_nxt = end;
@@ -836,7 +875,7 @@ static bool tick_due(struct il_stage *st, uint64_t now, unsigned budget)
 
 		if (budget-- == 0)
 			return true;
-		if (!log_rec(f, &fl->key, FR_CRASHED, fl->c2s_next, 0, 0, 0, 0, NULL, 0))
+		if (!log_crashed(f, fl))
 			break; /* the ring is still full: the rest would fail too */
 		fl->crash_rec_pending = false;
 		ftl_unlink(f, pos, ftl_slot[FTL_CRASH]);

@@ -65,6 +65,12 @@ struct ftcp_flow {
 	uint32_t delta_seq;  /* client-visible outstream seq - server TCP seq */
 	uint32_t stable_seq; /* lowest instream seq not known to be logged */
 	uint32_t server_seq; /* recovery: first outstream seq the new server sends */
+	/* The last out_tail_len bytes of the server's output, ending at
+	 * client-visible seq out_tail_end: FR_CRASHED carries them, so the
+	 * restarted server's output is compared with them (docs/ft-tcp.md). */
+	uint32_t out_tail_end;
+	uint8_t out_tail_len;
+	uint8_t out_tail[FTC_OUT_TAIL];
 	uint32_t fab_isn;
 	uint32_t new_isn;    /* the restarted server's ISN (its SYN-ACK may come again) */
 	uint32_t c2s_next;   /* end of the instream bytes passed on */

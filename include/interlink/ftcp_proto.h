@@ -149,8 +149,13 @@ enum ftc_shim_type {
 	FS_OWED = 10,     /* shim -> logger: key, a | b << 32 = output bytes the
 			   * client already has that the server has not written
 			   * again; sent when the replay is read with some owed,
-			   * then with 0 once they are written */
+			   * then with 0 once they are written; with flags
+			   * FTC_OWED_DIVERGED: a | b << 32 = the outstream position
+			   * where what the server wrote again differs from what
+			   * the client had (the replay's tail): reset it now */
 };
+
+#define FTC_OWED_DIVERGED 0x0001
 
 struct ftc_shim_msg {
 	uint16_t type;
@@ -172,12 +177,23 @@ _Static_assert(sizeof(struct ftc_shim_msg) == 32, "shim message is 32 bytes");
  * stream order, covering data_len bytes without overlap. The logger of the
  * shared log writes one extent, pointing at a copy of the bytes after the
  * extents in the replay file itself (a reader needs no other assumption). */
+#define FTC_OUT_TAIL 32
+
 struct ftc_replay_hdr {
-	char magic[8];      /* "ILFTRPL2" */
+	char magic[8];      /* "ILFTRPL3" */
 	uint32_t n_reads;
 	uint32_t n_ext;
 	uint64_t data_len;  /* logged instream bytes to replay */
 	uint64_t out_skip;  /* outstream bytes the client already acknowledged */
+	/* The last tail_len (<= FTC_OUT_TAIL) bytes the server had sent before
+	 * it crashed, ending at outstream position tail_end (0: the first
+	 * byte after the SYN-ACK): the shim compares the bytes it discards
+	 * with them, so a restarted server that writes something else is
+	 * caught even when it writes as much. */
+	uint64_t tail_end;
+	uint32_t tail_len;
+	uint32_t spare;
+	uint8_t tail[FTC_OUT_TAIL];
 };
 
 struct ftc_replay_ext {
@@ -185,7 +201,7 @@ struct ftc_replay_ext {
 	uint32_t len;
 	uint32_t pad;
 };
-#define FTC_REPLAY_MAGIC "ILFTRPL2"
+#define FTC_REPLAY_MAGIC "ILFTRPL3"
 
 #define FTC_LOGGER_SOCK_DEF "/run/interlink/ftlog.sock"
 #define FTC_RING_PATH_DEF "/dev/shm/interlink-ftcp"

@@ -98,6 +98,8 @@ FZ_HARNESS static size_t program(struct fz *z, uint8_t *f, bool one, size_t log_
 	h.n_ext = n_ext;
 	h.data_len = fz_u8(z) & 0x80 ? fz_u64(z) : data;
 	h.out_skip = fz_u32(z);
+	h.tail_len = fz_u8(z) % 40; /* the output tail: a length past FTC_OUT_TAIL, */
+	h.tail_end = fz_u8(z) % 48; /* or an end before its start, is refused */
 	memcpy(f, &h, sizeof(h));
 	if (!one)
 		return lists;
@@ -158,6 +160,11 @@ FZ_HARNESS int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FZ_CHECK(lists <= flen, "lists of %lu bytes in a file of %zu", (unsigned long)lists, flen);
 	FZ_CHECK(r.log_left == h.data_len, "log_left %lu for data_len %lu",
 		 (unsigned long)r.log_left, (unsigned long)h.data_len);
+	FZ_CHECK(h.tail_len <= FTC_OUT_TAIL && h.tail_end >= h.tail_len &&
+			 r.tail_len == h.tail_len && r.tail_end == h.tail_end &&
+			 !memcmp(r.tail, h.tail, h.tail_len),
+		 "output tail %u bytes ending at %lu accepted as %u at %lu", h.tail_len,
+		 (unsigned long)h.tail_end, r.tail_len, (unsigned long)r.tail_end);
 	const uint8_t *ext = fs + sizeof(h) + (size_t)h.n_reads * 4;
 	for (uint32_t i = 0; i < h.n_ext; i++) {
 		struct ftc_replay_ext e;

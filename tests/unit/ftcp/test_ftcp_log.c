@@ -300,6 +300,17 @@ static void test_store_holes_restart_replay(void **state)
 		rec_read(&L1, c, rl[i]);
 	assert_int_equal(c->reads, 3);
 	assert_int_equal(c->read_total, 3200);
+	/* The crash: FR_CRASHED with the server's last 20 bytes of output,
+	 * ending at outstream position 150 (seq 5000 + 1 + 150). */
+	{
+		uint8_t buf[sizeof(struct ftc_rec) + 32];
+		struct ftc_rec *r = (struct ftc_rec *)buf;
+		*r = (struct ftc_rec){.len = ftc_rec_size(20), .type = FR_CRASHED, .plen = 20,
+				      .key = c->key, .seq = isn + 3001, .ack = 5151, .aux = 20};
+		for (int i = 0; i < 20; i++)
+			((uint8_t *)(r + 1))[i] = (uint8_t)('A' + i);
+		assert_int_equal(ftl_apply(&L1, c, r, true), 0);
+	}
 	commit_round(&L1);
 	/* A torn record at the tail (a crash mid-write). */
 	struct ftl_seg *hd = &L1.segs[L1.n_segs - 1];
@@ -316,6 +327,8 @@ static void test_store_holes_restart_replay(void **state)
 	assert_int_equal(d->server_isn, 5000);
 	assert_int_equal(d->max_ack, 5101);
 	assert_int_equal(d->reads, 3);
+	assert_int_equal(d->out_tail_len, 20);
+	assert_int_equal(d->out_tail_end, 5151);
 	assert_int_equal(d->log_end, c->log_end);
 	assert_int_equal(L2.written, L1.written); /* torn tail cut off */
 	struct stat stb;
@@ -335,6 +348,9 @@ static void test_store_holes_restart_replay(void **state)
 	assert_int_equal(h.n_reads, 2);
 	assert_int_equal(h.data_len, 3000);
 	assert_int_equal(h.out_skip, 100);
+	assert_int_equal(h.tail_end, 150); /* the crashed server's last output, for the shim */
+	assert_int_equal(h.tail_len, 20);
+	assert_memory_equal(h.tail, "ABCDEFGHIJKLMNOPQRST", 20);
 	assert_int_equal(lens[0], 800);
 	assert_int_equal(lens[1], 1500);
 	/* Where records overlap, the first in stream order supplies the bytes

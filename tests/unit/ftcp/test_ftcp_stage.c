@@ -1212,6 +1212,41 @@ static void test_mass_recovery_reack_abandon_reset(void **state)
 	free_all(e, 1);
 }
 
+/* FR_CRASHED carries the server's last 32 bytes of output and where they
+ * end: across segments, a retransmission adding nothing. */
+static void test_crash_record_carries_the_servers_last_output(void **state)
+{
+	(void)state;
+	struct conn a = {LAZY, 40041, 0x3a110000u, 0x3b220000u};
+	struct tst *t = a.t;
+	uint8_t p1[40], p2[10], want[32], copy[1600];
+	struct rte_mbuf *e[8];
+	uint16_t port[8];
+	struct out o;
+	struct rec r;
+
+	open_conn(&a);
+	fill(p1, sizeof(p1), 11);
+	fill(p2, sizeof(p2), 12);
+	assert_true(pass1(t, s2c(&a, a.s0 + 1, a.c0 + 1, F_ACK | F_PSH, 500, NULL, 0, p1, 40), &o,
+			  copy, sizeof(copy)));
+	assert_true(pass1(t, s2c(&a, a.s0 + 41, a.c0 + 1, F_ACK | F_PSH, 500, NULL, 0, p2, 10), &o,
+			  copy, sizeof(copy)));
+	assert_true(pass1(t, s2c(&a, a.s0 + 1, a.c0 + 1, F_ACK | F_PSH, 500, NULL, 0, p1, 40), &o,
+			  copy, sizeof(copy)));
+	down(&a, FD_CRASH, 0, 0, 0);
+	assert_int_equal(poll_stage(t, e, port), 1); /* the RST to the dead socket */
+	free_all(e, 1);
+	expect_rec(&a, &r, FR_CRASHED, a.c0 + 1);
+	assert_int_equal(r.h.ack, a.s0 + 51);
+	assert_int_equal(r.h.aux, 32);
+	assert_int_equal(r.h.plen, 32);
+	memcpy(want, p1 + 18, 22);
+	memcpy(want + 22, p2, 10);
+	assert_memory_equal(r.p, want, 32);
+	expect_ring_empty(t);
+}
+
 /* A new connection while the crashed server is down: its kernel refuses
  * the SYN (nothing listens) and the refusal is dropped, so the client's
  * retransmitted SYN reaches the restarted server; once that server
@@ -1626,6 +1661,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_recovery_fabricated_syn_and_shift, fresh),
 		cmocka_unit_test_setup(test_mass_recovery_reack_abandon_reset, fresh),
 		cmocka_unit_test_setup(test_refusal_held_while_the_crashed_server_is_down, fresh),
+		cmocka_unit_test_setup(test_crash_record_carries_the_servers_last_output, fresh),
 		cmocka_unit_test_setup(test_unprotected_traffic_untouched, fresh),
 		cmocka_unit_test_setup(test_failover_arp_moves_server_mac, fresh),
 		cmocka_unit_test_setup(test_closing_flows_expire_oldest_first_within_a_budget, fresh),
