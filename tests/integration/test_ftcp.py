@@ -14,6 +14,7 @@ the whole case stays within seconds on a loaded 2-core machine.
 import os
 import random
 import signal
+import subprocess
 import time
 
 import pytest
@@ -124,7 +125,14 @@ def test_connect_while_the_server_is_down_reaches_the_restarted_one(tmp_path):
         r.kill_server()
         time.sleep(0.3)  # the logger's FD_CRASH reaches the stage
         c2 = r.client("--mode", "echo", "--bytes", str(100_000), "--seed", "22")
-        time.sleep(0.8)  # its SYN went out and was refused
+        # Its SYN went out (a slow start of the client's Python must not let the
+        # restarted server answer the first one), and its refusal came back.
+        end = time.time() + 20
+        while time.time() < end and not subprocess.run(
+                ["ip", "netns", "exec", r.ns_c, "ss", "-Htn", "state", "syn-sent",
+                 f"dport = :{PORT}"], capture_output=True, text=True).stdout.strip():
+            time.sleep(0.02)
+        time.sleep(0.3)
         r.start_server()
         outs = []
         for c in (c1, c2):
