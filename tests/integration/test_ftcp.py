@@ -53,6 +53,19 @@ def ftcp_counters(summary):
     return summary["stages"]["ftcp"]
 
 
+def wait_clients(clients, timeout=60):
+    """(returncode, stdout, stderr) of each client, killed if it outlives timeout."""
+    outs = []
+    for c in clients:
+        try:
+            out, err = c.communicate(timeout=timeout)
+        except Exception:
+            c.kill()
+            out, err = c.communicate()
+        outs.append((c.returncode, out, err))
+    return outs
+
+
 def crash_run(tmp, mode, strategy, nbytes=4 << 20, rate=4e6, durability="none",
               logger_args=(), clients=1, seed=None, failover=False, pin_arp=False):
     seed = crash_seed() if seed is None else seed
@@ -73,14 +86,7 @@ def crash_run(tmp, mode, strategy, nbytes=4 << 20, rate=4e6, durability="none",
         else:
             r.kill_server()
             r.start_server()
-        outs = []
-        for c in cl:
-            try:
-                out, err = c.communicate(timeout=60)
-            except Exception:
-                c.kill()
-                out, err = c.communicate()
-            outs.append((c.returncode, out, err))
+        outs = wait_clients(cl)
         r.stop_capture()
         summary = r.stop_appliance()
         logs = {n: (tmp / n).read_text() for n in ("ftlog.log", "appliance.log")}
@@ -134,14 +140,7 @@ def test_connect_while_the_server_is_down_reaches_the_restarted_one(tmp_path):
             time.sleep(0.02)
         time.sleep(0.3)
         r.start_server()
-        outs = []
-        for c in (c1, c2):
-            try:
-                out, err = c.communicate(timeout=60)
-            except Exception:
-                c.kill()
-                out, err = c.communicate()
-            outs.append((c.returncode, out, err))
+        outs = wait_clients((c1, c2))
         summary = r.stop_appliance()
     for rc, out, err in outs:
         assert rc == 0, err[-2000:]
