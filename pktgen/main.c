@@ -160,7 +160,7 @@ static void summary(FILE *out, const char *json, double send_s, double total_s, 
 		pg_hist_merge(&lat, &S.rx[r].lat);
 	for (unsigned g = 0; g < S.c.groups; g++)
 		sent_all += S.group_sent[g];
-	ok = count ? count_ok() : complete && !dis && !t.fifo && !t.unrec;
+	ok = (count ? count_ok() : complete && !dis && !t.fifo && !t.unrec) && !S.link_lost;
 	if (out) {
 		fprintf(out, "\n==== interlink-pktgen summary ====\n");
 		fprintf(out, "sent               %" PRIu64 " messages in %" PRIu64 " frames (%s) from %u senders "
@@ -212,9 +212,14 @@ static void summary(FILE *out, const char *json, double send_s, double total_s, 
 				fprintf(out, " g%u=%016" PRIx64, S.c.group_base + g, S.rx[0].g[g].hash);
 			fprintf(out, "\n");
 		}
-		fprintf(out, "result             %s\n", ok ? count ? "PASS: every frame back, in sequence"
-							: "PASS: one order, nothing missing"
-						      : "FAIL");
+		if (S.link_lost)
+			fprintf(out, "result             FAIL: the %s link was lost during the run\n",
+				S.link_lost);
+		else
+			fprintf(out, "result             %s\n",
+				ok ? count ? "PASS: every frame back, in sequence"
+					   : "PASS: one order, nothing missing"
+				   : "FAIL");
 		fflush(out);
 	}
 	if (!json)
@@ -233,6 +238,7 @@ static void summary(FILE *out, const char *json, double send_s, double total_s, 
 	il_json_u64(&js, "receivers", S.c.receivers);
 	il_json_u64(&js, "groups", S.c.groups);
 	il_json_bool(&js, "pass", ok);
+	il_json_str(&js, "link_lost", S.link_lost ? S.link_lost : "");
 	il_json_u64(&js, "sent_msgs", S.tx_msgs);
 	il_json_u64(&js, "sent_frames", S.tx_frames);
 	il_json_fixed(&js, "send_s", send_s, 6);
@@ -398,6 +404,19 @@ static void txq_partition(struct rte_mbuf **p, uint16_t n)
 	memcpy(p, tmp, sizeof(p[0]) * k);
 }
 
+/* "tx" or "rx" if that port's link is down, else NULL. */
+static const char *link_down(void)
+{
+	struct rte_eth_link link;
+
+	if (rte_eth_link_get_nowait(S.tx_port, &link) != 0 || link.link_status != RTE_ETH_LINK_UP)
+		return "tx";
+	if (S.rx_port != S.tx_port &&
+	    (rte_eth_link_get_nowait(S.rx_port, &link) != 0 || link.link_status != RTE_ETH_LINK_UP))
+		return "rx";
+	return NULL;
+}
+
 /* One run: send for the configured count or duration at the configured
  * rate while receiving, then drain. Returns whether every receiver is
  * complete (full check); the counters hold the rest. */
@@ -407,7 +426,7 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 	const uint64_t t0 = rte_rdtsc();
 	const uint64_t tick = hz / 10000; /* receivers' timers: 100 us */
 	const bool count = S.c.check == PG_CHECK_COUNT;
-	uint64_t last_tick = t0, last_status = t0, done_tsc = 0;
+	uint64_t last_tick = t0, last_status = t0, done_tsc = 0, last_link = t0, down_since = 0;
 	uint64_t st[4] = {0, 0, 0, 0};
 	struct rte_mbuf *pend[PG_BURST], *rx[PG_BURST];
 	uint16_t npend = 0, pend_off = 0;
@@ -485,6 +504,23 @@ static bool run(uint64_t *send_tsc, uint64_t *end_tsc)
 		}
 		if (S.c.uto)
 			pg_uto_poll(&S, now);
+		if (now - last_link >= hz / 100) {
+			/* A peer that went away (the appliance exited) must not
+			 * leave the run waiting for ever. */
+			last_link = now;
+			const char *down = link_down();
+			if (down == NULL)
+				down_since = 0;
+			else if (down_since == 0)
+				down_since = now;
+			else if ((double)(now - down_since) / (double)hz >= S.c.link_loss_s) {
+				S.link_lost = down;
+				fprintf(stderr, "interlink-pktgen: the %s link has been down for %g s: "
+					"run stopped (did the appliance exit?)\n", down,
+					S.c.link_loss_s);
+				break;
+			}
+		}
 		if (now - last_tick >= tick) {
 			last_tick = now;
 			if (count) {
@@ -584,12 +620,14 @@ static int serve(void)
 			complete);
 		printf("END\n");
 		fflush(stdout);
+		if (S.link_lost)
+			break; /* no trial can run without the appliance */
 	}
 	rte_eth_dev_stop(S.tx_port);
 	if (S.rx_port != S.tx_port)
 		rte_eth_dev_stop(S.rx_port);
 	rte_eal_cleanup();
-	return 0;
+	return S.link_lost ? 2 : 0;
 }
 
 int main(int argc, char **argv)
@@ -719,10 +757,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "interlink-pktgen: cannot write %s\n", S.c.capture);
 	struct totals t;
 	totals(&t);
-	bool ok = count ? count_ok() : complete && !disagreements() && !t.fifo && !t.unrec;
+	bool ok = (count ? count_ok() : complete && !disagreements() && !t.fifo && !t.unrec) &&
+		  !S.link_lost;
 	rte_eth_dev_stop(S.tx_port);
 	if (S.rx_port != S.tx_port)
 		rte_eth_dev_stop(S.rx_port);
 	rte_eal_cleanup();
-	return ok ? 0 : 1;
+	return S.link_lost ? 2 : ok ? 0 : 1;
 }

@@ -68,6 +68,8 @@ static void usage(FILE *f)
 "  --capture FILE        write the first --capture-count received frames (pcap)\n"
 "  --capture-count N     (default 1000)\n"
 "  --link-wait SEC       wait at most SEC for the links to come up (default 10)\n"
+"  --link-loss SEC       a link down for SEC during a run ends it, exit status 2\n"
+"                        (the appliance went away; default 5)\n"
 "  --serve               run trials on one connection, driven from stdin:\n"
 "                        'trial RATE_PPS SECONDS [SENDERS RECEIVERS]' or 'quit';\n"
 "                        a JSON summary and a line END on stdout for each\n"
@@ -143,7 +145,7 @@ enum {
 	O_UDP_PORT, O_COUNT, O_DURATION, O_RATE, O_SIZE, O_PACK, O_UDP_CSUM, O_LOSS, O_SEED,
 	O_NAK_TMO, O_DRAIN, O_REORDER, O_JSON, O_QUIET, O_WINDOW, O_MODE, O_RAW_DST,
 	O_RAW_GROUP, O_PCAP, O_SPEED, O_PCAP_LOOPS, O_RATE_BPS, O_FRAME, O_PACK_BYTES,
-	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT, O_LISTEN, O_CATCH_UP, O_SERVE, O_RX_LCORE,
+	O_CHECK, O_TX_DROP, O_CAPTURE, O_CAPTURE_COUNT, O_LINK_WAIT, O_LINK_LOSS, O_LISTEN, O_CATCH_UP, O_SERVE, O_RX_LCORE,
 	O_UTO, O_ACK_EVERY, O_ACK_US, O_HB_MS, O_VIEW_WAIT, O_CREDIT_WAIT, O_AUTH_KEYS,
 	O_AUTH_KEY_ID, O_QUEUES, O_TX_QUEUE,
 };
@@ -170,6 +172,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		{"pack-bytes", 1, NULL, O_PACK_BYTES}, {"check", 1, NULL, O_CHECK},
 		{"tx-drop", 0, NULL, O_TX_DROP}, {"capture", 1, NULL, O_CAPTURE},
 		{"capture-count", 1, NULL, O_CAPTURE_COUNT}, {"link-wait", 1, NULL, O_LINK_WAIT},
+		{"link-loss", 1, NULL, O_LINK_LOSS},
 		{"listen", 0, NULL, O_LISTEN}, {"serve", 0, NULL, O_SERVE},
 		{"rx-lcore", 0, NULL, O_RX_LCORE}, {"catch-up-us", 1, NULL, O_CATCH_UP},
 		{"uto", 0, NULL, O_UTO}, {"ack-every", 1, NULL, O_ACK_EVERY},
@@ -206,6 +209,7 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 	c->pcap_loops = 1;
 	c->capture_count = 1000;
 	c->link_wait_s = 10;
+	c->link_loss_s = 5;
 	c->ack_every = 32;
 	c->ack_us = 500;
 	c->hb_ms = 20;
@@ -344,6 +348,9 @@ int pg_parse_args(int argc, char **argv, struct pg_conf *c)
 		case O_CAPTURE_COUNT: if (num("capture-count", optarg, 1, 1e7, &v)) return -1;
 			c->capture_count = (unsigned)v; break;
 		case O_LINK_WAIT: if (num("link-wait", optarg, 0.1, 3600, &c->link_wait_s))
+				return -1;
+			break;
+		case O_LINK_LOSS: if (num("link-loss", optarg, 0.1, 3600, &c->link_loss_s))
 				return -1;
 			break;
 		case O_LISTEN: c->listen = true; break;

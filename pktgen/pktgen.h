@@ -71,6 +71,7 @@ struct pg_conf {
 	bool rx_lcore;              /* receive on a second lcore (count check) */
 	double catch_up_s;          /* pacing: lateness made up (0: the default) */
 	double link_wait_s;         /* how long to wait for the links to come up */
+	double link_loss_s;         /* a link down this long during a run ends it */
 	const char *json;
 	bool quiet;
 	/* --uto: speak the appliance's UTO control protocol (uto.c) */
@@ -201,6 +202,7 @@ struct pg_state {
 	unsigned tpl_len, tpl_stride;
 	uint64_t hz;
 	volatile bool quit;
+	const char *link_lost;      /* the port whose link was lost ("tx"/"rx"), or NULL */
 	unsigned rx_lcore;          /* RTE_MAX_LCORE: receive on the main lcore */
 	volatile bool rx_stop;
 	bool rx_lcore_on;
