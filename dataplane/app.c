@@ -893,6 +893,15 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 	/* A memif peer that disconnects must not unmap rings under a burst. */
 	if (il_guard_arm() < 0)
 		return ERR("out of memory for the memif disconnect guard");
+	uint32_t memif = 0;
+	for (unsigned p = 0; p < app->n_ports; p++) {
+		struct rte_eth_dev_info info;
+		if (rte_eth_dev_info_get(app->ports[p].port_id, &info) == 0 &&
+		    info.driver_name != NULL && !strcmp(info.driver_name, "net_memif"))
+			memif |= 1u << p;
+	}
+	for (unsigned w = 0; w < app->n_workers; w++)
+		il_guard_gate_init(&app->workers[w].gate, memif);
 	return 0;
 }
 

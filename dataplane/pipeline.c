@@ -96,7 +96,8 @@ static inline uint16_t run_chain(struct il_worker *w, uint16_t c, struct il_app 
 {
 	struct il_chain *ch = &w->chains[c];
 	struct rte_mbuf *pkts[IL_BURST_CAP];
-	uint16_t n = likely(ch->rx_poll) ? rte_eth_rx_burst(app->ports[ch->rx_port].port_id,
+	uint16_t n = likely(ch->rx_poll && !(w->io.link_down & (1u << ch->rx_port))) ?
+		rte_eth_rx_burst(app->ports[ch->rx_port].port_id,
 							      ch->rx_queue, pkts, IL_BURST) : 0;
 	uint16_t got = n;
 	struct il_lcore_io *io = &w->io;
@@ -108,6 +109,22 @@ static inline uint16_t run_chain(struct il_worker *w, uint16_t c, struct il_app 
 	n = chain_stages_from(io, ch, c, 0, pkts, n);
 	chain_tx(io, ch, app, pkts, n);
 	return got | n;
+}
+
+/* What the tx buffers of ports whose link just went down still hold: it
+ * will not be sent on that connection. */
+static void drop_buffered(struct il_lcore_io *io, uint32_t ports)
+{
+	for (uint32_t m = ports; m != 0; m &= m - 1) {
+		unsigned p = (unsigned)__builtin_ctz(m);
+		struct rte_eth_dev_tx_buffer *b = io->txb[p];
+
+		if (b->length) {
+			rte_pktmbuf_free_bulk(b->pkts, b->length);
+			io->tx_link_down[p] += b->length;
+			b->length = 0;
+		}
+	}
 }
 
 int il_worker_main(void *arg)
@@ -125,6 +142,12 @@ int il_worker_main(void *arg)
 	il_guard_online(slot);
 	while (!app->quit) {
 		uint16_t work = 0;
+		uint32_t went_down;
+		/* No burst on a memif port while its link is down, nor while its
+		 * peer is connecting (memif_guard.h). */
+		w->io.link_down = il_guard_links(&w->gate, w->io.port_id, &went_down);
+		if (unlikely(went_down))
+			drop_buffered(&w->io, went_down);
 		/* What other shards handed over first: it arrived before what
 		 * this loop is about to receive. */
 		if (w->shard)
@@ -132,7 +155,9 @@ int il_worker_main(void *arg)
 		for (uint16_t c = 0; c < w->n_chains; c++)
 			work |= run_chain(w, c, app);
 		for (uint16_t p = 0; p < app->n_ports; p++)
-			rte_eth_tx_buffer_flush(w->io.port_id[p], w->io.txq[p], w->io.txb[p]);
+			if (likely(!(w->io.link_down & (1u << p))))
+				rte_eth_tx_buffer_flush(w->io.port_id[p], w->io.txq[p],
+							w->io.txb[p]);
 		w->loops++;
 		if (work)
 			w->busy_loops++;

@@ -46,6 +46,7 @@ void il_runtime_apply(struct il_app *app, struct il_worker *w, uint32_t seq)
 		memset(w->io.rx, 0, sizeof(w->io.rx));
 		memset(w->io.tx_queued, 0, sizeof(w->io.tx_queued));
 		memset(w->io.tx_dropped, 0, sizeof(w->io.tx_dropped));
+		memset(w->io.tx_link_down, 0, sizeof(w->io.tx_link_down));
 		w->loops = 0;
 		w->busy_loops = 0;
 		if (w->shard) {

@@ -22,7 +22,7 @@
 static struct il_app *tel_app;
 
 struct port_totals {
-	uint64_t rx, tx, missed, rx_err, tx_err, tx_dropped;
+	uint64_t rx, tx, missed, rx_err, tx_err, tx_dropped, link_down;
 };
 
 static void port_totals(const struct il_app *app, unsigned p, struct port_totals *t)
@@ -42,8 +42,9 @@ static void port_totals(const struct il_app *app, unsigned p, struct port_totals
 		t->rx += io->rx[p];
 		queued += io->tx_queued[p];
 		t->tx_dropped += io->tx_dropped[p];
+		t->link_down += io->tx_link_down[p];
 	}
-	t->tx = queued - t->tx_dropped;
+	t->tx = queued - t->tx_dropped - t->link_down;
 }
 
 static bool is_drop_counter(const char *name)
@@ -87,7 +88,7 @@ static uint64_t drops_total(const struct il_app *app)
 	for (unsigned p = 0; p < app->n_ports; p++) {
 		struct port_totals t;
 		port_totals(app, p, &t);
-		v += t.missed + t.rx_err + t.tx_err + t.tx_dropped;
+		v += t.missed + t.rx_err + t.tx_err + t.tx_dropped + t.link_down;
 	}
 	for (unsigned k = 0; k < app->n_shards; k++)
 		if (app->shards[k])
@@ -239,6 +240,7 @@ static int tel_ports(const char *cmd, const char *params, struct rte_tel_data *d
 		rte_tel_data_add_dict_u64(c, "rx_errors", t.rx_err);
 		rte_tel_data_add_dict_u64(c, "tx_errors", t.tx_err);
 		rte_tel_data_add_dict_u64(c, "drop_tx_full", t.tx_dropped);
+		rte_tel_data_add_dict_u64(c, "drop_link_down", t.link_down);
 		rte_tel_data_add_dict_u64(c, "link_up", il_port_link_up(&tel_app->ports[p]));
 		rte_tel_data_add_dict_container(d, tel_app->ports[p].name, c, 0);
 	}
@@ -460,6 +462,7 @@ static void write_json(struct il_app *app, double elapsed, double traffic_s,
 		il_json_u64(&js, "rx_errors", t.rx_err);
 		il_json_u64(&js, "tx_errors", t.tx_err);
 		il_json_u64(&js, "drop_tx_full", t.tx_dropped);
+		il_json_u64(&js, "drop_link_down", t.link_down);
 		il_json_end(&js);
 	}
 	il_json_end(&js);
@@ -549,14 +552,15 @@ void il_summary(struct il_app *app, double elapsed, double traffic_s, const char
 	       " UNAVAIL)\n",
 	       counter_sum(app, "naks"), counter_sum(app, "retransmitted_frames"),
 	       counter_sum(app, "unavail_sent"));
-	printf("%-10s %14s %14s %10s %10s %10s %10s\n", "port", "rx", "tx", "missed", "rx_err",
-	       "tx_err", "tx_full");
+	printf("%-10s %14s %14s %10s %10s %10s %10s %10s\n", "port", "rx", "tx", "missed",
+	       "rx_err", "tx_err", "tx_full", "link_down");
 	for (unsigned p = 0; p < app->n_ports; p++) {
 		struct port_totals t;
 		port_totals(app, p, &t);
 		printf("%-10s %14" PRIu64 " %14" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
-		       " %10" PRIu64 "\n",
-		       app->ports[p].name, t.rx, t.tx, t.missed, t.rx_err, t.tx_err, t.tx_dropped);
+		       " %10" PRIu64 " %10" PRIu64 "\n",
+		       app->ports[p].name, t.rx, t.tx, t.missed, t.rx_err, t.tx_err, t.tx_dropped,
+		       t.link_down);
 	}
 	printf("%-12s %-10s %12s %10s %10s  counters\n", "stage", "type", "pkts_in", "cyc/pkt",
 	       "poll_Mcyc");
@@ -590,9 +594,11 @@ void il_summary(struct il_app *app, double elapsed, double traffic_s, const char
 		port_totals(app, p, &t);
 		if (t.tx_dropped)
 			printf(" %s.tx_full=%" PRIu64, app->ports[p].name, t.tx_dropped);
+		if (t.link_down)
+			printf(" %s.link_down=%" PRIu64, app->ports[p].name, t.link_down);
 		if (t.missed)
 			printf(" %s.rx_missed=%" PRIu64, app->ports[p].name, t.missed);
-		any += t.tx_dropped + t.missed;
+		any += t.tx_dropped + t.link_down + t.missed;
 	}
 	printf("%s\n", any ? "" : " none");
 	if (il_guard_waits())

@@ -21,6 +21,7 @@ struct rte_rcu_qsbr *_Atomic il_guard_qsv;
 /* Set in a poller thread while it is online: it never waits for itself. */
 static _Thread_local bool self_online;
 static _Atomic uint64_t waits, timeouts;
+_Atomic uint64_t il_guard_unmaps;
 
 static bool memif_probed(void)
 {
@@ -92,6 +93,9 @@ static void grace_period(struct rte_rcu_qsbr *v)
 {
 	uint64_t t, deadline;
 
+	/* First of all: a poller that reports a quiescent state after the
+	 * grace period starts reads its links again at its next iteration. */
+	atomic_fetch_add_explicit(&il_guard_unmaps, 1, memory_order_release);
 	/* No poller registered (set-up, teardown): nothing to wait for. A
 	 * poller registers and goes online before its first burst. */
 	if (__atomic_load_n(&v->num_threads, __ATOMIC_ACQUIRE) == 0)
@@ -106,6 +110,36 @@ static void grace_period(struct rte_rcu_qsbr *v)
 		}
 		sched_yield();
 	}
+}
+
+void il_guard_gate_init(struct il_link_gate *g, uint32_t memif_ports)
+{
+	g->ports = memif_ports;
+	g->down = memif_ports;
+	g->unmaps_seen = atomic_load(&il_guard_unmaps);
+}
+
+uint32_t il_guard_links_read(struct il_link_gate *g, const uint16_t *port_id)
+{
+	uint32_t down = 0, was = g->down;
+
+	/* First the unmap count, then the links: an unmap after this reading
+	 * is seen at the next iteration. */
+	g->unmaps_seen = atomic_load_explicit(&il_guard_unmaps, memory_order_acquire);
+	for (uint32_t m = g->ports; m != 0; m &= m - 1) {
+		unsigned p = (unsigned)__builtin_ctz(m);
+		struct rte_eth_link link;
+
+		/* memif's link_update does nothing in a primary process: this is
+		 * a read of the status memif_connect() writes last. */
+		if (rte_eth_link_get_nowait(port_id[p], &link) != 0 ||
+		    link.link_status != RTE_ETH_LINK_UP)
+			down |= 1u << p;
+	}
+	/* Keep the burst's loads after the link's. */
+	atomic_thread_fence(memory_order_acquire);
+	g->down = down;
+	return down & ~was;
 }
 
 uint64_t il_guard_waits(void)

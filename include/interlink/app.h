@@ -67,6 +67,7 @@ struct il_worker {
 	struct il_chain chains[IL_MAX_CHAINS];
 	struct il_lcore_io io;
 	struct il_shard *shard;        /* NULL without shards */
+	struct il_link_gate gate;      /* its memif ports' links (memif_guard.h) */
 	uint64_t loops, busy_loops;
 	uint32_t cmd_seen;             /* last runtime command this loop applied */
 	uint32_t cmd_done;             /* its acknowledgement (__atomic, runtime.c) */

@@ -16,6 +16,14 @@
 
 struct il_port;
 
+/* The link gate of one poll loop over its memif ports (memif_guard.h):
+ * no burst on a port whose link it last read down. */
+struct il_link_gate {
+	uint32_t ports;         /* bit p: app port p is a memif port */
+	uint32_t down;          /* bit p: its link was down at the last reading */
+	uint64_t unmaps_seen;   /* il_guard_unmaps at the last reading */
+};
+
 bool il_port_is_vdev(const char *device);
 /* The device name DPDK registers ("net_memif0", "0000:03:00.0"). */
 int il_port_dev_name(const char *device, char *out, size_t len);

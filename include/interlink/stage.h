@@ -107,6 +107,8 @@ struct il_lcore_io {
 	uint16_t txq[IL_MAX_PORTS];
 	uint16_t port_id[IL_MAX_PORTS]; /* DPDK port ids */
 	uint64_t tx_dropped[IL_MAX_PORTS]; /* tx ring full: counted drops */
+	uint64_t tx_link_down[IL_MAX_PORTS]; /* not sent: the port's link was down */
+	uint32_t link_down;                /* bit p: no burst on port p (memif_guard.h) */
 	uint64_t tx_queued[IL_MAX_PORTS];  /* handed to the tx buffer */
 	uint64_t rx[IL_MAX_PORTS];         /* received by this lcore */
 	struct il_shard *shard;            /* its shard (shard.h); NULL without */
@@ -206,22 +208,34 @@ struct il_stage {
 };
 
 /* Queue a packet on app port index `port`, directly. A full tx ring frees
- * the packet and counts it in io->tx_dropped[port]. */
+ * the packet and counts it in io->tx_dropped[port]; a port whose link is
+ * down (a memif port without its peer) in io->tx_link_down[port]. */
 static inline void il_tx(struct il_lcore_io *io, uint16_t port, struct rte_mbuf *m)
 {
 	io->tx_queued[port]++;
+	if (unlikely(io->link_down & (1u << port))) {
+		io->tx_link_down[port]++;
+		rte_pktmbuf_free(m);
+		return;
+	}
 	rte_eth_tx_buffer(io->port_id[port], io->txq[port], io->txb[port], m);
 }
 
 /* Send a chain's survivors on app port `port` in one call. What is still
  * buffered for the port is older, so it goes first; what the tx ring
- * refuses is freed and counted in io->tx_dropped[port]. */
+ * refuses is freed and counted in io->tx_dropped[port] (with the link
+ * down: all of it, in io->tx_link_down[port]). */
 static inline void il_tx_burst(struct il_lcore_io *io, uint16_t port, struct rte_mbuf **pkts,
 			       uint16_t n)
 {
 	uint16_t sent;
 
 	io->tx_queued[port] += n;
+	if (unlikely(io->link_down & (1u << port))) {
+		io->tx_link_down[port] += n;
+		rte_pktmbuf_free_bulk(pkts, n);
+		return;
+	}
 	rte_eth_tx_buffer_flush(io->port_id[port], io->txq[port], io->txb[port]);
 	sent = rte_eth_tx_burst(io->port_id[port], io->txq[port], pkts, n);
 	if (unlikely(sent < n)) {

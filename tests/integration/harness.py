@@ -95,6 +95,14 @@ class MemifRig:
         try:
             p = subprocess.run(self.pktgen_cmd(js, *args), capture_output=True, text=True,
                                timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            state = ("running" if self.app is not None and self.app.poll() is None
+                     else f"exited ({self.app.returncode if self.app else None})")
+            out = b"".join(x for x in (e.stdout, e.stderr) if isinstance(x, bytes))
+            raise AssertionError(f"pktgen still running after {timeout} s; the appliance "
+                                 f"is {state}; its log:\n{self.app_log.read_text()[-3000:]}"
+                                 f"\npktgen's output:\n{out.decode(errors='replace')}"
+                                 ) from None
         finally:
             shutil.rmtree(f"/var/run/dpdk/gen{self.tag}", ignore_errors=True)
         out = json.loads(js.read_text()) if js.exists() else None

@@ -80,6 +80,8 @@ PORT_HELP = {
     "tx_errors": "Transmit errors reported by the PMD.",
     "drop_tx_full": "Frames dropped because the port's tx ring was full, or emitted by a stage "
                     "while the poll's emit queue was full.",
+    "drop_link_down": "Frames not sent because the port's link was down (memif: no peer "
+                      "connected).",
 }
 
 
