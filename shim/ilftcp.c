@@ -530,6 +530,7 @@ size_t ilf_before_write(struct pfd *p, size_t n)
 		if (!p->owed_told && p->held && !p->rearm) {
 			p->rearm = true;
 			atomic_fetch_add(&ilf_replaying, 1);
+			mark("rearm", p, 0);
 		}
 		p->held = p->held && p->owed_told;
 	}
@@ -562,8 +563,10 @@ int ilf_hold_input(struct pfd *p, int fd, int flags)
 			return 0; /* reset (the logger's deadline): the read says so */
 		pthread_mutex_lock(&ilf_mu);
 		owed = p->owed_told;
-		if (owed && nonblock)
+		if (owed && nonblock && !p->held) {
 			p->held = true;
+			mark("held", p, p->out_skip);
+		}
 		pthread_mutex_unlock(&ilf_mu);
 		if (!owed)
 			return 0;

@@ -8,12 +8,17 @@
  *
  *   ftcp_evserver --port P --api epoll-lt|epoll-et|epoll-oneshot|epoll-pwait|
  *                              poll|ppoll|select|pselect [--delay-ms D] [--io splice]
+ *                              [--think async]
  *
  * --io splice: bytes in and out go through a pipe with splice() (socket to
  * pipe, pipe to socket) instead of recvmsg/readv and sendmsg/writev.
  * --delay-ms: think D ms before each reply, after printing "req N" (the
  * test kills the server in that pause: the request is logged and read, its
  * reply not sent, and the client sends nothing more until it comes).
+ * --think async (epoll APIs): the pause is a timer, not a sleep: the loop
+ * goes on reading while replies wait for their time, as a server does
+ * that hands requests to a backend (nginx as a proxy). Replies go out in
+ * order, each D ms after its request was read.
  *
  * Like nginx and redis it sleeps in the readiness call and reads only what
  * it was told is there: a recovered connection whose replay the kernel
@@ -35,6 +40,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAXC 64
@@ -46,6 +52,15 @@ struct conn {
 	uint8_t *out;
 	size_t out_len, out_off;
 	unsigned n_io; /* alternates recvmsg/readv and sendmsg/writev */
+	/* --think async: replies waiting for their time, oldest first */
+	struct later *later, *later_tail;
+};
+
+struct later {
+	struct later *next;
+	uint64_t due_ms;
+	uint32_t len;
+	uint8_t bytes[];
 };
 
 static struct conn *cs[MAXC];
@@ -53,6 +68,15 @@ static const char *api;
 static int ep = -1, lfd, delay_ms;
 static int pin[2] = {-1, -1}, pout[2] = {-1, -1}; /* --io splice */
 static unsigned n_req;
+static bool think_async;
+
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
 
 static bool is(const char *a)
 {
@@ -82,6 +106,11 @@ static void drop(struct conn *c)
 			cs[i] = NULL;
 	close(c->fd);
 	free(c->out);
+	while (c->later) {
+		struct later *l = c->later;
+		c->later = l->next;
+		free(l);
+	}
 	free(c);
 }
 
@@ -148,7 +177,26 @@ static bool serve(struct conn *c)
 		if (delay_ms) {
 			printf("req %u\n", ++n_req);
 			fflush(stdout);
-			usleep((useconds_t)delay_ms * 1000);
+			if (!think_async)
+				usleep((useconds_t)delay_ms * 1000);
+		}
+		if (think_async) {
+			struct later *l = malloc(sizeof(*l) + (n ? n : 1));
+			if (!l)
+				return false;
+			l->next = NULL;
+			l->due_ms = now_ms() + (uint64_t)delay_ms;
+			l->len = n;
+			for (uint32_t i = 0; i < n; i++)
+				l->bytes[i] = c->in[4 + n - 1 - i];
+			if (c->later_tail)
+				c->later_tail->next = l;
+			else
+				c->later = l;
+			c->later_tail = l;
+			memmove(c->in, c->in + 4 + n, c->have - 4 - n);
+			c->have -= 4 + n;
+			continue;
 		}
 		free(c->out);
 		c->out = malloc(n ? n : 1);
@@ -235,6 +283,36 @@ static struct conn *by_fd(int fd)
 	return NULL;
 }
 
+/* --think async: send the replies whose time has come; returns the wait
+ * until the next one (ms), or -1 with none waiting. */
+static int send_due(void)
+{
+	uint64_t now = now_ms(), next = UINT64_MAX;
+
+	for (int i = 0; i < MAXC; i++) {
+		struct conn *c = cs[i];
+		while (c && c->later && c->later->due_ms <= now) {
+			struct later *l = c->later;
+			c->later = l->next;
+			if (!c->later)
+				c->later_tail = NULL;
+			free(c->out);
+			c->out = malloc(l->len ? l->len : 1);
+			memcpy(c->out, l->bytes, l->len);
+			c->out_len = l->len;
+			c->out_off = 0;
+			free(l);
+			if (!flush_out(c)) {
+				drop(c);
+				c = NULL;
+			}
+		}
+		if (c && c->later && c->later->due_ms < next)
+			next = c->later->due_ms;
+	}
+	return next == UINT64_MAX ? -1 : (int)(next - now);
+}
+
 static void loop_epoll(void)
 {
 	struct epoll_event ev[16];
@@ -242,8 +320,9 @@ static void loop_epoll(void)
 
 	sigemptyset(&none);
 	for (;;) {
-		int n = is("epoll-pwait") ? epoll_pwait(ep, ev, 16, -1, &none)
-					  : epoll_wait(ep, ev, 16, -1);
+		int wait = think_async ? send_due() : -1;
+		int n = is("epoll-pwait") ? epoll_pwait(ep, ev, 16, wait, &none)
+					  : epoll_wait(ep, ev, 16, wait);
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.fd == lfd) {
 				on_accept();
@@ -320,6 +399,8 @@ int main(int argc, char **argv)
 			api = argv[i + 1];
 		else if (!strcmp(argv[i], "--delay-ms"))
 			delay_ms = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--think") && !strcmp(argv[i + 1], "async"))
+			think_async = true;
 		else if (!strcmp(argv[i], "--io") && !strcmp(argv[i + 1], "splice") &&
 			 (pipe(pin) || pipe(pout)))
 			return 1;
@@ -334,6 +415,10 @@ int main(int argc, char **argv)
 	}
 	printf("listening (%s)\n", api);
 	fflush(stdout);
+	if (think_async && strncmp(api, "epoll", 5)) {
+		fprintf(stderr, "--think async: with an epoll API only\n");
+		return 2;
+	}
 	if (!strncmp(api, "epoll", 5)) {
 		ep = epoll_create1(EPOLL_CLOEXEC);
 		watch(lfd, true);

@@ -325,10 +325,11 @@ class Rig:
                     c.send_signal(signal.SIGINT)
                     c.wait(timeout=10)
 
-    def client(self, *args, timeout=60):
+    def client(self, *args, timeout=60, stdin=None):
         return subprocess.Popen(["ip", "netns", "exec", self.ns_c, PY, __file__, "client",
                                  "--host", SERVER_IP, "--port", str(PORT), *args],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
 
     def wait_path(self, timeout=30):
         """Until the client reaches the server through the appliance (its
@@ -574,15 +575,28 @@ def client_main(a):
         # mirror (ftcp_evserver): the request reversed only.
         digest = a.mode == "echo"
         r = random.Random(a.seed)
-        ok, sent = True, 0
-        while sent < a.bytes:
+        ok, sent, rounds = True, 0, 0
+        while sent < a.bytes and (a.go_after is None or rounds < a.go_after):
             body = r.randbytes(r.randint(1, 20000))
             c.sendall(struct.pack("!I", len(body)) + body)
             back = recv_exact(c, (32 if digest else 0) + len(body))
             ok &= back == (hashlib.sha256(body).digest() if digest else b"") + body[::-1]
             sent += len(body)
+            rounds += 1
             if pace:
                 time.sleep(len(body) / a.rate)
+        if a.go_after is not None:
+            # Two requests in flight: one now, the other when a line comes on stdin
+            # (the test says when), then both replies.
+            bodies = [r.randbytes(r.randint(1, 20000)) for _ in range(2)]
+            c.sendall(struct.pack("!I", len(bodies[0])) + bodies[0])
+            print(json.dumps({"sent_request": rounds + 1}), flush=True)
+            sys.stdin.readline()
+            c.sendall(struct.pack("!I", len(bodies[1])) + bodies[1])
+            for body in bodies:
+                back = recv_exact(c, (32 if digest else 0) + len(body))
+                ok &= back == (hashlib.sha256(body).digest() if digest else b"") + body[::-1]
+                sent += len(body)
         c.shutdown(socket.SHUT_WR)
         ok &= c.recv(1) == b""
         res.update(ok=ok, got=sent)
@@ -620,6 +634,9 @@ if __name__ == "__main__":
     ap.add_argument("--rate", type=float, default=0)
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--hold", type=float, default=0, help="sink: seconds to wait before closing")
+    ap.add_argument("--go-after", type=int, default=None,
+                    help="echo, mirror: after N rounds, send one request, wait for a line on "
+                         "stdin, send another, then read both replies and close")
     ap.add_argument("--reply-delay", type=float, default=0,
                     help="server, sink: seconds between the client's end of stream and the reply")
     a = ap.parse_args()

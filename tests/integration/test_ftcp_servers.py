@@ -304,3 +304,50 @@ def test_event_loop_readiness_after_kill(tmp_path, api):
         assert rc == 0, (seed, out, err[-2000:], logs(tmp_path, "ftlog.log", "server2.log"))
         ctr = counters(summary)
         assert ctr["recoveries"] == 1, ctr
+
+
+@needs(EVSERVER)
+def test_request_held_during_owed_output_wakes_an_edge_triggered_server(tmp_path):
+    """A request that arrives while the restarted server still owes output is held in the
+    socket (ilf_hold_input: a diverged server's reply to it would be cut to fit the client's
+    stream); when the owed output is written, an edge-triggered server must be told that the
+    connection is readable again, because the kernel reported those bytes once already,
+    when the read was refused. The server thinks asynchronously (a timer per request, the
+    loop goes on reading, as a proxy does), so it reads while its replies wait; the client
+    pipelines: request 3 sent before the kill, request 4 once the restarted server has read
+    the replay, then it waits for both replies and sends nothing more. Without the wake-up
+    the server never reads request 4 and both wait for ever. The shim's ILFTCP_TIMING marks
+    show the read held and the wake-up."""
+    seed = crash_seed()
+    with Rig(tmp_path, server_cmd=[str(EVSERVER), "--api", "epoll-et", "--port", str(PORT),
+                                   "--delay-ms", "1000", "--think", "async"],
+             server_env={"ILFTCP_TIMING": "1"}) as r:
+        c = r.client("--mode", "mirror", "--bytes", str(1 << 30), "--go-after", "2",
+                     "--seed", str(seed), stdin=subprocess.PIPE)
+        line = c.stdout.readline()
+        assert json.loads(line) == {"sent_request": 3}, (line, c.stderr.read() if not line
+                                                         else "")
+        log1, log2 = tmp_path / "server1.log", tmp_path / "server2.log"
+        for _ in range(500):  # the server read request 3: its reply is a second away
+            if "req 3" in log1.read_text():
+                break
+            time.sleep(0.01)
+        r.kill_server()
+        r.start_server()
+        for _ in range(1000):  # the restarted server read the replay (requests 1 to 3)
+            if "req 3" in log2.read_text():
+                break
+            time.sleep(0.01)
+        assert "req 3" in log2.read_text(), log2.read_text()
+        c.stdin.write("go\n")  # request 4, while the replies to 1 and 2 are still owed
+        c.stdin.flush()
+        (rc, out, err), = finish([c], timeout=60)
+        summary = r.stop_appliance()
+    text = log2.read_text()
+    assert rc == 0, (seed, out, err[-2000:], text[-2000:],
+                     logs(tmp_path, "ftlog.log"))
+    assert json.loads(out.splitlines()[-1])["ok"], out
+    assert "req 4" in text, text
+    # The path under test was taken: a read refused while output was owed, then the wake-up.
+    assert "ilftcp-timing held" in text and "ilftcp-timing rearm" in text, text
+    assert counters(summary)["recoveries"] == 1, counters(summary)
