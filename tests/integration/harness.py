@@ -56,6 +56,7 @@ class MemifRig:
     def __init__(self, tmp: Path, app_sets=(), app_cpu="1", gen_cpu="0"):
         self.tmp = tmp
         self.tag = uuid.uuid4().hex[:8]
+        self.app_killed = False  # a test that kills the appliance on purpose says so
         self.sock_in = tmp / "in.sock"
         self.sock_out = tmp / "out.sock"
         self.app_json = tmp / "appliance.json"
@@ -129,8 +130,12 @@ class MemifRig:
         out = json.loads(js.read_text()) if js.exists() else None
         return p.returncode, log.read_text(), out
 
-    def stop_appliance(self):
-        if self.app and self.app.poll() is None:
+    def stop_appliance(self, check=True):
+        """SIGINT, then its JSON summary (None without one). An appliance that died of a
+        signal before (a crash, not a test's own kill: app_killed) fails the test here, with
+        its log, unless check is false."""
+        rc = self.app.poll() if self.app else None
+        if self.app and rc is None:
             self.app.send_signal(signal.SIGINT)
             try:
                 self.app.wait(timeout=20)
@@ -139,6 +144,10 @@ class MemifRig:
                 self.app.wait()
                 raise AssertionError("the appliance ignored SIGINT for 20 s")
         shutil.rmtree(f"/var/run/dpdk/app{self.tag}", ignore_errors=True)
+        if check and rc is not None and rc < 0 and not self.app_killed:
+            raise AssertionError(f"the appliance died of signal {-rc} before it was stopped "
+                                 f"(dmesg says where); its log:\n"
+                                 f"{self.app_log.read_text()[-3000:]}")
         return json.loads(self.app_json.read_text()) if self.app_json.exists() else None
 
     def __enter__(self):
@@ -150,7 +159,8 @@ class MemifRig:
         return self
 
     def __exit__(self, *exc):
-        self.stop_appliance()
+        # With the test already failing, its own error is the one to see.
+        self.stop_appliance(check=exc[0] is None)
 
 
 class UtoMemifRig(MemifRig):
@@ -196,9 +206,9 @@ class UtoMemifRig(MemifRig):
     def groups(self):
         return control_groups(self.chan, self.tmp)
 
-    def stop_appliance(self):
+    def stop_appliance(self, check=True):
         try:
-            return super().stop_appliance()
+            return super().stop_appliance(check)
         finally:
             if self.ctl is not None and self.ctl.poll() is None:
                 self.ctl.send_signal(signal.SIGTERM)

@@ -84,6 +84,7 @@ def test_pktgen_stops_when_the_appliance_goes_away(tmp_path):
                                "--link-loss", "1", "--quiet")
         time.sleep(3)
         assert gen[0].poll() is None, gen[2].read_text()
+        rig.app_killed = True
         rig.app.kill()
         rig.app.wait()
         t0 = time.monotonic()
