@@ -225,7 +225,10 @@ class Rig:
             raise RuntimeError("appliance exited: " + (self.tmp / "appliance.log").read_text())
 
     def stop_appliance(self):
-        if self.app and self.app.poll() is None:
+        """SIGINT, then the JSON summary. An appliance that died of a signal before it was
+        stopped (a crash) fails the test here, with its log."""
+        rc = self.app.poll() if self.app else None
+        if self.app and rc is None:
             self.app.send_signal(signal.SIGINT)
             try:
                 self.app.wait(timeout=20)
@@ -233,6 +236,10 @@ class Rig:
                 self.app.kill()
                 self.app.wait()
         shutil.rmtree(f"/var/run/dpdk/ftcp{self.tag}", ignore_errors=True)
+        if rc is not None and rc < 0:
+            raise AssertionError(f"the appliance died of signal {-rc} before it was stopped; "
+                                 "its log:\n" +
+                                 (self.tmp / "appliance.log").read_text()[-3000:])
         if self.app_json.exists():
             return json.loads(self.app_json.read_text())
         return None
