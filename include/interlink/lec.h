@@ -18,8 +18,12 @@
  *     leave through ops.recovered, at most once per id;
  *   - il_lec_tick() now and then, for age limits.
  * The clock is passed in (nanoseconds, any monotonic origin). All memory
- * is taken at create time from sizes in the configuration; no call after
- * create allocates, blocks, locks or makes a system call. Callbacks run
+ * is reserved at create time from sizes in the configuration; no call
+ * after create allocates, blocks, locks or makes a system call. With the
+ * default allocator the kernel backs the reserved pages as they are first
+ * written (minor faults, once per page); a process that wants none later
+ * locks its memory (mlockall(MCL_CURRENT | MCL_FUTURE) populates the
+ * mapping at create) or passes an allocator of its own. Callbacks run
  * inside the call that triggered them and must not call back into the
  * same instance.
  */
@@ -147,7 +151,8 @@ struct il_lec_cfg {
 	uint64_t max_age_ns;    /* decoder: evict older entries; 0 = count only (1 s) */
 	uint64_t seed;          /* target draws (0: a fixed default) */
 
-	/* Memory for create(); NULL means aligned_alloc/free. */
+	/* Memory for create(); NULL means an anonymous mapping of its own
+	 * (zero pages, taking memory only as they are first written). */
 	void *(*alloc)(size_t size, size_t align, void *arg);
 	void (*free)(void *p, void *arg);
 	void *alloc_arg;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #ifdef IL_LEC_NO_ISAL
 /* The copy libinterlink carries (endpoint/meson.build): a host library
@@ -265,7 +266,8 @@ struct il_lec *il_lec_create(const struct il_lec_cfg *cfg, const struct il_lec_o
 		free(l);
 		goto oom;
 	}
-	memset(block, 0, cv.off);
+	if (l->block_len == 0)
+		memset(block, 0, cv.off); /* an allocator's memory; our own pages are zero */
 	cv.base = block;
 	cv.off = 0;
 	layout(l, &cv);
@@ -294,12 +296,25 @@ oom:
 	return NULL;
 }
 
+/*
+ * Without an allocator the block is a private anonymous mapping: the
+ * kernel's pages are zero already and cost nothing until touched, so
+ * the payload stores (most of the block: store_msgs and store_repairs
+ * slots) take memory only as far as traffic fills them, and create()
+ * does not write megabytes it may never use.
+ */
 void *lec_alloc(struct il_lec *l, size_t size)
 {
+	void *p;
+
 	size = (size + LEC_ALIGN - 1) / LEC_ALIGN * LEC_ALIGN;
 	if (l->cfg.alloc)
 		return l->cfg.alloc(size, LEC_ALIGN, l->cfg.alloc_arg);
-	return aligned_alloc(LEC_ALIGN, size);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	l->block_len = size;
+	return p;
 }
 
 void il_lec_free(struct il_lec *l)
@@ -313,10 +328,10 @@ void il_lec_free(struct il_lec *l)
 	}
 	/* grp is the first carve: the start of the block */
 	if (l->grp) {
-		if (l->cfg.free)
+		if (l->block_len)
+			munmap(l->grp, l->block_len);
+		else if (l->cfg.free)
 			l->cfg.free(l->grp, l->cfg.alloc_arg);
-		else
-			free(l->grp);
 	}
 	free(l);
 }

@@ -188,6 +188,7 @@ struct il_lec {
 	bool isal;  /* ISA-L xor_gen over aligned slots */
 	bool avx2;  /* our AVX2 kernels, any alignment */
 	size_t footprint;
+	size_t block_len; /* the block's length when it is our own mapping, else 0 */
 
 	/* groups */
 	struct lec_group *grp;

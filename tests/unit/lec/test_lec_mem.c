@@ -6,13 +6,17 @@
  * stays correct (no wrong bytes, no id delivered twice), and no instance
  * calls the allocator once created (the binary is linked with
  * --wrap=malloc,calloc,realloc,aligned_alloc,posix_memalign,free, so the
- * test sees every call made while the network runs).
+ * test sees every call made while the network runs). And an instance
+ * made with the default allocator takes memory as it is used: creating one
+ * whose stores reserve a hundred megabytes adds little to the resident set.
  */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "lec_sim.h"
@@ -66,10 +70,59 @@ static void test_bounded_at_10pct(void **state)
 	assert_true((double)res.recovered / (double)res.lost > 0.8);
 }
 
+static void no_send(void *arg, const struct il_lec_repair *rep, const uint32_t *t, uint32_t n)
+{
+	(void)arg, (void)rep, (void)t, (void)n;
+}
+
+static void no_recovered(void *arg, const struct il_lec_id *id, const uint8_t *p, uint32_t len,
+			 const struct il_lec_recovery *info)
+{
+	(void)arg, (void)id, (void)p, (void)len, (void)info;
+}
+
+/* Resident pages of this process, from /proc/self/statm. */
+static size_t resident_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long size = 0, res = 0;
+
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%lu %lu", &size, &res), 2);
+	fclose(f);
+	return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void test_default_memory_is_taken_as_used(void **state)
+{
+	struct il_lec_cfg c;
+	struct il_lec_ops ops = { .send = no_send, .recovered = no_recovered };
+	char err[200];
+	size_t before, after;
+	struct il_lec *l;
+
+	(void)state;
+	il_lec_cfg_defaults(&c);
+	c.self_id = 1;
+	c.store_msgs = 65536; /* 65536 slots of about 1.5 KB: 100 MB reserved */
+	before = resident_bytes();
+	l = il_lec_create(&c, &ops, err, sizeof(err));
+	assert_non_null(l);
+	after = resident_bytes();
+	printf("# footprint %zu bytes, resident set grew by %zu\n", il_lec_footprint(l),
+	       after - before);
+	assert_true(il_lec_footprint(l) > 90u << 20);
+	/* the tables create writes (the decoder's index, the free lists) are
+	 * a few megabytes; the stores are untouched */
+	assert_true(after - before < il_lec_footprint(l) / 8);
+	il_lec_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bounded_at_10pct),
+		cmocka_unit_test(test_default_memory_is_taken_as_used),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
