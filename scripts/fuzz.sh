@@ -11,7 +11,8 @@
 # /var/tmp/interlink-fuzz; an existing corpus there is kept and grown), with
 # the -max_len of targets.txt, and leaves its log in DIR/<target>.log and any
 # finding in DIR/<target>-crash-* (or -leak-, -timeout-, -oom-). One line
-# per target on stdout: executions, seconds, exec/s, corpus, the outcome.
+# per target on stdout: executions, seconds, exec/s, corpus, the outcome
+# ("interrupted" for a run stopped by SIGINT with nothing written).
 # The build is build-fuzz (configured here if missing: clang, -Dfuzz=true).
 # -t: libFuzzer's -timeout, the seconds one input may take before it counts
 # as a hang (default 10). A run that will be paused (kill -STOP, to give a
@@ -59,7 +60,12 @@ for t in "${targets[@]}"; do
   execs=$(awk '/^stat::number_of_executed_units/ { print $2 }' "$work/$t.log")
   rate=$(awk '/^stat::average_exec_per_sec/ { print $2 }' "$work/$t.log")
   outcome="no finding"
-  if [ $rc -ne 0 ]; then
+  if [ $rc -ne 0 ] && grep -q 'libFuzzer: run interrupted' "$work/$t.log" &&
+     ! ls "$work/$t"-crash-* "$work/$t"-leak-* "$work/$t"-timeout-* "$work/$t"-oom-* >/dev/null 2>&1; then
+    # SIGINT (the session's end, or an operator): executions so far, no finding
+    outcome="interrupted (exit $rc), no finding up to there"
+    status=1
+  elif [ $rc -ne 0 ]; then
     outcome="FINDING (exit $rc): $(ls "$work/$t"-* 2>/dev/null | tr '\n' ' ' || true)"
     status=1
   fi
