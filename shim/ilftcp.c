@@ -8,7 +8,8 @@
  *    client never learns more than the log could rebuild (Sec. III);
  *  - listen() tells the logger the server (re)started: the logger has the
  *    appliance fabricate a SYN for each crashed connection of that port,
- *    paced by the listen backlog the shim reports;
+ *    paced by the listen backlog the shim reports (with ILFTCP_READY=wait,
+ *    not at listen() but when the server first blocks waiting for events);
  *  - accept() of such a connection replays it: the logger hands over the
  *    replay file as descriptors (it holds a copy of the logged bytes; the
  *    server may run as another user than the logger), reads are served
@@ -285,11 +286,13 @@ static int lg_connect(void)
 	return fd;
 }
 
+_Atomic bool ilf_ready = true;
+
 static void say_hello(void)
 {
 	struct ftc_shim_msg h = {.type = FS_HELLO, .a = (uint32_t)getpid()};
 	lg_put(&h, sizeof(h));
-	for (unsigned i = 0; i < n_listen; i++) {
+	for (unsigned i = 0; i < n_listen && atomic_load(&ilf_ready); i++) {
 		struct ftc_shim_msg l = {.type = FS_LISTEN, .a = listens[i].port,
 					 .b = listens[i].backlog};
 		lg_put(&l, sizeof(l));
@@ -404,11 +407,43 @@ static void fork_child(void)
 	say_hello();
 }
 
+/*
+ * ILFTCP_READY=wait: a server that listens before it can serve (redis
+ * loading its append-only file answers -LOADING meanwhile, and a replayed
+ * request must get the answer the crashed server gave) is taken to be
+ * ready when it first blocks waiting for events. Its listens are announced
+ * then, and the logger starts its recoveries only after that.
+ */
+void ilf_ready_now(void)
+{
+	pthread_mutex_lock(&ilf_mu);
+	if (!atomic_load(&ilf_ready)) {
+		atomic_store(&ilf_ready, true);
+		mark("ready", NULL, 0);
+		for (unsigned i = 0; i < n_listen && lg >= 0; i++) {
+			struct ftc_shim_msg l = {.type = FS_LISTEN, .a = listens[i].port,
+						 .b = listens[i].backlog};
+			lg_put(&l, sizeof(l));
+		}
+	}
+	pthread_mutex_unlock(&ilf_mu);
+}
+
 __attribute__((constructor)) static void shim_init(void)
 {
 	ilf_resolve();
 	timing = getenv("ILFTCP_TIMING") && *getenv("ILFTCP_TIMING") == '1';
 	mark("start", NULL, 0);
+	const char *rd = getenv("ILFTCP_READY");
+	if (rd && *rd && strcmp(rd, "listen") != 0) {
+		if (strcmp(rd, "wait") != 0) {
+			fprintf(stderr, "ilftcp: ILFTCP_READY=%s: expected listen (the default: "
+					"recover once the server listens) or wait (once it first "
+					"waits for events)\n", rd);
+			_exit(2);
+		}
+		atomic_store(&ilf_ready, false);
+	}
 	const char *sp = getenv("ILFTCP_SOCK");
 	snprintf(sock_path, sizeof(sock_path), "%s", sp && *sp ? sp : FTC_LOGGER_SOCK_DEF);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -743,8 +778,19 @@ static void on_accept(int fd)
 	pthread_mutex_unlock(&ilf_mu);
 }
 
+/* Whether an accept on s may block (the first one makes a server of
+ * blocking accepts ready). */
+static bool accept_blocks(int s)
+{
+	int fl = fcntl(s, F_GETFL);
+
+	return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
 int accept4(int s, struct sockaddr *a, socklen_t *al, int flags)
 {
+	if (!atomic_load_explicit(&ilf_ready, memory_order_relaxed))
+		ilf_waits(accept_blocks(s));
 	int fd = REAL(accept4)(s, a, al, flags);
 	on_accept(fd);
 	return fd;
@@ -752,6 +798,8 @@ int accept4(int s, struct sockaddr *a, socklen_t *al, int flags)
 
 int accept(int s, struct sockaddr *a, socklen_t *al)
 {
+	if (!atomic_load_explicit(&ilf_ready, memory_order_relaxed))
+		ilf_waits(accept_blocks(s));
 	int fd = REAL(accept)(s, a, al);
 	on_accept(fd);
 	return fd;
@@ -788,7 +836,8 @@ int listen(int s, int backlog)
 	}
 	struct ftc_shim_msg m = {.type = FS_LISTEN, .a = ntohs(port), .b = bl};
 	mark("listen", NULL, 0); /* the application's own start-up ends here */
-	lg_put(&m, sizeof(m));
+	if (atomic_load(&ilf_ready))
+		lg_put(&m, sizeof(m)); /* else ilf_ready_now() announces it */
 	pthread_mutex_unlock(&ilf_mu);
 	return rc;
 }

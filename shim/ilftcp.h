@@ -71,6 +71,19 @@ extern pthread_mutex_t ilf_mu;
 /* Connections whose replay is not over: the readiness calls look only
  * while it is not zero. */
 extern _Atomic int ilf_replaying;
+/* Whether the server is ready for recovered connections: at once with
+ * ILFTCP_READY=listen (the default), at its first blocking wait with
+ * ILFTCP_READY=wait. Until then the listens are not announced. */
+extern _Atomic bool ilf_ready;
+/* ilftcp.c: the server is about to block waiting for events (a wait
+ * call with a timeout other than zero, or accept on a blocking listener):
+ * announce the listens. Cheap to call; only the first call does anything. */
+void ilf_ready_now(void);
+static inline void ilf_waits(bool blocks)
+{
+	if (__builtin_expect(!atomic_load_explicit(&ilf_ready, memory_order_relaxed), 0) && blocks)
+		ilf_ready_now();
+}
 
 /* The real libc calls (resolved at load, or at first use by a library
  * constructor that runs before ours). */

@@ -125,11 +125,13 @@ static int merge(struct epoll_event *ev, int n, int max, const struct epoll_even
 
 int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
+	ilf_waits(timeout != 0);
 	EPOLL_WRAP(REAL(epoll_wait)(epfd, ev, max, timeout), REAL(epoll_wait)(epfd, ev, max, 0));
 }
 
 int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *sm)
 {
+	ilf_waits(timeout != 0);
 	EPOLL_WRAP(REAL(epoll_pwait)(epfd, ev, max, timeout, sm),
 		   REAL(epoll_pwait)(epfd, ev, max, 0, sm));
 }
@@ -138,6 +140,7 @@ int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespe
 		 const sigset_t *sm)
 {
 	static const struct timespec zero;
+	ilf_waits(!t || t->tv_sec || t->tv_nsec);
 	EPOLL_WRAP(REAL(epoll_pwait2)(epfd, ev, max, t, sm),
 		   REAL(epoll_pwait2)(epfd, ev, max, &zero, sm));
 }
@@ -175,6 +178,7 @@ static int poll_merge(struct pollfd *f, nfds_t n, int rc)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 int poll(struct pollfd *f, nfds_t n, int timeout)
 {
+	ilf_waits(timeout != 0);
 	if (!atomic_load(&ilf_replaying) || !poll_pending(f, n))
 		return REAL(poll)(f, n, timeout);
 	return poll_merge(f, n, REAL(poll)(f, n, 0));
@@ -190,6 +194,8 @@ int __poll_chk(struct pollfd *f, nfds_t n, int timeout, size_t flen)
 int ppoll(struct pollfd *f, nfds_t n, const struct timespec *t, const sigset_t *sm)
 {
 	static const struct timespec zero;
+
+	ilf_waits(!t || t->tv_sec || t->tv_nsec);
 
 	if (!atomic_load(&ilf_replaying) || !poll_pending(f, n))
 		return REAL(ppoll)(f, n, t, sm);
@@ -231,6 +237,7 @@ int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 	fd_set ready;
 	struct timeval zero = {0, 0};
 
+	ilf_waits(!tv || tv->tv_sec || tv->tv_usec);
 	if (!select_pending(nfds, rd, &ready))
 		return REAL(select)(nfds, rd, wr, ex, tv);
 	return select_merge(nfds, rd, &ready, REAL(select)(nfds, rd, wr, ex, &zero));
@@ -242,6 +249,7 @@ int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec 
 	fd_set ready;
 	static const struct timespec zero;
 
+	ilf_waits(!t || t->tv_sec || t->tv_nsec);
 	if (!select_pending(nfds, rd, &ready))
 		return REAL(pselect)(nfds, rd, wr, ex, t, sm);
 	return select_merge(nfds, rd, &ready, REAL(pselect)(nfds, rd, wr, ex, &zero, sm));

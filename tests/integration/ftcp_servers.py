@@ -93,10 +93,11 @@ http {{
     return [NGINX, "-c", str(conf), "-p", str(tmp), "-e", str(tmp / "nginx-early.log")]
 
 
-def redis_argv(tmp: Path, port: int, aof=False):
+def redis_argv(tmp: Path, port: int, aof=False, load_delay_us=0):
     """redis-server in the foreground, no persistence (the state after a crash is what
     replay rebuilds) unless aof (an append-only file fsynced at every write), its pid,
-    log and directory under tmp."""
+    log and directory under tmp. load_delay_us: redis's own `key-load-delay`, a pause per
+    key while it loads its file at start (a restart that takes a while to be ready)."""
     d = tmp / "redis"
     d.mkdir(exist_ok=True)
     conf = tmp / "redis.conf"
@@ -109,7 +110,8 @@ pidfile {tmp}/redis.pid
 logfile {tmp}/redis.log
 dir {d}
 save ""
-""" + ("appendonly yes\nappendfsync always\n" if aof else "appendonly no\n"))
+""" + ("appendonly yes\nappendfsync always\n" if aof else "appendonly no\n")
+                    + (f"key-load-delay {load_delay_us}\n" if load_delay_us else ""))
     return [REDIS, str(conf)]
 
 

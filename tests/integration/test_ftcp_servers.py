@@ -141,10 +141,28 @@ def test_redis_sets_and_gets_survive_kill(tmp_path):
         assert ctr["recoveries_abandoned"] == 0, ctr
 
 
-def stale_run(tmp_path, aof):
+# A restart that is slow to be ready: FILL_KEYS more keys in the append-only file, loaded at
+# LOAD_DELAY_US each (redis's key-load-delay): about 2.5 s of loading, during which redis
+# serves events after every 1024 commands it loads (and answers -LOADING).
+FILL_KEYS, LOAD_DELAY_US = 2500, 1000
+
+
+def fill_redis(r, n):
+    """n keys SET on a local connection in the server's namespace (not through the
+    appliance: not protected, only in the append-only file)."""
+    cmds = "".join(f"SET fill:{i} x\r\n" for i in range(n))
+    res = subprocess.run(["ip", "netns", "exec", r.ns_s, REDIS_CLI, "-p", str(PORT), "--pipe"],
+                         input=cmds, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and f"replies: {n}" in res.stdout, (res.stdout, res.stderr)
+
+
+def stale_run(tmp_path, aof, slow_load=False, server_env=None):
     seed = crash_seed()
-    with Rig(tmp_path, strategy="lazy", server_cmd=redis_argv(tmp_path, PORT, aof=aof),
+    argv = redis_argv(tmp_path, PORT, aof=aof, load_delay_us=LOAD_DELAY_US if slow_load else 0)
+    with Rig(tmp_path, strategy="lazy", server_cmd=argv, server_env=server_env,
              logger_args=("--catchup-ms", "1500")) as r:
+        if slow_load:
+            fill_redis(r, FILL_KEYS)
         cl = subprocess.Popen(["ip", "netns", "exec", r.ns_c, PY, f"{HERE}/ftcp_servers.py",
                                "stale", "--seed", str(seed), "--wait", "30"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -157,7 +175,7 @@ def stale_run(tmp_path, aof):
         time.sleep(0.5)  # the logger's counters file is rewritten every 200 ms
         lgs = logger_stats(r)
         summary = r.stop_appliance()
-        lg = logs(tmp_path, "ftlog.log")
+        lg = logs(tmp_path, "ftlog.log", f"server{r.server_starts}.log")
     assert cl.returncode == 0, (out, err)
     return json.loads(out.strip().splitlines()[-1]), lgs, counters(summary), lg
 
@@ -180,23 +198,65 @@ def test_redis_state_of_a_closed_connection_resets_not_hangs(tmp_path):
     assert "did not write again" in lg["ftlog.log"], lg
 
 
-@needs(REDIS)
+@needs(REDIS, REDIS_CLI)
 def test_redis_loading_its_aof_is_reset_not_garbled(tmp_path):
     """The same with redis's append-only file: the restarted redis has the key, but it
-    listens before it has loaded the file, and a replay it takes in while loading gets
-    `-LOADING Redis is loading the dataset in memory`, a reply longer than the one the
-    client had. The shim compares what it discards with the crashed server's last output
-    (kept by the stage, handed over in the replay): they differ at the first byte, so the
-    connection is reset at once. Which comes first, the load or the replay, is a race:
-    the client's next GET reads the value (recovered) or sees a reset, never the rest of
-    the error (what it got before that check)."""
-    res, lgs, ctr, lg = stale_run(tmp_path, aof=True)
-    assert res["outcome"] in ("value", "reset"), (res, lg)
-    if res["outcome"] == "reset":
-        assert lgs["recover_abandoned_diverged"] >= 1, lgs
-        assert "wrote other bytes than the client had" in lg["ftlog.log"], lg
-    else:
-        assert ctr["recoveries_abandoned"] == 0, ctr
+    listens before it has loaded the file (about 2.5 s here: FILL_KEYS keys, a pause per
+    key), and a replay it takes in while loading gets `-LOADING Redis is loading the
+    dataset in memory`, a reply longer than the one the client had. The shim compares what
+    it discards with the crashed server's last output (kept by the stage, handed over in
+    the replay): they differ at the first byte, so the connection is reset at once: the
+    client's next GET sees a reset, never the rest of the error (what it got before that
+    check). ILFTCP_READY=wait (the next test) is the cure."""
+    res, lgs, ctr, lg = stale_run(tmp_path, aof=True, slow_load=True)
+    assert res["outcome"] == "reset", (res, lg)
+    assert lgs["recover_abandoned_diverged"] >= 1, lgs
+    assert "wrote other bytes than the client had" in lg["ftlog.log"], lg
+
+
+def timing_marks(log):
+    """The shim's ILFTCP_TIMING marks in a server's log: name -> first time (s)."""
+    marks = {}
+    for line in log.splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[0] == "ilftcp-timing":
+            marks.setdefault(f[1], int(f[2]) / 1e9)
+    return marks
+
+
+@needs(REDIS, REDIS_CLI)
+def test_redis_loading_its_aof_recovers_when_ready_is_wait(tmp_path):
+    """The same slow restart with ILFTCP_READY=wait: the shim announces redis's listen
+    only when redis first blocks waiting for events, which it does once the file is
+    loaded (while loading it polls with a zero timeout), so the logger recovers the
+    connection after the load: the replayed GET is answered with the value, as the crashed
+    redis answered it, and the client's next GET reads the value too. The shim's marks
+    show the wait: ready at least a second after listen."""
+    res, lgs, ctr, lg = stale_run(tmp_path, aof=True, slow_load=True,
+                                  server_env={"ILFTCP_READY": "wait", "ILFTCP_TIMING": "1"})
+    assert res["outcome"] == "value", (res, lg)
+    # the GET connection, and the SET one too if its close had not completed at the kill
+    assert ctr["recoveries"] >= 1 and ctr["recoveries_abandoned"] == 0, ctr
+    assert lgs["recover_abandoned_diverged"] == 0, lgs
+    marks = timing_marks(lg["server2.log"])
+    assert "listen" in marks and "ready" in marks, lg
+    print(f"listen to ready: {marks['ready'] - marks['listen']:.2f} s")
+    assert marks["ready"] - marks["listen"] > 1.0, marks
+
+
+@needs(PY)
+def test_bad_ilftcp_ready_stops_the_server_with_a_message(tmp_path):
+    """A value of ILFTCP_READY the shim does not know is a configuration error: the
+    process stops at once (exit status 2) and says what is allowed, rather than run with
+    recoveries that start at the wrong time."""
+    env = dict(os.environ, LD_PRELOAD=str(SHIM), ILFTCP_SOCK=str(tmp_path / "none.sock"),
+               ILFTCP_READY="later")
+    res = subprocess.run([PY, "-c", "print('ran')"], env=env, capture_output=True, text=True,
+                         timeout=30)
+    assert res.returncode == 2, res
+    assert "ran" not in res.stdout
+    assert "ILFTCP_READY=later" in res.stderr and "listen" in res.stderr and \
+        "wait" in res.stderr, res.stderr
 
 
 @needs(PY)
