@@ -807,11 +807,94 @@ static void tx_drop_cb(struct rte_mbuf **pkts, uint16_t unsent, void *userdata)
 	rte_pktmbuf_free_bulk(pkts, unsent);
 }
 
+/*
+ * The mbufs a pool must back: every descriptor, every mbuf a stage may hold
+ * (every history slot, every packet a FEC decoder keeps by reference),
+ * every burst in flight. Without shards one pool backs everything. With
+ * shards each has its own (docs/scaling.md 1.1), backing what that shard
+ * holds: its stages, receive queue k of every multi-queue port (shard 0
+ * also the single-queue ports, which only it polls), its transmit queue
+ * on every port, the hand-over rings it fills (a stray stays the sender's
+ * until its owner copies it into its own pool) and its bursts.
+ */
+static unsigned pool_need(const struct il_app *app, int shard)
+{
+	unsigned hist = 0, need = 4096;
+	unsigned workers = shard < 0 ? app->n_workers : 1;
+
+	for (unsigned i = 0; i < app->n_stages; i++) {
+		const struct il_stage *st = app->stages[i];
+		if (st->type->mbufs_held && (shard < 0 || st->shard == shard))
+			hist += st->type->mbufs_held(st);
+	}
+	if (shard < 0) {
+		/* A pair's standby keeps the active's frames (docs/ha.md). */
+		const struct il_cfg *stages = il_cfg_get(app->cfg, "stages");
+		for (unsigned i = 0; i < il_cfg_len(stages); i++) {
+			uint64_t h;
+			const char *type =
+				il_cfg_scalar(il_cfg_get(il_cfg_at(stages, i), "type"));
+			if (type != NULL && strcmp(type, "ha") == 0 &&
+			    il_cfg_u64(il_cfg_at(stages, i), "shadow_history", 16384, 0,
+				       UINT32_MAX, &h, NULL, 0) == 0)
+				hist += (unsigned)h * app->n_groups;
+		}
+	}
+	need += hist;
+	for (unsigned p = 0; p < app->n_ports; p++) {
+		unsigned nq = app->ports[p].n_rxq ? app->ports[p].n_rxq : 1u;
+		if (shard < 0)
+			need += app->ports[p].rx_desc * nq;
+		else if (nq > 1 || shard == 0)
+			need += app->ports[p].rx_desc;
+		need += app->ports[p].tx_desc * workers;
+	}
+	if (shard >= 0)
+		need += (app->n_shards - 1u) * app->handoff_slots;
+	need += workers * app->n_ports * IL_BURST_CAP * 2;
+	return need;
+}
+
+static int make_pools(struct il_app *app, char *err, size_t errlen)
+{
+	unsigned room = RTE_MBUF_DEFAULT_BUF_SIZE;
+	unsigned n = app->n_shards ? app->n_shards : 1;
+	uint64_t v;
+
+	if ((unsigned)app->frame_max + 64 + RTE_PKTMBUF_HEADROOM > room)
+		room = app->frame_max + 64 + RTE_PKTMBUF_HEADROOM;
+	app->pool_size = 0;
+	for (unsigned k = 0; k < n; k++) {
+		int shard = app->n_shards ? (int)k : -1;
+		/* pool_size, when set, is each pool's */
+		if (il_cfg_u64(app->cfg, "pool_size", pool_need(app, shard), 1024, 1u << 26, &v,
+			       err, errlen))
+			return -1;
+		char pname[64];
+		if (shard < 0)
+			snprintf(pname, sizeof(pname), "il_pool_%s", app->name);
+		else
+			snprintf(pname, sizeof(pname), "il_pool_%s_%u", app->name, k);
+		int sock = shard < 0 ? (int)rte_socket_id()
+				     : (int)rte_lcore_to_socket_id(app->shard_lcores[k]);
+		struct rte_mempool *mp = rte_pktmbuf_pool_create(
+			pname, (unsigned)v, 256, IL_MBUF_PRIV_SIZE, (uint16_t)room, sock);
+		if (!mp)
+			return ERR("cannot create a pool of %u mbufs of %u bytes%s (%s): raise the "
+				   "EAL memory (eal: [-m, MB]) or lower 'pool_size'/'history'",
+				   (unsigned)v, room, shard < 0 ? "" : " for a shard",
+				   rte_strerror(rte_errno));
+		app->pool_size += (unsigned)v;
+		if (shard >= 0)
+			app->shards[k]->pool = mp;
+		if (k == 0)
+			app->pool = mp; /* shard 0's with shards */
+	}
+	return 0;
+}
+
 int il_app_start(struct il_app *app, char *err, size_t errlen)
 {
-	uint64_t v;
-	unsigned hist = 0;
-
 	for (unsigned p = 0; p < app->n_ports; p++)
 		if (il_port_lookup(&app->ports[p], err, errlen))
 			return -1;
@@ -826,50 +909,19 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 	if (app->n_shards && setup_shards(app, err, errlen))
 		return -1;
 
-	/* Pool: every descriptor, every mbuf a stage may hold (every history
-	 * slot, every packet a FEC decoder keeps by reference), every burst
-	 * in flight. */
-	for (unsigned i = 0; i < app->n_stages; i++) {
-		const struct il_stage *st = app->stages[i];
-		if (st->type->mbufs_held)
-			hist += st->type->mbufs_held(st);
-	}
-	/* A pair's standby keeps the active's frames (docs/ha.md). */
-	const struct il_cfg *stages = il_cfg_get(app->cfg, "stages");
-	for (unsigned i = 0; i < il_cfg_len(stages); i++) {
-		uint64_t h;
-		const char *type = il_cfg_scalar(il_cfg_get(il_cfg_at(stages, i), "type"));
-		if (type != NULL && strcmp(type, "ha") == 0 &&
-		    il_cfg_u64(il_cfg_at(stages, i), "shadow_history", 16384, 0, UINT32_MAX, &h,
-			       NULL, 0) == 0)
-			hist += (unsigned)h * app->n_groups;
-	}
-	unsigned need = 4096 + hist;
-	for (unsigned p = 0; p < app->n_ports; p++)
-		need += app->ports[p].rx_desc * (app->ports[p].n_rxq ? app->ports[p].n_rxq : 1u) +
-			app->ports[p].tx_desc * app->n_workers;
-	/* Strays in flight: every hand-over ring full. */
-	need += (unsigned)app->n_shards * (app->n_shards ? app->n_shards - 1u : 0u) *
-		app->handoff_slots;
-	need += app->n_workers * app->n_ports * IL_BURST_CAP * 2;
-	if (il_cfg_u64(app->cfg, "pool_size", need, 1024, 1u << 26, &v, err, errlen))
+	if (make_pools(app, err, errlen))
 		return -1;
-	app->pool_size = (unsigned)v;
-	unsigned room = RTE_MBUF_DEFAULT_BUF_SIZE;
-	if ((unsigned)app->frame_max + 64 + RTE_PKTMBUF_HEADROOM > room)
-		room = app->frame_max + 64 + RTE_PKTMBUF_HEADROOM;
-	char pname[64];
-	snprintf(pname, sizeof(pname), "il_pool_%s", app->name);
-	app->pool = rte_pktmbuf_pool_create(pname, app->pool_size, 256, IL_MBUF_PRIV_SIZE,
-					    (uint16_t)room, (int)rte_socket_id());
-	if (!app->pool)
-		return ERR("cannot create a pool of %u mbufs of %u bytes (%s): raise the EAL "
-			   "memory (eal: [-m, MB]) or lower 'pool_size'/'history'",
-			   app->pool_size, room, rte_strerror(rte_errno));
-
+	struct rte_mempool *pools[IL_MAX_SHARDS];
+	unsigned n_pools = app->n_shards ? app->n_shards : 1;
+	for (unsigned k = 0; k < n_pools; k++)
+		pools[k] = app->n_shards ? app->shards[k]->pool : app->pool;
 	for (unsigned p = 0; p < app->n_ports; p++)
-		if (il_port_setup(&app->ports[p], app->pool, app->frame_max, err, errlen))
+		if (il_port_setup(&app->ports[p], pools, n_pools, app->frame_max, err, errlen))
 			return -1;
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		struct il_stage *st = app->stages[s];
+		st->pool = st->shard >= 0 && app->n_shards ? app->shards[st->shard]->pool : app->pool;
+	}
 	for (unsigned w = 0; w < app->n_workers; w++) {
 		struct il_lcore_io *io = &app->workers[w].io;
 		for (unsigned p = 0; p < app->n_ports; p++) {

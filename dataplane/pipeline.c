@@ -76,6 +76,27 @@ uint16_t il_shard_drain(struct il_app *app, struct il_worker *w)
 			continue;
 		sh->handoff_in += n;
 		total = (uint16_t)(total + n);
+		/* Into this shard's pool: what it holds (history) and sends
+		 * must not keep the sender's pool short. Strays are the
+		 * exception path (RSS or a flow rule puts a group's frames on
+		 * its owner's queue), so a copy is what they cost. */
+		unsigned kept = 0;
+		for (unsigned i = 0; i < n; i++) {
+			struct rte_mbuf *m = got[i], *c;
+
+			if (likely(m->pool == sh->pool || sh->pool == NULL)) {
+				got[kept++] = m;
+				continue;
+			}
+			c = rte_pktmbuf_copy(m, sh->pool, 0, UINT32_MAX);
+			rte_pktmbuf_free(m);
+			if (unlikely(c == NULL)) {
+				sh->drop_handoff_nombuf++;
+				continue;
+			}
+			got[kept++] = c;
+		}
+		n = kept;
 		/* Per chain, in the order they were handed over. */
 		for (uint16_t c = 0; c < w->n_chains; c++) {
 			struct il_chain *ch = &w->chains[c];

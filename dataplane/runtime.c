@@ -53,6 +53,7 @@ void il_runtime_apply(struct il_app *app, struct il_worker *w, uint32_t seq)
 			w->shard->handoff_out = 0;
 			w->shard->handoff_in = 0;
 			w->shard->drop_handoff_full = 0;
+			w->shard->drop_handoff_nombuf = 0;
 		}
 	} else if (cmd->st->lcore == (int)w->lcore_id) {
 		cmd->rc = cmd->st->type->set(cmd->st, cmd->params, cmd->err, sizeof(cmd->err));

@@ -92,7 +92,8 @@ static uint64_t drops_total(const struct il_app *app)
 	}
 	for (unsigned k = 0; k < app->n_shards; k++)
 		if (app->shards[k])
-			v += app->shards[k]->drop_handoff_full;
+			v += app->shards[k]->drop_handoff_full +
+			     app->shards[k]->drop_handoff_nombuf;
 	return v;
 }
 
@@ -295,6 +296,9 @@ static int tel_shards(const char *cmd, const char *params, struct rte_tel_data *
 		rte_tel_data_add_dict_u64(c, "handoff_out", sh ? sh->handoff_out : 0);
 		rte_tel_data_add_dict_u64(c, "handoff_in", sh ? sh->handoff_in : 0);
 		rte_tel_data_add_dict_u64(c, "drop_handoff_full", sh ? sh->drop_handoff_full : 0);
+		rte_tel_data_add_dict_u64(c, "drop_handoff_nombuf", sh ? sh->drop_handoff_nombuf : 0);
+		rte_tel_data_add_dict_u64(c, "pool_avail",
+					  sh && sh->pool ? rte_mempool_avail_count(sh->pool) : 0);
 		rte_tel_data_start_array(g, RTE_TEL_U64_VAL);
 		for (unsigned i = 0; i < tel_app->n_groups; i++)
 			if (tel_app->groups[i].shard == k)
@@ -503,6 +507,10 @@ static void write_json(struct il_app *app, double elapsed, double traffic_s,
 			il_json_u64(&js, "handoff_out", sh ? sh->handoff_out : 0);
 			il_json_u64(&js, "handoff_in", sh ? sh->handoff_in : 0);
 			il_json_u64(&js, "drop_handoff_full", sh ? sh->drop_handoff_full : 0);
+			il_json_u64(&js, "drop_handoff_nombuf", sh ? sh->drop_handoff_nombuf : 0);
+			il_json_u64(&js, "pool_size", sh && sh->pool ? sh->pool->size : 0);
+			il_json_u64(&js, "pool_avail",
+				    sh && sh->pool ? rte_mempool_avail_count(sh->pool) : 0);
 			il_json_arr(&js, "groups");
 			for (unsigned g = 0; g < app->n_groups; g++)
 				if (app->groups[g].shard == k)
@@ -545,8 +553,10 @@ void il_summary(struct il_app *app, double elapsed, double traffic_s, const char
 		const struct il_shard *sh = app->shards[k];
 		if (sh)
 			printf("shard %u (lcore %u) handed over %" PRIu64 ", took over %" PRIu64
-			       ", dropped on a full hand-over ring %" PRIu64 "\n", k, sh->lcore,
-			       sh->handoff_out, sh->handoff_in, sh->drop_handoff_full);
+			       ", dropped on a full hand-over ring %" PRIu64
+			       ", dropped with its pool empty %" PRIu64 "\n", k, sh->lcore,
+			       sh->handoff_out, sh->handoff_in, sh->drop_handoff_full,
+			       sh->drop_handoff_nombuf);
 	}
 	printf("NAKs served        %" PRIu64 " (%" PRIu64 " frames retransmitted, %" PRIu64
 	       " UNAVAIL)\n",

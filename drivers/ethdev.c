@@ -68,8 +68,8 @@ int il_port_lookup(struct il_port *p, char *err, size_t errlen)
 	return 0;
 }
 
-int il_port_setup(struct il_port *p, struct rte_mempool *pool, uint16_t frame_max, char *err,
-		  size_t errlen)
+int il_port_setup(struct il_port *p, struct rte_mempool *const *pools, unsigned n_pools,
+		  uint16_t frame_max, char *err, size_t errlen)
 {
 	struct rte_eth_conf conf;
 	struct rte_eth_dev_info info;
@@ -105,7 +105,8 @@ int il_port_setup(struct il_port *p, struct rte_mempool *pool, uint16_t frame_ma
 	if (sock < 0)
 		sock = 0;
 	for (uint16_t q = 0; q < n_rxq; q++) {
-		rc = rte_eth_rx_queue_setup(p->port_id, q, rxd, (unsigned)sock, NULL, pool);
+		rc = rte_eth_rx_queue_setup(p->port_id, q, rxd, (unsigned)sock, NULL,
+					    pools[q < n_pools ? q : 0]);
 		if (rc)
 			return ERR("port '%s': rx queue %u setup failed: %s", p->name, q,
 				   rte_strerror(-rc));

@@ -105,7 +105,7 @@ static void send_unavail(struct il_stage *st, struct nak *k, unsigned gi, const 
 			     il_stage_auth_room(&k->auth);
 	struct il_path path;
 	uint8_t *f;
-	struct rte_mbuf *m = il_app_frame_alloc(app, len, &f);
+	struct rte_mbuf *m = il_stage_frame_alloc(st, len, &f);
 
 	if (unlikely(!m)) {
 		st->ctr[NAK_C_DROP_UNAVAIL_NO_MBUF]++;
@@ -161,7 +161,7 @@ static bool retransmit(struct il_stage *st, struct nak *k, unsigned gi,
 		return true;
 	}
 	uint8_t *f;
-	struct rte_mbuf *m = il_app_frame_alloc(k->app, e->len, &f);
+	struct rte_mbuf *m = il_stage_frame_alloc(st, e->len, &f);
 
 	if (unlikely(m == NULL)) {
 		st->ctr[NAK_C_DROP_RETX_NO_MBUF]++;

@@ -164,12 +164,11 @@ static inline void il_app_group_path(const struct il_app *app, uint16_t tx, unsi
 	il_path_mcast(p, g->address);
 }
 
-/* A frame of len bytes the appliance makes, from its pool: the mbuf, its
+/* A frame of len bytes the appliance makes, from pool: the mbuf, its
  * bytes in *f; NULL when the pool is empty (the caller counts it). */
-static inline struct rte_mbuf *il_app_frame_alloc(const struct il_app *app, uint16_t len,
-						  uint8_t **f)
+static inline struct rte_mbuf *il_frame_alloc(struct rte_mempool *pool, uint16_t len, uint8_t **f)
 {
-	struct rte_mbuf *m = il_pktmbuf_alloc(app->pool);
+	struct rte_mbuf *m = il_pktmbuf_alloc(pool);
 
 	if (unlikely(m == NULL))
 		return NULL;
@@ -181,6 +180,21 @@ static inline struct rte_mbuf *il_app_frame_alloc(const struct il_app *app, uint
 	m->l2_len = IL_ETH_HLEN;
 	m->l3_len = IL_IPV4_HLEN;
 	return m;
+}
+
+/* The same from the appliance's pool (shard 0's with shards). */
+static inline struct rte_mbuf *il_app_frame_alloc(const struct il_app *app, uint16_t len,
+						  uint8_t **f)
+{
+	return il_frame_alloc(app->pool, len, f);
+}
+
+/* The same from the pool of the stage's shard (the appliance's for a
+ * stage made outside il_app_start(), as unit tests do). */
+static inline struct rte_mbuf *il_stage_frame_alloc(const struct il_stage *st, uint16_t len,
+						    uint8_t **f)
+{
+	return il_frame_alloc(st->pool ? st->pool : st->app->pool, len, f);
 }
 
 /* Runtime commands: telemetry /interlink/reset and /interlink/set. */

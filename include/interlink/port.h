@@ -29,8 +29,10 @@ bool il_port_is_vdev(const char *device);
 int il_port_dev_name(const char *device, char *out, size_t len);
 /* Resolve the DPDK port id of a probed device. */
 int il_port_lookup(struct il_port *p, char *err, size_t errlen);
-int il_port_setup(struct il_port *p, struct rte_mempool *pool, uint16_t frame_max, char *err,
-		  size_t errlen);
+/* Configure and set up the port's queues: receive queue q takes its mbufs
+ * from pools[q] (pools[0] for a queue beyond n_pools). */
+int il_port_setup(struct il_port *p, struct rte_mempool *const *pools, unsigned n_pools,
+		  uint16_t frame_max, char *err, size_t errlen);
 int il_port_start(struct il_port *p, char *err, size_t errlen);
 void il_port_stop(struct il_port *p);
 bool il_port_link_up(const struct il_port *p);

@@ -57,9 +57,15 @@ struct il_shard {
 	uint8_t owner[IL_SHARD_MAX_GROUPS];
 	struct rte_ring *out[IL_MAX_SHARDS]; /* to shard j (NULL for me) */
 	struct rte_ring *in[IL_MAX_SHARDS];  /* from shard j */
+	/* Its own mbufs: receive queue `index` of every multi-queue port, the
+	 * frames its stages make, and every stray it is handed (copied in, so
+	 * a shard's history never holds another shard's mbufs). */
+	struct rte_mempool *pool;
 	uint64_t handoff_out;       /* strays moved to their owner's ring */
 	uint64_t handoff_in;        /* strays taken from the other shards' rings */
 	uint64_t drop_handoff_full; /* the owner's ring was full: freed, counted */
+	uint64_t drop_handoff_nombuf; /* a stray handed to this shard found its
+				       * pool empty (no copy): freed, counted */
 };
 
 /* Kinds that belong to one group (classify sets group_idx on them).

@@ -199,6 +199,8 @@ struct il_stage {
 	struct il_lcore_io *io; /* set when placed on an lcore */
 	int lcore;              /* -1 until placed */
 	int shard;              /* its shard (docs/scaling.md); -1 without shards */
+	struct rte_mempool *pool; /* where the frames it makes come from: its
+				   * shard's pool, or the appliance's */
 	uint8_t kinds;          /* type->kinds, or wider (see there) */
 	uint64_t ctr[IL_MAX_STAGE_COUNTERS];
 	uint64_t pkts_in;       /* packets handed to process() */

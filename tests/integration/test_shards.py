@@ -136,6 +136,9 @@ def test_two_shards_strays_handed_over_one_order_per_group(tmp_path, queue):
     assert sh[other]["handoff_in"] == strays
     assert sh[other]["handoff_out"] == 0 and sh[queue]["handoff_in"] == 0
     assert sh[0]["drop_handoff_full"] == sh[1]["drop_handoff_full"] == 0
+    # each shard has its own pool; the strays were copied into the owner's, none failed
+    assert sh[0]["drop_handoff_nombuf"] == sh[1]["drop_handoff_nombuf"] == 0
+    assert sh[0]["pool_size"] > 0 and sh[1]["pool_size"] > 0, sh
     assert sorted(sh[0]["groups"]) == [1, 3] and sorted(sh[1]["groups"]) == [2, 4]
     # /interlink/shards said the same while it ran (the traffic was over), and the status
     # line counted the strays.
@@ -143,8 +146,9 @@ def test_two_shards_strays_handed_over_one_order_per_group(tmp_path, queue):
     for k in (0, 1):
         t = tel[str(k)]
         assert t["lcore"] == k + 1 and sorted(t["groups"]) == sorted(sh[k]["groups"]), tel
-        for c in ("handoff_out", "handoff_in", "drop_handoff_full"):
+        for c in ("handoff_out", "handoff_in", "drop_handoff_full", "drop_handoff_nombuf"):
             assert t[c] == sh[k][c], (k, c, tel, sh)
+        assert 0 < t["pool_avail"] <= sh[k]["pool_size"], (k, tel, sh)
     seen = [int(v) for v in re.findall(r" shards 2 strays (\d+)",
                                        rig.app_log.read_text())]
     assert seen and max(seen) <= strays and seen == sorted(seen), seen
@@ -155,8 +159,9 @@ def test_two_shards_strays_handed_over_one_order_per_group(tmp_path, queue):
     for k in (0, 1):
         lab = f'{{shard="{k}",lcore="{k + 1}"}}'
         assert float(m[f"interlink_shard_groups{lab}"]) == 2, m
-        for c in ("handoff_out", "handoff_in", "drop_handoff_full"):
+        for c in ("handoff_out", "handoff_in", "drop_handoff_full", "drop_handoff_nombuf"):
             assert float(m[f"interlink_shard_{c}_total{lab}"]) == tel[str(k)][c], (c, m)
+        assert float(m[f"interlink_shard_pool_avail{lab}"]) > 0, m
     for g, owner in OWNER.items():
         assert float(m[f'interlink_group_shard{{group="{g}"}}']) == owner, m
 

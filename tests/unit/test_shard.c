@@ -210,9 +210,19 @@ static void test_strays_handed_over_stamped_in_order_and_counted(void **state)
 {
 	struct il_worker *w0 = &app.workers[0], *w1 = &app.workers[1];
 	struct rte_mbuf *pkts[IL_BURST_CAP], *out[IL_BURST];
+	struct rte_mempool *pool0 = app.shards[0]->pool, *pool1 = app.shards[1]->pool;
+	unsigned avail0 = rte_mempool_avail_count(pool0);
 	uint16_t n = 0;
 
 	(void)state;
+	/* A pool per shard; the appliance's (single-queue ports, frames made
+	 * outside a shard) is shard 0's. */
+	assert_non_null(pool0);
+	assert_non_null(pool1);
+	assert_ptr_not_equal(pool0, pool1);
+	assert_ptr_equal(app.pool, pool0);
+	assert_ptr_equal(il_app_stage(&app, "nak@1")->pool, pool1);
+	assert_ptr_equal(il_app_stage(&app, "nak")->pool, pool0);
 	/* Shard 0 receives frames of group 1 (its own) and group 2 (shard
 	 * 1's), interleaved, from two senders. */
 	for (unsigned i = 0; i < 3; i++) {
@@ -233,9 +243,11 @@ static void test_strays_handed_over_stamped_in_order_and_counted(void **state)
 	assert_int_equal(ctr("seq", "stamped_msgs"), 3);
 	assert_int_equal(ctr("seq@1", "stamped_msgs"), 0);
 
-	/* Shard 1 takes them over, stamps them in the order they came, and
-	 * sends them on its own queue. */
+	/* Shard 1 takes them over, copied into its own pool (the originals
+	 * go back to shard 0's at once), stamps them in the order they came,
+	 * and sends them on its own queue. */
 	assert_int_equal(il_shard_drain(&app, w1), 6);
+	assert_int_equal(rte_mempool_avail_count(pool0), avail0);
 	assert_int_equal(app.shards[1]->handoff_in, 6);
 	assert_int_equal(ctr("seq@1", "stamped_msgs"), 6);
 	rte_eth_tx_buffer_flush(w1->io.port_id[1], w1->io.txq[1], w1->io.txb[1]);
@@ -249,6 +261,7 @@ static void test_strays_handed_over_stamped_in_order_and_counted(void **state)
 		assert_int_equal(il_get32(h + IL_OFF_EPOCH), 5);
 		/* per-sender order kept: sender 8 then 9 alternate as sent */
 		assert_int_equal(il_get32(h + IL_OFF_SENDER_ID), 8 + (i & 1));
+		assert_ptr_equal(out[i]->pool, pool1);
 	}
 	rte_pktmbuf_free_bulk(out, n);
 
@@ -267,7 +280,41 @@ static void test_strays_handed_over_stamped_in_order_and_counted(void **state)
 	assert_int_equal(n, 1);
 	assert_int_equal(il_get64(il_hdr_of(out[0]) + IL_OFF_GLOBAL_SEQ), 2);
 	assert_int_equal(il_get32(il_hdr_of(out[0]) + IL_OFF_SENDER_ID), 9);
+	/* the retransmission is made from the owner's pool too */
+	assert_ptr_equal(out[0]->pool, pool1);
 	rte_pktmbuf_free_bulk(out, n);
+	assert_int_equal(rte_mempool_avail_count(pool0), avail0);
+	assert_int_equal(app.shards[1]->drop_handoff_nombuf, 0);
+}
+
+/* The owner's pool empty when a stray arrives: it cannot be copied in, so
+ * it is freed (back to the sender's pool) and counted, never kept in the
+ * sender's pool by the owner. */
+static void test_stray_with_its_owners_pool_empty_is_counted(void **state)
+{
+	struct il_worker *w0 = &app.workers[0], *w1 = &app.workers[1];
+	struct rte_mempool *pool0 = app.shards[0]->pool, *pool1 = app.shards[1]->pool;
+	struct rte_mbuf *pkts[IL_BURST_CAP], **hoard;
+	uint64_t stamped1 = ctr("seq@1", "stamped_msgs");
+	unsigned avail0 = rte_mempool_avail_count(pool0), n_hoard = 0;
+	uint16_t n = 0;
+
+	(void)state;
+	hoard = calloc(pool1->size, sizeof(*hoard));
+	assert_non_null(hoard);
+	while ((hoard[n_hoard] = rte_pktmbuf_alloc(pool1)) != NULL)
+		n_hoard++;
+	for (unsigned i = 0; i < 3; i++)
+		pkts[n++] = data(2, 8, 200 + i);
+	n = il_chain_stages(&w0->io, &w0->chains[0], pkts, n);
+	assert_int_equal(n, 0);
+	assert_int_equal(il_shard_drain(&app, w1), 3);
+	assert_int_equal(app.shards[1]->drop_handoff_nombuf, 3);
+	assert_int_equal(ctr("seq@1", "stamped_msgs"), stamped1);
+	assert_int_equal(rte_mempool_avail_count(pool0), avail0);
+	for (unsigned i = 0; i < n_hoard; i++)
+		rte_pktmbuf_free(hoard[i]);
+	free(hoard);
 }
 
 /* The owner's ring full: the stray is freed and counted, never silent. */
@@ -320,6 +367,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_config_errors_name_the_key),
 		cmocka_unit_test(test_strays_handed_over_stamped_in_order_and_counted),
 		cmocka_unit_test(test_full_handoff_ring_counts_its_drops),
+		cmocka_unit_test(test_stray_with_its_owners_pool_empty_is_counted),
 		cmocka_unit_test(test_unknown_lcore_refused_at_start),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);

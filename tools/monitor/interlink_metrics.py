@@ -111,6 +111,8 @@ def appliance_metrics(e, a):
         "handoff_in": "Frames this shard took over from other shards' hand-over rings.",
         "drop_handoff_full": "Strays dropped because the owner's hand-over ring was full "
                              "(also in interlink_appliance_drops).",
+        "drop_handoff_nombuf": "Strays dropped because this shard's pool had no mbuf to "
+                               "copy them into (also in interlink_appliance_drops).",
     }
     for k in sorted(a.shards, key=lambda x: int(x) if str(x).isdigit() else 0):
         sh = a.shards[k]
@@ -120,6 +122,9 @@ def appliance_metrics(e, a):
         for c, help_ in shard_help.items():
             if isinstance(sh.get(c), (int, float)):
                 e.counter(f"interlink_shard_{c}", help_, sh[c], **lab)
+        if isinstance(sh.get("pool_avail"), (int, float)):
+            e.gauge("interlink_shard_pool_avail", "Free mbufs in the shard's own pool.",
+                    sh["pool_avail"], **lab)
         groups = sh.get("groups") or []
         e.gauge("interlink_shard_groups", "Groups the shard owns (stamps, serves NAKs for).",
                 len(groups), **lab)
