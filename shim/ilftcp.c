@@ -63,6 +63,9 @@ static unsigned n_lg_fds;
 /* ILFTCP_TIMING=1: recovery milestones on stderr (CLOCK_MONOTONIC, ns),
  * for scripts/bench-ftcp.sh. */
 static bool timing;
+/* ILFTCP_REPLAY=merge: one replayed read returns as many of the logged
+ * reads as fit (see shim_init). */
+static bool replay_merge;
 
 static void mark(const char *what, const struct pfd *p, uint64_t bytes)
 {
@@ -444,6 +447,26 @@ __attribute__((constructor)) static void shim_init(void)
 		}
 		atomic_store(&ilf_ready, false);
 	}
+	/*
+	 * ILFTCP_REPLAY=merge: a replayed read returns as many of the crashed
+	 * server's reads as fit in the caller's buffer, instead of one read
+	 * per read it made. The bytes are the same; what changes is how they
+	 * are cut, which only a server whose output depends on the cut would
+	 * notice (TCP promises no cut; a divergence would be caught by the
+	 * output check and reset). What it buys: a server that syncs once per
+	 * pass of its event loop (redis with appendfsync always) replays a
+	 * long connection in few passes instead of one per request.
+	 */
+	const char *rm = getenv("ILFTCP_REPLAY");
+	if (rm && *rm && strcmp(rm, "exact") != 0) {
+		if (strcmp(rm, "merge") != 0) {
+			fprintf(stderr, "ilftcp: ILFTCP_REPLAY=%s: expected exact (the default: one "
+					"replayed read per read the crashed server made) or merge "
+					"(as many as fit)\n", rm);
+			_exit(2);
+		}
+		replay_merge = true;
+	}
 	const char *sp = getenv("ILFTCP_SOCK");
 	snprintf(sock_path, sizeof(sock_path), "%s", sp && *sp ? sp : FTC_LOGGER_SOCK_DEF);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -617,7 +640,9 @@ void ilf_replay_end(struct pfd *p)
 {
 	if (p->rp.log_fd < 0)
 		return;
-	mark("replay_done", p, 0);
+	/* how many reads it took, beside how many the crashed server made */
+	mark("replay_done", p, p->replay_calls);
+	mark("replay_logged_reads", p, p->rp.n_reads);
 	if (p->out_skip) {
 		tell_owed(p);
 		p->owed_told = true;
@@ -647,8 +672,22 @@ ssize_t ilf_replay_read(struct pfd *p, void *buf, size_t n, bool peek)
 	got = ilf_replay_next(&p->rp, buf, n, peek, &fresh, &why);
 	if (got < 0)
 		ilf_die(why);
+	/* Merged: the next logged reads too, while they fit (never past the
+	 * logged reads into the bytes that get fresh lengths, G2). */
+	while (replay_merge && !peek && !fresh && (size_t)got < n && p->rp.log_left &&
+	       p->rp.next_read < p->rp.n_reads) {
+		ssize_t more = ilf_replay_next(&p->rp, (uint8_t *)buf + got, n - (size_t)got, false,
+					       &fresh, &why);
+		if (more < 0)
+			ilf_die(why);
+		got += more;
+		if (more == 0 || fresh)
+			break;
+	}
 	if (fresh)
 		ilf_log_read(p, (size_t)got); /* a new read of logged bytes (G2) */
+	if (!peek && got > 0)
+		p->replay_calls++;
 	if (!p->rp.log_left)
 		ilf_replay_end(p);
 	return got;

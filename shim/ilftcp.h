@@ -58,6 +58,7 @@ struct pfd {
 	 * below tail_end. */
 	uint64_t out_pos, tail_end;
 	uint32_t tail_len;
+	uint32_t replay_calls; /* reads served from the replay (ILFTCP_TIMING) */
 	uint8_t tail[FTC_OUT_TAIL];
 	bool diverged;
 	/* The client closed its side before the crash (FTC_REPLAY_PEER_FIN):
