@@ -274,18 +274,19 @@ def test_redis_loading_its_aof_recovers_when_ready_is_wait(tmp_path):
 
 
 @needs(PY)
-def test_bad_ilftcp_ready_stops_the_server_with_a_message(tmp_path):
-    """A value of ILFTCP_READY the shim does not know is a configuration error: the
-    process stops at once (exit status 2) and says what is allowed, rather than run with
-    recoveries that start at the wrong time."""
+@pytest.mark.parametrize("var,value,allowed", [("ILFTCP_READY", "later", ("listen", "wait")),
+                                               ("ILFTCP_REPLAY", "fast", ("exact", "merge"))])
+def test_bad_shim_setting_stops_the_server_with_a_message(tmp_path, var, value, allowed):
+    """A value of ILFTCP_READY or ILFTCP_REPLAY the shim does not know is a configuration
+    error: the process stops at once (exit status 2) and says what is allowed, rather than
+    run with recoveries that start at the wrong time or replay otherwise than asked."""
     env = dict(os.environ, LD_PRELOAD=str(SHIM), ILFTCP_SOCK=str(tmp_path / "none.sock"),
-               ILFTCP_READY="later")
+               **{var: value})
     res = subprocess.run([PY, "-c", "print('ran')"], env=env, capture_output=True, text=True,
                          timeout=30)
     assert res.returncode == 2, res
     assert "ran" not in res.stdout
-    assert "ILFTCP_READY=later" in res.stderr and "listen" in res.stderr and \
-        "wait" in res.stderr, res.stderr
+    assert f"{var}={value}" in res.stderr and all(a in res.stderr for a in allowed), res.stderr
 
 
 @needs(PY)
