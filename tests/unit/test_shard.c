@@ -300,7 +300,7 @@ static void test_stray_with_its_owners_pool_empty_is_counted(void **state)
 	uint16_t n = 0;
 
 	(void)state;
-	hoard = calloc(pool1->size, sizeof(*hoard));
+	hoard = calloc(pool1->size + 1, sizeof(*hoard)); /* and the NULL that ends it */
 	assert_non_null(hoard);
 	while ((hoard[n_hoard] = rte_pktmbuf_alloc(pool1)) != NULL)
 		n_hoard++;
