@@ -9,6 +9,12 @@
 #include <arpa/inet.h>
 
 #include <isa-l/raid.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define FEC_HAVE_AVX2 1
+#else
+#define FEC_HAVE_AVX2 0
+#endif
 
 #include <interlink/err.h>
 
@@ -27,7 +33,7 @@ void il_fec_cfg_defaults(struct il_fec_cfg *cfg)
 	cfg->interleave[2] = 19;
 	cfg->stagger = true;
 	cfg->delay_xor = false;
-	cfg->xor_impl = IL_FEC_XOR_ISAL;
+	cfg->xor_impl = IL_FEC_XOR_AVX2;
 	cfg->lan_mtu = 1500;
 	cfg->span_extra = 0;
 	cfg->link_mtu = 9000;
@@ -125,10 +131,11 @@ int il_fec_cfg_check(const struct il_fec_cfg *cfg, char *err, size_t errlen, cha
 				           ? "the Reed-Solomon block interleave"
 				           : "one interleave per layer, c of them");
 	}
-	if (cfg->xor_impl > IL_FEC_XOR_ISAL_XORGEN)
+	if (cfg->xor_impl > IL_FEC_XOR_AVX2)
 		return ERR("fec.xor_impl = %u is unknown; allowed: isal (%u), ref (%u), "
-		           "isal-xorgen (%u)",
-		           cfg->xor_impl, IL_FEC_XOR_ISAL, IL_FEC_XOR_REF, IL_FEC_XOR_ISAL_XORGEN);
+		           "isal-xorgen (%u), avx2 (%u)",
+		           cfg->xor_impl, IL_FEC_XOR_ISAL, IL_FEC_XOR_REF, IL_FEC_XOR_ISAL_XORGEN,
+		           IL_FEC_XOR_AVX2);
 	if (cfg->lan_mtu < 68)
 		return ERR("fec.lan_mtu = %u is out of range; allowed: 68..65535 (the IPv4 minimum "
 		           "is 68)",
@@ -222,16 +229,29 @@ typedef uint32_t fec_v4u __attribute__((vector_size(16)));
  * the lanes vectorise on any x86-64. The 16 lane values and the length
  * are folded with independent multiplies and a final avalanche.
  */
-uint32_t il_fec_payload_check(const void *data, uint32_t len)
+static uint32_t check_fold(fec_v4u a0, fec_v4u a1, fec_v4u b0, fec_v4u b1, uint32_t len)
 {
 	static const uint64_t mul[4] = {
 		0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
 		0x165667b19e3779f9ull, 0xd6e8feb86659fd93ull,
 	};
+	uint64_t h = len;
+
+	for (unsigned k = 0; k < 4; k++) {
+		h += ((uint64_t)a0[k] << 32 | a1[k]) * mul[k];
+		h += ((uint64_t)b0[k] << 32 | b1[k]) * mul[3 - k];
+	}
+	h ^= h >> 31;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 29;
+	return (uint32_t)(h >> 32) ^ (uint32_t)h;
+}
+
+uint32_t il_fec_payload_check(const void *data, uint32_t len)
+{
 	const uint8_t *p = data;
 	fec_v4u a0 = { 0 }, a1 = { 0 }, b0 = { 0 }, b1 = { 0 };
 	uint32_t j = 0;
-	uint64_t h;
 
 	for (; j + 32 <= len; j += 32) {
 		fec_v4u w0, w1;
@@ -255,15 +275,7 @@ uint32_t il_fec_payload_check(const void *data, uint32_t len)
 		b0 += a0;
 		b1 += a1;
 	}
-	h = len;
-	for (unsigned k = 0; k < 4; k++) {
-		h += ((uint64_t)a0[k] << 32 | a1[k]) * mul[k];
-		h += ((uint64_t)b0[k] << 32 | b1[k]) * mul[3 - k];
-	}
-	h ^= h >> 31;
-	h *= 0xbf58476d1ce4e5b9ull;
-	h ^= h >> 29;
-	return (uint32_t)(h >> 32) ^ (uint32_t)h;
+	return check_fold(a0, a1, b0, b1, len);
 }
 
 int il_fec_id_ipv4_tuple(const void *ip, uint32_t avail, struct il_fec_id *id)
@@ -303,8 +315,142 @@ static inline bool aligned32(const void *p)
 	return ((uintptr_t)p & 31) == 0;
 }
 
+bool fec_cpu_avx2(void)
+{
+#if FEC_HAVE_AVX2
+	static int have = -1;
+
+	if (have < 0)
+		have = __builtin_cpu_supports("avx2") ? 1 : 0;
+	return have == 1;
+#else
+	return false;
+#endif
+}
+
+unsigned fec_impl_in_force(unsigned impl)
+{
+	return impl == IL_FEC_XOR_AVX2 && !fec_cpu_avx2() ? IL_FEC_XOR_ISAL : impl;
+}
+
+#if FEC_HAVE_AVX2
+/* dst[k][0, len) ^= src[0, len) for k < n: the source read once, 64 bytes
+ * at a time, each bin loaded, XORed and stored with ordinary stores (the
+ * bins are read again soon: the next packet, the repair's copy), any
+ * alignment. ISA-L's xor_gen stores around the cache, and its
+ * multiply-by-1 costs two table lookups per byte block and bin. */
+__attribute__((target("avx2"))) static void xor_multi_avx2(uint8_t *const *dst, unsigned n,
+							    const uint8_t *src, uint32_t len)
+{
+	uint32_t i = 0;
+
+	for (; i + 64 <= len; i += 64) {
+		const __m256i s0 = _mm256_loadu_si256((const __m256i *)(src + i));
+		const __m256i s1 = _mm256_loadu_si256((const __m256i *)(src + i + 32));
+
+		for (unsigned k = 0; k < n; k++) {
+			__m256i *d = (__m256i *)(dst[k] + i);
+
+			_mm256_storeu_si256(d, _mm256_xor_si256(_mm256_loadu_si256(d), s0));
+			_mm256_storeu_si256(d + 1, _mm256_xor_si256(_mm256_loadu_si256(d + 1), s1));
+		}
+	}
+	if (i + 32 <= len) {
+		const __m256i s0 = _mm256_loadu_si256((const __m256i *)(src + i));
+
+		for (unsigned k = 0; k < n; k++) {
+			__m256i *d = (__m256i *)(dst[k] + i);
+
+			_mm256_storeu_si256(d, _mm256_xor_si256(_mm256_loadu_si256(d), s0));
+		}
+		i += 32;
+	}
+	if (i < len)
+		for (unsigned k = 0; k < n; k++)
+			il_xor(dst[k] + i, src + i, len - i);
+}
+#endif
+
+#if FEC_HAVE_AVX2
+/* xor_multi_avx2 over [off, len) in 32-byte blocks from off, with the
+ * payload check of src[off, len) summed from the same loads (the check's
+ * two 16-byte halves are one 32-byte register's lanes 0-3 and 4-7). The
+ * bytes before off and the last partial block are XORed in C. */
+__attribute__((target("avx2"))) static uint32_t
+xor_multi_check_avx2(uint8_t *const *dst, unsigned n, const uint8_t *src, uint32_t len,
+		     uint32_t off)
+{
+	__m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+	uint32_t i = off, lane[16];
+	fec_v4u a0, a1, b0, b1;
+
+	for (unsigned k = 0; k < n && off; k++)
+		il_xor(dst[k], src, off);
+	for (; i + 32 <= len; i += 32) {
+		const __m256i s = _mm256_loadu_si256((const __m256i *)(src + i));
+
+		a = _mm256_add_epi32(a, s);
+		b = _mm256_add_epi32(b, a);
+		for (unsigned k = 0; k < n; k++) {
+			__m256i *d = (__m256i *)(dst[k] + i);
+
+			_mm256_storeu_si256(d, _mm256_xor_si256(_mm256_loadu_si256(d), s));
+		}
+	}
+	if (i < len) {
+		uint8_t tail[32] = { 0 };
+		__m256i s;
+
+		memcpy(tail, src + i, len - i);
+		s = _mm256_loadu_si256((const __m256i *)tail);
+		a = _mm256_add_epi32(a, s);
+		b = _mm256_add_epi32(b, a);
+		for (unsigned k = 0; k < n; k++)
+			il_xor(dst[k] + i, src + i, len - i);
+	}
+	_mm256_storeu_si256((__m256i *)lane, a);
+	_mm256_storeu_si256((__m256i *)(lane + 8), b);
+	memcpy(&a0, lane, 16);
+	memcpy(&a1, lane + 4, 16);
+	memcpy(&b0, lane + 8, 16);
+	memcpy(&b1, lane + 12, 16);
+	return check_fold(a0, a1, b0, b1, len - off);
+}
+#endif
+
+uint32_t fec_xor_multi_check(uint8_t *const *dst, unsigned n, const void *src, uint32_t len,
+			     uint32_t off)
+{
+#if FEC_HAVE_AVX2
+	if (fec_cpu_avx2())
+		return xor_multi_check_avx2(dst, n, src, len, off);
+#endif
+	for (unsigned k = 0; k < n; k++)
+		il_xor(dst[k], src, len);
+	return il_fec_payload_check((const uint8_t *)src + off, len - off);
+}
+
+bool fec_xor_multi(uint8_t *const *dst, unsigned n, const void *src, uint32_t len)
+{
+#if FEC_HAVE_AVX2
+	if (fec_cpu_avx2()) {
+		xor_multi_avx2(dst, n, src, len);
+		return true;
+	}
+#endif
+	for (unsigned k = 0; k < n; k++)
+		il_xor(dst[k], src, len);
+	return false;
+}
+
 bool fec_xor1(unsigned impl, void *dst, const void *src, uint32_t len)
 {
+	impl = fec_impl_in_force(impl);
+	if (impl == IL_FEC_XOR_AVX2) {
+		uint8_t *d = dst;
+
+		return fec_xor_multi(&d, 1, src, len);
+	}
 	if (impl != IL_FEC_XOR_REF && aligned32(dst) && aligned32(src)) {
 		/* xor_gen wants >= 3 vectors with the destination last; it
 		 * reads each block before writing it, so the destination may
@@ -321,7 +467,18 @@ bool fec_xor1(unsigned impl, void *dst, const void *src, uint32_t len)
 bool il_fec_xor_acc(unsigned impl, void *dst, const void *const *src, unsigned n, uint32_t len)
 {
 	void *v[IL_FEC_MAX_R + 2];
-	bool ok = impl != IL_FEC_XOR_REF && n >= 1 && n <= IL_FEC_MAX_R && aligned32(dst);
+	bool ok;
+
+	impl = fec_impl_in_force(impl);
+	if (impl == IL_FEC_XOR_AVX2) {
+		uint8_t *d = dst;
+		bool simd = n > 0;
+
+		for (unsigned k = 0; k < n; k++)
+			simd = fec_xor_multi(&d, 1, src[k], len) && simd;
+		return simd;
+	}
+	ok = impl != IL_FEC_XOR_REF && n >= 1 && n <= IL_FEC_MAX_R && aligned32(dst);
 
 	for (unsigned k = 0; ok && k < n; k++)
 		ok = aligned32(src[k]);

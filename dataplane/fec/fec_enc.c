@@ -22,6 +22,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include <isa-l/erasure_code.h>
 
@@ -51,6 +52,7 @@ struct il_fec_enc {
 	struct il_fec_enc_stats st;
 	unsigned nlayers;
 	unsigned rows; /* payloads per bin: 1 (XOR) or c (RS) */
+	unsigned impl; /* cfg.xor_impl as it runs on this CPU */
 	uint32_t hdr_room;
 	uint32_t slot;
 	uint64_t x;   /* next packet number */
@@ -121,6 +123,7 @@ static void enc_init(struct il_fec_enc *e, const struct il_fec_cfg *cfg, il_fec_
 	e->arg = arg;
 	e->nlayers = nlayers;
 	e->rows = rows;
+	e->impl = fec_impl_in_force(cfg->xor_impl);
 	e->hdr_room = hdr_room;
 	e->slot = slot;
 	e->footprint = size;
@@ -295,12 +298,18 @@ static inline void put_id(struct enc_bin *b, const struct il_fec_id *id)
  * the plain XOR loop is faster there. */
 #define MAD_MIN_LEN 64
 
-static void add_xor(struct il_fec_enc *e, const struct il_fec_id *id, const uint8_t *span,
-		    uint32_t len, uint64_t x)
+/* FEC_NO_CHECK: the id comes with its payload check; else the check of
+ * span[check_off, len) goes into id->csum, computed by the pass that XORs
+ * the span into the bins where the kernel does both (AVX2). */
+#define FEC_NO_CHECK UINT32_MAX
+
+static void add_xor(struct il_fec_enc *e, struct il_fec_id *id, const uint8_t *span,
+		    uint32_t len, uint64_t x, uint32_t check_off)
 {
 	struct enc_bin *bins[IL_FEC_MAX_C];
 	uint8_t *acc[IL_FEC_MAX_C];
-	bool one_pass = e->cfg.xor_impl == IL_FEC_XOR_ISAL && len >= MAD_MIN_LEN;
+	bool one_pass = (e->impl == IL_FEC_XOR_ISAL && len >= MAD_MIN_LEN) ||
+			e->impl == IL_FEC_XOR_AVX2;
 	unsigned nacc = 0;
 
 	for (unsigned l = 0; l < e->nlayers; l++) {
@@ -322,12 +331,20 @@ static void add_xor(struct il_fec_enc *e, const struct il_fec_id *id, const uint
 		if (one_pass)
 			acc[nacc++] = b->buf[0];
 		else
-			fec_xor1(e->cfg.xor_impl, b->buf[0], span, len);
+			fec_xor1(e->impl, b->buf[0], span, len);
 		if (len > b->xor_len)
 			b->xor_len = (uint16_t)len;
 		b->len_code[0] ^= (uint16_t)len;
 	}
-	if (nacc)
+	if (check_off != FEC_NO_CHECK && e->impl == IL_FEC_XOR_AVX2) {
+		id->csum = htonl(fec_xor_multi_check(acc, nacc, span, len, check_off));
+		nacc = 0;
+	} else if (check_off != FEC_NO_CHECK) {
+		id->csum = htonl(il_fec_payload_check(span + check_off, len - check_off));
+	}
+	if (nacc && e->impl == IL_FEC_XOR_AVX2)
+		fec_xor_multi(acc, nacc, span, len);
+	else if (nacc)
 		ec_encode_data_update((int)len, 1, (int)nacc, 0, e->ones_tbls,
 				      (uint8_t *)(uintptr_t)span, acc);
 	for (unsigned l = 0; l < e->nlayers; l++) {
@@ -353,7 +370,7 @@ static void add_rs(struct il_fec_enc *e, const struct il_fec_id *id, const uint8
 		b->xor_len = 0;
 	}
 	fec_gf_mad(&e->gf, k, span, len, b->buf, all_rows, e->rows,
-		   e->cfg.xor_impl == IL_FEC_XOR_REF);
+		   e->impl == IL_FEC_XOR_REF);
 	/* Lengths are coded like two more payload bytes, so the decoder
 	 * gets each recovered packet's exact length back. */
 	for (unsigned j = 0; j < e->rows; j++) {
@@ -369,8 +386,8 @@ static void add_rs(struct il_fec_enc *e, const struct il_fec_id *id, const uint8
 		bin_full(e, 0, b);
 }
 
-int il_fec_enc_add(struct il_fec_enc *e, const struct il_fec_id *id, const void *span,
-		   uint32_t len)
+static int enc_add(struct il_fec_enc *e, struct il_fec_id *id, const void *span, uint32_t len,
+		   uint32_t check_off)
 {
 	uint64_t x;
 
@@ -388,11 +405,31 @@ int il_fec_enc_add(struct il_fec_enc *e, const struct il_fec_id *id, const void 
 	if (e->cfg.xor_impl == IL_FEC_XOR_ISAL_XORGEN && ((uintptr_t)span & 31) != 0 &&
 	    e->cfg.code == IL_FEC_CODE_XOR)
 		e->st.unaligned++;
-	if (e->cfg.code == IL_FEC_CODE_RS)
+	if (e->cfg.code == IL_FEC_CODE_RS) {
+		if (check_off != FEC_NO_CHECK)
+			id->csum = htonl(il_fec_payload_check((const uint8_t *)span + check_off,
+							      len - check_off));
 		add_rs(e, id, span, len, x);
-	else
-		add_xor(e, id, span, len, x);
+	} else {
+		add_xor(e, id, span, len, x, check_off);
+	}
 	return 0;
+}
+
+int il_fec_enc_add(struct il_fec_enc *e, const struct il_fec_id *id, const void *span,
+		   uint32_t len)
+{
+	struct il_fec_id own = *id;
+
+	return enc_add(e, &own, span, len, FEC_NO_CHECK);
+}
+
+int il_fec_enc_add_checked(struct il_fec_enc *e, struct il_fec_id *id, const void *span,
+			   uint32_t len, uint32_t check_off)
+{
+	if (check_off > len)
+		return -1;
+	return enc_add(e, id, span, len, check_off);
 }
 
 void il_fec_enc_flush(struct il_fec_enc *e, bool partial)

@@ -63,8 +63,22 @@ void *fec_alloc(const struct il_fec_cfg *cfg, size_t size);
 void fec_free(const struct il_fec_cfg *cfg, void *p);
 
 /* dst ^= src, one source, own length; ISA-L when impl says so and both
- * are aligned. Returns true when ISA-L did it. */
+ * are aligned, the AVX2 kernel for AVX2. Returns true when SIMD did it. */
 bool fec_xor1(unsigned impl, void *dst, const void *src, uint32_t len);
+
+/* Whether this CPU runs the AVX2 kernel; the impl that runs for impl
+ * (AVX2 becomes ISAL on a CPU without it). */
+bool fec_cpu_avx2(void);
+unsigned fec_impl_in_force(unsigned impl);
+
+/* dst[k] ^= src for k < n, len bytes, any alignment: one pass over src
+ * (AVX2), or plain C per bin without it (returns false then). */
+bool fec_xor_multi(uint8_t *const *dst, unsigned n, const void *src, uint32_t len);
+
+/* fec_xor_multi (n may be 0) that also returns il_fec_payload_check of
+ * src[off, len) (off <= len), summed from the same pass over src. */
+uint32_t fec_xor_multi_check(uint8_t *const *dst, unsigned n, const void *src, uint32_t len,
+			     uint32_t off);
 
 /* ---- Reed-Solomon coefficients ----------------------------------------- */
 

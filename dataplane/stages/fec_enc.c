@@ -40,7 +40,7 @@ static const char *const dec_keys[] = {
 static const char *const mode_names[] = { "xor", "rs", NULL };
 static const char *const impl_names[] = {
 	[IL_FEC_XOR_ISAL] = "isal", [IL_FEC_XOR_REF] = "ref",
-	[IL_FEC_XOR_ISAL_XORGEN] = "isal-xorgen", NULL,
+	[IL_FEC_XOR_ISAL_XORGEN] = "isal-xorgen", [IL_FEC_XOR_AVX2] = "avx2", NULL,
 };
 
 static const char *keypath(const struct il_cfg *params, const char *key, char *buf, size_t len)
@@ -168,7 +168,7 @@ int fec_stage_parse(const struct il_stage *st, const struct il_cfg *params,
 	    il_cfg_u64(params, "c", 3, 1, IL_FEC_MAX_C, &c, err, errlen) ||
 	    il_cfg_bool(params, "stagger", true, &fc->stagger, err, errlen) ||
 	    il_cfg_bool(params, "delay_xor", false, &fc->delay_xor, err, errlen) ||
-	    il_cfg_enum(params, "xor_impl", impl_names, IL_FEC_XOR_ISAL, &impl, err, errlen) ||
+	    il_cfg_enum(params, "xor_impl", impl_names, IL_FEC_XOR_AVX2, &impl, err, errlen) ||
 	    il_cfg_u64(params, "lan_mtu", dflt_lan, 68, 9600, &lan, err, errlen) ||
 	    il_cfg_u64(params, "link_mtu", 9000, 68, 65535, &link, err, errlen) ||
 	    il_cfg_u64(params, "link_id", 0, 0, 65535, &id, err, errlen) ||
@@ -417,7 +417,9 @@ static uint16_t enc_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 		if (i + 1 < n)
 			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
 		ip = fec_frame_ipv4(m, &span);
-		if (ip == NULL || il_fec_id_ipv4(ip, span - FEC_ETH_LEN, &id) != 0) {
+		/* the id's payload check is computed by the encoder, in its
+		 * pass over the packet */
+		if (ip == NULL || il_fec_id_ipv4_tuple(ip, span - FEC_ETH_LEN, &id) != 0) {
 			st->ctr[CTR_UNPROTECTED]++;
 			continue;
 		}
@@ -430,7 +432,8 @@ static uint16_t enc_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 			if (!c->sc.have_local_mac)
 				memcpy(c->path.src_mac, &eth->src_addr, 6);
 		}
-		if (il_fec_enc_add(c->enc, &id, rte_pktmbuf_mtod(m, const void *), span) != 0) {
+		if (il_fec_enc_add_checked(c->enc, &id, rte_pktmbuf_mtod(m, const void *), span,
+					   FEC_ETH_LEN + (uint32_t)(ip->version_ihl & 0x0f) * 4) != 0) {
 			st->ctr[CTR_TOO_LONG]++;
 			continue;
 		}

@@ -42,11 +42,16 @@
  *   REF:         plain C everywhere (any alignment), the tests' reference.
  *   ISAL_XORGEN: xor_gen once per bin (32-byte aligned spans only; others
  *                take the plain C loop, counted).
- * RS mode: ISAL and ISAL_XORGEN use ISA-L's SIMD GF code, REF its base C. */
+ *   AVX2:        (default) encoder: one pass over the packet XORing it
+ *                into every bin with ordinary (cached) stores, any
+ *                alignment; decoder: the same kernel with one bin. Where
+ *                the CPU has no AVX2, ISAL.
+ * RS mode: ISAL, ISAL_XORGEN and AVX2 use ISA-L's SIMD GF code, REF its base C. */
 enum il_fec_xor_impl {
 	IL_FEC_XOR_ISAL = 0,
 	IL_FEC_XOR_REF = 1,
 	IL_FEC_XOR_ISAL_XORGEN = 2,
+	IL_FEC_XOR_AVX2 = 3,
 };
 
 /* ---- packet identity -------------------------------------------------- */
@@ -88,7 +93,7 @@ struct il_fec_cfg {
 	                                    * RS: [0] is the block interleave (1) */
 	bool stagger;        /* staggered first firings (true) */
 	bool delay_xor;      /* send a repair when its bin next fills (false) */
-	uint8_t xor_impl;    /* enum il_fec_xor_impl (ISAL) */
+	uint8_t xor_impl;    /* enum il_fec_xor_impl (AVX2) */
 	uint16_t lan_mtu;    /* largest IPv4 packet protected (1500) */
 	uint16_t span_extra; /* bytes of a span in front of the IPv4 header (0) */
 	uint16_t link_mtu;   /* IP MTU of the link between the appliances (9000) */
@@ -172,6 +177,14 @@ void il_fec_enc_reset(struct il_fec_enc *e);
  * forwards it unprotected. */
 int il_fec_enc_add(struct il_fec_enc *e, const struct il_fec_id *id, const void *span,
 		   uint32_t len);
+
+/* il_fec_enc_add for an id without its payload check yet (from
+ * il_fec_id_ipv4_tuple): the check of span[check_off, len) (the IPv4
+ * payload) is computed into id->csum, by the same pass over the span that
+ * XORs it into the bins where the kernel allows (AVX2), so the packet is
+ * read once. -1 also when check_off > len (nothing done). */
+int il_fec_enc_add_checked(struct il_fec_enc *e, struct il_fec_id *id, const void *span,
+			   uint32_t len, uint32_t check_off);
 
 /* Send the repairs held back by delay_xor; with partial, also every bin
  * holding packets (a short recipe), e.g. when traffic stops. */
@@ -314,8 +327,9 @@ size_t il_fec_dec_footprint(const struct il_fec_dec *d);
 
 /* The plain one-source XOR is il_xor (<interlink/xor.h>). */
 /* dst ^= src[0] ^ ... ^ src[n-1] over len bytes with impl; ISA-L needs
- * every pointer 32-byte aligned and falls back to plain C otherwise.
- * Returns true when ISA-L did the work. */
+ * every pointer 32-byte aligned and falls back to plain C otherwise, AVX2
+ * takes any alignment (plain C where the CPU lacks it). Returns true when
+ * a SIMD kernel (ISA-L or AVX2) did the work. */
 bool il_fec_xor_acc(unsigned impl, void *dst, const void *const *src, unsigned n,
 		    uint32_t len);
 

@@ -139,7 +139,7 @@ FZ_HARNESS int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 		il_fec_cfg_defaults(cfg);
 		cfg->code = i & 1 ? IL_FEC_CODE_RS : IL_FEC_CODE_XOR;
-		cfg->xor_impl = i & 2 ? IL_FEC_XOR_REF : IL_FEC_XOR_ISAL;
+		cfg->xor_impl = i & 2 ? IL_FEC_XOR_REF : i & 8 ? IL_FEC_XOR_AVX2 : IL_FEC_XOR_ISAL;
 		cfg->r = i & 4 ? 5 : 3;
 		cfg->c = i & 4 ? 3 : 2;
 		cfg->interleave[0] = 1;

@@ -657,24 +657,34 @@ static void test_enc_refuses(void **state)
 	cap_fini(&c);
 }
 
-/* The three XOR implementations (and RS's SIMD and base code) write the
- * same repairs byte for byte, whatever the packet lengths and alignment. */
+/* The four XOR implementations (and RS's SIMD and base code) write the
+ * same repairs byte for byte, whatever the packet lengths and alignment;
+ * so do ids whose payload check the encoder computes itself
+ * (il_fec_enc_add_checked: AVX2 sums it in its XOR pass, the others
+ * call il_fec_payload_check). */
 static void test_impls_agree(void **state)
 {
-	static const unsigned impls[] = { IL_FEC_XOR_ISAL, IL_FEC_XOR_REF, IL_FEC_XOR_ISAL_XORGEN };
+	static const struct {
+		unsigned impl;
+		bool checked;
+	} v[] = { { IL_FEC_XOR_ISAL, false }, { IL_FEC_XOR_REF, false },
+		  { IL_FEC_XOR_ISAL_XORGEN, false }, { IL_FEC_XOR_AVX2, false },
+		  { IL_FEC_XOR_AVX2, true }, { IL_FEC_XOR_REF, true },
+		  { IL_FEC_XOR_ISAL, true } };
+	enum { NV = sizeof(v) / sizeof(v[0]) };
 	uint8_t *buf = aligned_alloc(64, 2048 + 64);
-	struct cap c[3];
+	struct cap c[NV];
 
 	(void)state;
 	for (unsigned code = IL_FEC_CODE_XOR; code <= IL_FEC_CODE_RS; code++) {
-		for (unsigned k = 0; k < 3; k++) {
+		for (unsigned k = 0; k < NV; k++) {
 			struct il_fec_cfg cfg;
 			struct il_fec_enc *e;
 			char err[256];
 
 			il_fec_cfg_defaults(&cfg);
 			cfg.code = (uint8_t)code;
-			cfg.xor_impl = (uint8_t)impls[k];
+			cfg.xor_impl = (uint8_t)v[k].impl;
 			cap_init(&c[k], 2000);
 			e = il_fec_enc_create(&cfg, cap_emit, &c[k], err, sizeof(err));
 			assert_non_null(e);
@@ -684,23 +694,101 @@ static void test_impls_agree(void **state)
 				struct il_fec_id id;
 
 				sim_pkt_build(buf + off, x, len);
-				il_fec_id_ipv4(buf + off, len, &id);
-				assert_int_equal(il_fec_enc_add(e, &id, buf + off, len), 0);
+				if (v[k].checked) {
+					assert_int_equal(il_fec_id_ipv4_tuple(buf + off, len, &id), 0);
+					id.csum = 0xdeadbeef; /* overwritten */
+					assert_int_equal(il_fec_enc_add_checked(
+								 e, &id, buf + off, len,
+								 (uint32_t)(buf[off] & 0x0f) * 4),
+							 0);
+				} else {
+					il_fec_id_ipv4(buf + off, len, &id);
+					assert_int_equal(il_fec_enc_add(e, &id, buf + off, len), 0);
+				}
 			}
 			il_fec_enc_flush(e, true);
 			il_fec_enc_free(e);
 		}
-		for (unsigned k = 1; k < 3; k++) {
+		for (unsigned k = 1; k < NV; k++) {
 			assert_int_equal(c[k].n, c[0].n);
 			for (unsigned n = 0; n < c[0].n; n++) {
 				assert_int_equal(c[k].r[n].len, c[0].r[n].len);
 				assert_memory_equal(c[k].r[n].msg, c[0].r[n].msg, c[0].r[n].len);
 			}
 		}
-		for (unsigned k = 0; k < 3; k++)
+		for (unsigned k = 0; k < NV; k++)
 			cap_fini(&c[k]);
 	}
 	free(buf);
+}
+
+/* The AVX2 kernels against plain C: bins XORed (bytes past len and
+ * before each bin untouched) and the payload check summed in the same
+ * pass, for 0 to 3 bins, every length up to 80 then every 37th, offsets
+ * of the check from 0 to len, source and bins off the 32-byte grid. */
+static void test_xor_multi_check(void **state)
+{
+	struct il_rng rng;
+	uint8_t *src = aligned_alloc(64, 2432), *d[3], *r[3];
+	static const uint32_t offs[] = { 0, 1, 14, 20, 34, 54, 97 };
+
+	(void)state;
+	il_rng_seed(&rng, 9);
+	for (unsigned i = 0; i < 2432; i++)
+		src[i] = (uint8_t)il_rng_next(&rng);
+	for (unsigned k = 0; k < 3; k++) {
+		d[k] = aligned_alloc(64, 2432);
+		r[k] = aligned_alloc(64, 2432);
+	}
+	for (uint32_t len = 0; len <= 2200; len += (len < 80 ? 1 : 37)) {
+		for (unsigned o = 0; o < sizeof(offs) / sizeof(offs[0]); o++) {
+			uint32_t off = offs[o] > len ? len : offs[o];
+			const uint8_t *s = src + 3 + o; /* off the grid */
+
+			for (unsigned n = 0; n <= 3; n++) {
+				uint8_t *dst[3];
+
+				for (unsigned k = 0; k < 3; k++) {
+					for (unsigned i = 0; i < 2432; i++)
+						d[k][i] = r[k][i] = (uint8_t)(i * 7 + k);
+					dst[k] = d[k] + 5 + k;
+				}
+				assert_int_equal(fec_xor_multi_check(dst, n, s, len, off),
+						 il_fec_payload_check(s + off, len - off));
+				for (unsigned k = 0; k < n; k++)
+					il_xor(r[k] + 5 + k, s, len);
+				for (unsigned k = 0; k < 3; k++)
+					assert_memory_equal(d[k], r[k], 2432);
+				/* the XOR alone */
+				for (unsigned k = 0; k < 3; k++)
+					for (unsigned i = 0; i < 2432; i++)
+						d[k][i] = (uint8_t)(i * 7 + k);
+				assert_int_equal(fec_xor_multi(dst, n, s, len), fec_cpu_avx2());
+				for (unsigned k = 0; k < 3; k++)
+					assert_memory_equal(d[k], r[k], 2432);
+			}
+		}
+	}
+	/* fec_xor1 and il_fec_xor_acc with AVX2 */
+	for (uint32_t len = 1; len <= 1600; len += 33) {
+		const void *ss[2] = { src + 1, src + 700 };
+
+		memcpy(d[0], src + 400, 2000);
+		memcpy(r[0], src + 400, 2000);
+		assert_int_equal(fec_xor1(IL_FEC_XOR_AVX2, d[0] + 3, src + 5, len), fec_cpu_avx2());
+		il_xor(r[0] + 3, src + 5, len);
+		assert_memory_equal(d[0], r[0], 2000);
+		assert_int_equal(il_fec_xor_acc(IL_FEC_XOR_AVX2, d[0] + 3, ss, 2, len),
+				 fec_cpu_avx2());
+		il_xor(r[0] + 3, ss[0], len);
+		il_xor(r[0] + 3, ss[1], len);
+		assert_memory_equal(d[0], r[0], 2000);
+	}
+	for (unsigned k = 0; k < 3; k++) {
+		free(d[k]);
+		free(r[k]);
+	}
+	free(src);
 }
 
 int main(void)
@@ -713,6 +801,7 @@ int main(void)
 		cmocka_unit_test(test_id_ipv4),
 		cmocka_unit_test(test_xor_isal_vs_ref),
 		cmocka_unit_test(test_impls_agree),
+		cmocka_unit_test(test_xor_multi_check),
 		cmocka_unit_test(test_bin_placement),
 		cmocka_unit_test(test_each_packet_in_c_repairs),
 		cmocka_unit_test(test_stagger_first_sizes),
