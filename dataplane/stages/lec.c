@@ -93,7 +93,7 @@ static const char *const lec_counter_names[LEC_C_COUNT] = {
 #define LEC_DEFAULT_PLAN 1      /* groups */
 #define LEC_DEFAULT_LAYERS 8
 #define LEC_DEFAULT_RATE 1 /* peers */
-#define LEC_DEFAULT_FLUSH_US 10000
+#define LEC_DEFAULT_FLUSH_US 25000 /* docs/lec.md, "The flush, settled" */
 
 struct lec_acache {
 	uint32_t id;
