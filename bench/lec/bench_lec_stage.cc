@@ -26,6 +26,10 @@
 //       --benchmark_enable_random_interleaving=true and repetitions so
 //       that with and without lec alternate in the same run.
 //
+// LEC_BENCH_TO=group sets every lec stage's repairs_to (default members): a
+// repair for every receiver of its group leaves once, to the group's address
+// (on "out"), instead of a copy per receiver.
+//
 // LEC_BENCH_C=<c> in the environment sets every lec stage's c (default 5):
 // c = 0.01 builds almost no repair (the per-packet floor), c = 1 one copy per
 // repair (the fixed cost of a repair), c = 5 the target's (8, 5).
@@ -114,6 +118,8 @@ std::string lec_stage(const std::string &name, unsigned layout, const char *tx, 
 		 name.c_str(), tx, ref ? "reference" : "copy",
 		 getenv("LEC_BENCH_C") ? getenv("LEC_BENCH_C") : "5");
 	std::string c = b;
+	if (getenv("LEC_BENCH_TO"))
+		c += std::string("repairs_to: ") + getenv("LEC_BENCH_TO") + ", ";
 	if (LEC_BENCH_PLANS > 1)
 		c += std::string(kPlanKeys[plan]) + ", ";
 	c += "groups: [";
@@ -262,7 +268,7 @@ struct Seen {
 				s->holds = val;
 		};
 		st->type->state(st, &sink);
-		copies = counter(st, "repair_copies");
+		copies = counter(st, "repair_copies") + counter(st, "repairs_to_group");
 		repairs = counter(st, "repairs");
 	}
 };

@@ -149,13 +149,16 @@ def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=(), 
     if st and st["protected"]:
         out["stage_xor_per_frame"] = round((st["xor_ops"] + st["copy_ops"]) / st["protected"], 2)
         out["stage_copies_per_frame"] = round(st["repair_copies"] / st["protected"], 3)
+        # repairs_to: group: one frame to the group's address instead of the copies
+        out["stage_group_sends_per_frame"] = round(st.get("repairs_to_group", 0) /
+                                                   st["protected"], 3)
         out["stage_cycles_per_pkt"] = round(st["cycles"] / st["pkts_in"], 1) \
             if st.get("cycles") else None
     eps = [r["ep"] for r in ok]
     out["app_repairs_rx_per_frame"] = None
     if frames and st:
-        # repairs from the appliance reach each host's TX socket: the stage's copies per
-        # frame any host received
+        # unicast repairs from the appliance reach each host's TX socket: the stage's copies
+        # per frame any host received (repairs_to: group sends none: repairs_rx counts those)
         out["app_repairs_rx_per_frame"] = round(st["repair_copies"] / frames, 3)
     out["eps_n"] = len(eps)
     return out
@@ -274,6 +277,8 @@ def main():
     ap.add_argument("--app-rate", default=None, help="the lec stage's rate (loss, cost)")
     ap.add_argument("--app-flush-us", type=int, default=None,
                     help="the lec stage's flush_us (loss, cost)")
+    ap.add_argument("--app-repairs-to", default=None,
+                    help="the lec stage's repairs_to: members (unicast) or group (loss, cost)")
     ap.add_argument("--models", default="uniform,bursty,markov", help="loss models (loss)")
     ap.add_argument("--ps", default=None, help="loss rates of the loss part, e.g. 0.01,0.05")
     ap.add_argument("--modes", default="peers,appliance", help="modes of the loss part")
@@ -311,7 +316,8 @@ def main():
         return None
 
     app = {k: v for k, v in (("plan", a.app_plan), ("rate", a.app_rate),
-                             ("flush_us", a.app_flush_us)) if v is not None}
+                             ("flush_us", a.app_flush_us),
+                             ("repairs_to", a.app_repairs_to)) if v is not None}
     if "loss" in only:
         groups = layout(n, 4, s, 1)
         rate = AGG / (4 * s)

@@ -64,6 +64,8 @@ enum {
 	LEC_C_DROP_VIEW,     /* a view LEC's limits refused (the previous one stays) */
 	LEC_C_DROP_UNAUTH,   /* with auth: a member's frame or a VIEW whose MAC or
 			      * counter did not verify: nothing learnt from it */
+	LEC_C_REPAIR_GROUP,  /* repairs_to: group: frames sent once to a group's
+			      * address instead of a copy per receiver */
 	LEC_C_COUNT
 };
 
@@ -84,6 +86,7 @@ static const char *const lec_counter_names[LEC_C_COUNT] = {
 	[LEC_C_DROP_ADDR_FULL] = "drop_addr_full",
 	[LEC_C_DROP_VIEW] = "drop_view",
 	[LEC_C_DROP_UNAUTH] = "drop_unauth",
+	[LEC_C_REPAIR_GROUP] = "repairs_to_group",
 };
 
 #define LEC_REGION_KEYS 64 /* regions reported one by one; the rest summed */
@@ -114,6 +117,8 @@ struct lec_ctx {
 	struct il_stage *ctl; /* views from it, when named */
 	char ctl_name[IL_NAME_LEN];
 	uint16_t tx;
+	uint16_t group_tx; /* repairs_to: group: the port towards the receivers */
+	bool to_group;     /* repairs_to: group */
 	uint16_t udp_port;
 	uint8_t r;
 	uint32_t max_len;
@@ -202,14 +207,36 @@ static inline int32_t addr_find(struct lec_ctx *x, uint32_t id)
 /* Repairs need no order with the burst (they go to the hosts' TX side, and
  * a receiver keeps a repair that comes before its data): after the burst
  * while there is room, else straight into the port's tx buffer. */
-static inline void lec_out(struct lec_ctx *x, struct rte_mbuf *m)
+static inline void lec_out(struct lec_ctx *x, uint16_t port, struct rte_mbuf *m)
 {
 	if (likely(il_emit_room(x->st) > 0)) {
-		il_emit(x->st, x->tx, m);
+		il_emit(x->st, port, m);
 	} else {
 		x->st->ctr[LEC_C_TX_DIRECT]++;
-		il_tx(x->st->io, x->tx, m);
+		il_tx(x->st->io, port, m);
 	}
+}
+
+/* repairs_to: group: the group whose every receiver is a target of this
+ * repair, when the repair names frames of that group only and the group
+ * has a multicast address (one bin per group at the peers' rate: each
+ * layer's repair goes to the whole group); -1 otherwise. The targets are
+ * distinct receivers of the plan in force, so n equal to the view's
+ * receivers means all of them (a view not applied yet: unequal, unicast). */
+static int whole_group(const struct lec_ctx *x, const struct il_lec_repair *rep, uint32_t n)
+{
+	const struct il_group *g = il_app_group_by_id(x->app, rep->ids[0].group);
+	unsigned gi;
+
+	if (g == NULL || g->address == 0)
+		return -1;
+	gi = (unsigned)(g - x->app->groups);
+	if (n != x->receivers[gi] || n == 0)
+		return -1;
+	for (unsigned j = 1; j < rep->count; j++)
+		if (rep->ids[j].group != rep->ids[0].group)
+			return -1;
+	return (int)gi;
 }
 
 static inline void count_copy(struct lec_ctx *x, struct lec_addr *a, uint16_t mlen)
@@ -242,13 +269,16 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 	uint32_t go = 0;
 	struct rte_mbuf *m0;
 	uint8_t *f0;
+	int gi = x->to_group ? whole_group(x, rep, n) : -1;
 
 	st->ctr[LEC_C_REPAIRS]++;
-	if (unlikely(n > IL_LEC_MAX_TARGETS)) {
+	if (gi >= 0) {
+		go = 1; /* one frame, to the group's address: no member's address needed */
+	} else if (unlikely(n > IL_LEC_MAX_TARGETS)) {
 		st->ctr[LEC_C_DROP_NO_ADDR] += n - IL_LEC_MAX_TARGETS;
 		n = IL_LEC_MAX_TARGETS;
 	}
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = 0; gi < 0 && i < n; i++) {
 		int32_t k = addr_find(x, targets[i]);
 
 		if (unlikely(k < 0))
@@ -283,6 +313,16 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 	else
 		rte_memcpy(f0 + poff, rep->payload, rep->len);
 	put_msg_head(f0 + IL_UDP_HDRS_LEN, x, rep, seq);
+	if (gi >= 0) {
+		/* where the group's data goes: its address and port */
+		il_app_group_path(app, x->group_tx, (unsigned)gi, &path);
+		path.df = true;
+		il_udp_frame_put(f0, &path, x->ip_id++, mlen);
+		lec_out(x, x->group_tx, m0);
+		st->ctr[LEC_C_REPAIR_GROUP]++;
+		st->ctr[LEC_C_REPAIR_BYTES] += mlen;
+		return;
+	}
 	memcpy(path.src_mac, app->ports[x->tx].mac, 6);
 
 	for (uint32_t i = 1; i < go; i++) {
@@ -318,7 +358,7 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 		}
 		/* no UDP checksum (allowed over IPv4): the receiver checks every
 		 * frame it rebuilds against the id that names it */
-		lec_out(x, m);
+		lec_out(x, x->tx, m);
 		count_copy(x, a, mlen);
 	}
 	struct lec_addr *a0 = &x->addr[slot[0]];
@@ -326,7 +366,7 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 	memcpy(path.dst_mac, a0->mac, 6);
 	path.dst_ip = a0->ip;
 	il_udp_frame_put(f0, &path, x->ip_id++, mlen);
-	lec_out(x, m0);
+	lec_out(x, x->tx, m0);
 	count_copy(x, a0, mlen);
 }
 
@@ -589,7 +629,7 @@ static uint16_t lec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 static const char *const lec_keys[] = {
 	"type", "control", "tx", "r", "c", "stagger", "groups", "xor_impl", "max_members",
 	"max_bins", "max_links", "max_group_size", "view_poll_us", "fanout", "plan",
-	"max_layers", "flush_us", "auth", "rate", "c_groups", NULL,
+	"max_layers", "flush_us", "auth", "rate", "c_groups", "repairs_to", "group_tx", NULL,
 };
 
 static void *lec_stage_alloc(size_t size, size_t align, void *arg)
@@ -691,11 +731,12 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	static const char *const fanouts[] = { "auto", "copy", "reference", NULL };
 	static const char *const plans[] = { "regions", "groups", NULL };
 	static const char *const rates[] = { "node", "peers", NULL };
+	static const char *const tos[] = { "members", "group", NULL };
 	uint64_t layers, flush_us;
-	int plan, rate;
+	int plan, rate, to;
 	struct lec_ctx *x = rte_zmalloc("il_lec_stage", sizeof(*x), RTE_CACHE_LINE_SIZE);
 	struct il_lec_cfg lc;
-	const char *ctl, *tx;
+	const char *ctl, *tx, *gtx;
 	uint64_t r, stagger, members, bins, links, gsize, poll_us;
 	double c;
 	int impl;
@@ -726,6 +767,8 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	    il_cfg_u64(p, "flush_us", LEC_DEFAULT_FLUSH_US, 0, 1000000, &flush_us, err, errlen) ||
 	    il_stage_auth_create(p, &x->auth, err, errlen) ||
 	    il_cfg_enum(p, "rate", rates, LEC_DEFAULT_RATE, &rate, err, errlen) ||
+	    il_cfg_enum(p, "repairs_to", tos, 0, &to, err, errlen) ||
+	    il_cfg_str(p, "group_tx", "out", &gtx, err, errlen) ||
 	    parse_c_groups(x, p, err, errlen) ||
 	    parse_groups(x, p, err, errlen))
 		goto fail;
@@ -736,6 +779,19 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		goto fail;
 	}
 	x->tx = (uint16_t)ti;
+	x->to_group = to == 1;
+	if (x->to_group) {
+		int gt = il_app_port_index(app, gtx);
+
+		if (gt < 0) {
+			il_err(err, errlen,
+			       "config: key '%s.group_tx': '%s' is not a configured port (repairs_to: "
+			       "group sends repairs where the groups' data goes)",
+			       il_cfg_path(p), gtx);
+			goto fail;
+		}
+		x->group_tx = (uint16_t)gt;
+	}
 	if (ctl)
 		snprintf(x->ctl_name, sizeof(x->ctl_name), "%s", ctl);
 	x->udp_port = app->il_udp_port;

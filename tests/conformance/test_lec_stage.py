@@ -4,6 +4,7 @@ sequencer and protected by the `lec` stage. Every repair it sends back out of "i
 with the Scapy layer: addressed to a member of every group it names, field by field, and its
 payload the XOR of the stamped frames its ids name (il_lec_xor, computed here from what came
 out on "out"). LEC repairs of other members pass the appliance unchanged."""
+import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
@@ -97,6 +98,73 @@ def test_appliance_repairs_are_exact_and_go_to_members(run_pcap):
     # sequence numbers of the appliance's repairs: 1, 2, ... per repair (copies share one)
     assert sorted({p[Interlink].sender_seq for p in repairs}) == \
         list(range(1, st["repairs"] + 1))
+
+
+GROUP_LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5, repairs_to: group}",
+             "pipeline=[{lcore: 1, chains: [{rx: in, stages: [classify, seq, lec, nak], "
+             "tx: out}, {rx: out, stages: [classify, nak], tx: in}]}]", "epoch=77"]
+
+
+def test_repairs_to_group_go_once_to_the_group(run_pcap):
+    """repairs_to: group with the defaults (one bin per group at the peers' rate): groups of 3
+    receivers at c = 5 owe each receiver min(5, 2) = 2 repairs of every frame, so each layer's
+    repair is for the whole group: it leaves once, on "out", to the group's address and port,
+    where its data goes, instead of a unicast copy per receiver on "in". Its fields and XOR are
+    checked as the unicast ones are; no member's address is needed (no HEARTBEAT is sent)."""
+    ins = [view_frame(g, m) for g, m in VIEWS.items()]
+    for i in range(96):
+        g = 1 + i % 2
+        ins.append(data_frame(g, 1, i // 2 + 1, [bytes([i]) * (1 + (i * 37) % 900)]))
+    r = run_pcap(ins, sets=GROUP_LEC)
+    stamped, repairs, order = {}, [], []
+    for p in r.out:
+        if Interlink not in p:
+            continue
+        il = p[Interlink]
+        if il.type == 1:
+            stamped[(il.group_id, il.global_seq)] = bytes(p[UDP].payload)
+            order.append((il.group_id, il.global_seq))
+        elif il.type == 12:
+            repairs.append(p)
+    assert len(stamped) == 96
+    for g in (1, 2):  # the data's order is untouched by the repairs between its frames
+        seqs = [q for gg, q in order if gg == g]
+        assert seqs == sorted(seqs)
+    st = r.summary["stages"]["lec"]
+    assert st["protected"] == 96 and st["addr_learnt"] == 0
+    assert not [p for p in r.back if Interlink in p and p[Interlink].type == 12]
+    assert st["repair_copies"] == 0 and st["drop_no_addr"] == 0
+    assert len(repairs) == st["repairs_to_group"] == st["repairs"] > 0
+    for p in repairs:
+        il, rep = p[Interlink], p[ILLecRepair]
+        g = il.group_id
+        assert p[Ether].dst == mcast_mac(MC[g]) and p[IP].dst == MC[g]
+        assert p[IP].src == APPLIANCE_IP and p[UDP].dport == 7400 and p[IP].flags.DF
+        assert (rep.id_len, rep.rate_r, rep.origin) == (16, 8, 1)
+        assert 1 <= rep.count == len(rep.ids) <= 8
+        assert {i.group for i in rep.ids} == {g}
+        frames = [stamped[(i.group, i.seq)] for i in rep.ids]
+        xor, n, lx = il_lec_xor(frames)
+        assert (rep.len, rep.len_xor, bytes(rep.data)) == (n, lx, xor)
+    # every frame of every full round is in two repairs (c_G = 3 x 2 = 6 targets per frame:
+    # two layers of 3); the last round's may be cut short by the end of the capture
+    covered = {}
+    for p in repairs:
+        for i in p[ILLecRepair].ids:
+            covered[(i.group, i.seq)] = covered.get((i.group, i.seq), 0) + 1
+    assert max(covered.values()) == 2
+    assert sum(v == 2 for v in covered.values()) >= 80
+
+
+@pytest.mark.parametrize("lec, msg", [
+    ("{type: lec, repairs_to: group, group_tx: nowhere}",
+     "'stages.lec.group_tx': 'nowhere' is not a configured port"),
+    ("{type: lec, repairs_to: everyone}",
+     "'stages.lec.repairs_to': 'everyone' is not one of: members, group"),
+])
+def test_repairs_to_config_errors_name_the_key(run_pcap, lec, msg):
+    r = run_pcap([], sets=[f"stages.lec={lec}"] + GROUP_LEC[1:], expect_rc=2)
+    assert msg in r.log, r.log
 
 
 def test_member_repairs_pass_unchanged(run_pcap):

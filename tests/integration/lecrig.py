@@ -20,8 +20,10 @@ LEC_HOST = BUILD / "tools" / "il-lec-host"
 # The appliance's lec stage (appliance-side LEC): after the sequencer (the frames as stamped)
 # and before the control stage (it learns members' addresses from their JOINs, HEARTBEATs
 # and ACKs, which the control stage consumes); views from the control stage.
-def lec_stage_sets(r=8, c=5.0, stagger=1, groups=None, plan=None, rate=None, flush_us=None):
+def lec_stage_sets(r=8, c=5.0, stagger=1, groups=None, plan=None, rate=None, flush_us=None,
+                   repairs_to=None):
     g = f", groups: [{', '.join(str(x) for x in groups)}]" if groups else ""
+    g += f", repairs_to: {repairs_to}" if repairs_to else ""
     g += f", plan: {plan}" if plan else ""
     g += f", rate: {rate}" if rate else ""
     g += f", flush_us: {flush_us}" if flush_us is not None else ""

@@ -36,10 +36,16 @@ def check_exactly_once_in_order(rig, res, count):
     assert all(len(h) == 1 for h in hashes.values()), hashes
 
 
-@pytest.mark.parametrize("mode", ["peers", "appliance", "both"])
+@pytest.mark.parametrize("mode", ["peers", "appliance", "both", "appliance-group"])
 def test_overlapping_groups_every_message_once_in_order(tmp_path, mode):
+    """appliance-group: the stage's repairs_to: group (groups of 3 at c = 5: each repair is
+    for every receiver of its group, so it goes once to the group's address, where the
+    hosts' data arrives)."""
     count = 1500
-    app_sets = lec_stage_sets() if mode in ("appliance", "both") else []
+    to_group = mode == "appliance-group"
+    mode = mode.split("-")[0]
+    app_sets = lec_stage_sets(repairs_to="group" if to_group else None) \
+        if mode in ("appliance", "both") else []
     with LecRig(tmp_path, 4, GROUPS, CTL, app_sets) as rig:
         exp = {n: len(h) * count for n, h in GROUPS.items()}
         specs = {f"h{i}": (i, dict(lec=mode, loss=LOSS[i], seed=i, count=count, rate=250,
@@ -82,7 +88,10 @@ def test_overlapping_groups_every_message_once_in_order(tmp_path, mode):
         assert st["protected"] == st["data_frames"] and 0 < st["data_frames"] <= 4 * 3 * count
         # (the regions at the end are those left once the hosts have left their groups)
         assert st["members_known"] == 4 and st["drop_no_addr"] == 0 and st["views"] >= 4
-        assert st["repair_copies"] > 0.2 * st["protected"] and st["drop_nombuf"] == 0
+        sent = st["repairs_to_group"] if to_group else st["repair_copies"]
+        assert sent > 0.2 * st["protected"] and st["drop_nombuf"] == 0
+        if to_group:
+            assert st["repair_copies"] == 0 and st["repairs_to_group"] == st["repairs"]
 
 
 def test_appliance_copies_share_one_message(tmp_path):
