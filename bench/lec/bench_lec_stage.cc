@@ -26,9 +26,10 @@
 //       --benchmark_enable_random_interleaving=true and repetitions so
 //       that with and without lec alternate in the same run.
 //
-// LEC_BENCH_TO=group sets every lec stage's repairs_to (default members): a
-// repair for every receiver of its group leaves once, to the group's address
-// (on "out"), instead of a copy per receiver.
+// LEC_BENCH_TO=members|group sets every lec stage's repairs_to (unset: the
+// stage's default, group): with group, a repair for every receiver of its
+// group leaves once, to the group's address (on "out"), instead of a copy per
+// receiver. copies_per_pkt counts frames sent either way.
 //
 // LEC_BENCH_C=<c> in the environment sets every lec stage's c (default 5):
 // c = 0.01 builds almost no repair (the per-packet floor), c = 1 one copy per

@@ -96,6 +96,7 @@ static const char *const lec_counter_names[LEC_C_COUNT] = {
 #define LEC_DEFAULT_PLAN 1      /* groups */
 #define LEC_DEFAULT_LAYERS 8
 #define LEC_DEFAULT_RATE 1 /* peers */
+#define LEC_DEFAULT_TO 1   /* repairs_to: group */
 #define LEC_DEFAULT_FLUSH_US 25000 /* docs/lec.md, "The flush, settled" */
 
 struct lec_acache {
@@ -767,7 +768,7 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	    il_cfg_u64(p, "flush_us", LEC_DEFAULT_FLUSH_US, 0, 1000000, &flush_us, err, errlen) ||
 	    il_stage_auth_create(p, &x->auth, err, errlen) ||
 	    il_cfg_enum(p, "rate", rates, LEC_DEFAULT_RATE, &rate, err, errlen) ||
-	    il_cfg_enum(p, "repairs_to", tos, 0, &to, err, errlen) ||
+	    il_cfg_enum(p, "repairs_to", tos, LEC_DEFAULT_TO, &to, err, errlen) ||
 	    il_cfg_str(p, "group_tx", "out", &gtx, err, errlen) ||
 	    parse_c_groups(x, p, err, errlen) ||
 	    parse_groups(x, p, err, errlen))

@@ -39,9 +39,10 @@ def heartbeat(group, member):
             Interlink(type=8, group_id=group, sender_id=member) / ILMember(roles=2, incarnation=3))
 
 
-# Algorithm 1's composite bins at one node's rate (the defaults are one bin per group at the
-# peers' rate: tests/unit/lec/test_lec_stage.c)
-LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5, plan: regions, rate: node}",
+# Algorithm 1's composite bins at one node's rate, a unicast copy per target (the defaults
+# are one bin per group at the peers' rate, to the group's address: below, and
+# tests/unit/lec/test_lec_stage.c)
+LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5, plan: regions, rate: node, repairs_to: members}",
        "pipeline=[{lcore: 1, chains: [{rx: in, stages: [classify, seq, lec, nak], tx: out}, "
        "{rx: out, stages: [classify, nak], tx: in}]}]", "epoch=77"]
 
@@ -100,13 +101,14 @@ def test_appliance_repairs_are_exact_and_go_to_members(run_pcap):
         list(range(1, st["repairs"] + 1))
 
 
-GROUP_LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5, repairs_to: group}",
+GROUP_LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5}",  # repairs_to: group, the default
              "pipeline=[{lcore: 1, chains: [{rx: in, stages: [classify, seq, lec, nak], "
              "tx: out}, {rx: out, stages: [classify, nak], tx: in}]}]", "epoch=77"]
 
 
 def test_repairs_to_group_go_once_to_the_group(run_pcap):
-    """repairs_to: group with the defaults (one bin per group at the peers' rate): groups of 3
+    """repairs_to: group (the default) with the defaults (one bin per group at the peers'
+    rate): groups of 3
     receivers at c = 5 owe each receiver min(5, 2) = 2 repairs of every frame, so each layer's
     repair is for the whole group: it leaves once, on "out", to the group's address and port,
     where its data goes, instead of a unicast copy per receiver on "in". Its fields and XOR are

@@ -36,15 +36,15 @@ def check_exactly_once_in_order(rig, res, count):
     assert all(len(h) == 1 for h in hashes.values()), hashes
 
 
-@pytest.mark.parametrize("mode", ["peers", "appliance", "both", "appliance-group"])
+@pytest.mark.parametrize("mode", ["peers", "appliance", "both", "appliance-members"])
 def test_overlapping_groups_every_message_once_in_order(tmp_path, mode):
-    """appliance-group: the stage's repairs_to: group (groups of 3 at c = 5: each repair is
-    for every receiver of its group, so it goes once to the group's address, where the
-    hosts' data arrives)."""
+    """appliance: the stage's defaults, repairs_to: group (groups of 3 at c = 5: each repair
+    is for every receiver of its group, so it goes once to the group's address, where the
+    hosts' data arrives); appliance-members: a unicast copy to each receiver instead."""
     count = 1500
-    to_group = mode == "appliance-group"
+    to_group = mode != "appliance-members"
     mode = mode.split("-")[0]
-    app_sets = lec_stage_sets(repairs_to="group" if to_group else None) \
+    app_sets = lec_stage_sets(repairs_to=None if to_group else "members") \
         if mode in ("appliance", "both") else []
     with LecRig(tmp_path, 4, GROUPS, CTL, app_sets) as rig:
         exp = {n: len(h) * count for n, h in GROUPS.items()}
@@ -95,11 +95,13 @@ def test_overlapping_groups_every_message_once_in_order(tmp_path, mode):
 
 
 def test_appliance_copies_share_one_message(tmp_path):
-    """One group of four: each of the appliance's repairs goes to every member (c = 5, capped),
-    as Ethernet/IPv4/UDP headers chained to one shared message (af_packet sends chained
-    mbufs). The hosts rebuild what they lost from them, every message once and in order."""
+    """One group of four, repairs_to: members: each of the appliance's repairs goes to every
+    member (c = 5, capped), as Ethernet/IPv4/UDP headers chained to one shared message
+    (af_packet sends chained mbufs). The hosts rebuild what they lost from them, every message
+    once and in order."""
     count = 1500
-    with LecRig(tmp_path, 4, {"a": [1, 2, 3, 4]}, CTL, lec_stage_sets()) as rig:
+    with LecRig(tmp_path, 4, {"a": [1, 2, 3, 4]}, CTL,
+                lec_stage_sets(repairs_to="members")) as rig:
         specs = {f"h{i}": (i, dict(lec="appliance", loss="bernoulli:0.05", seed=20 + i,
                                    count=count, rate=300, size=512, expect={"a": 4 * count}))
                  for i in range(1, 5)}

@@ -31,7 +31,9 @@ static struct il_stage *cl, *sq, *lc, *lp;
 
 /* r = 4 so that bins fill quickly; c = 5 (capped at a group's size).
  * "lec" runs Algorithm 1 at one node's rate; "lecp" the defaults (one bin
- * per group, each member as many repairs as its peers would send it). */
+ * per group, each member as many repairs as its peers would send it), both
+ * with a unicast copy per target (repairs_to: members; to the group's
+ * address: tests/conformance/test_lec_stage.py). */
 static const char *cfg_text =
 	"name: lecstagetest\n"
 	"epoch: 77\n"
@@ -47,8 +49,9 @@ static const char *cfg_text =
 	"stages:\n"
 	"  classify: { type: classify }\n"
 	"  seq: { type: sequencer, history: 1024 }\n"
-	"  lec: { type: lec, tx: in, r: 4, c: 5, plan: regions, rate: node, groups: [1, 2, 3] }\n"
-	"  lecp: { type: lec, tx: in, r: 4, c: 5, groups: [5] }\n"
+	"  lec: { type: lec, tx: in, r: 4, c: 5, plan: regions, rate: node, groups: [1, 2, 3],\n"
+	"         repairs_to: members }\n"
+	"  lecp: { type: lec, tx: in, r: 4, c: 5, groups: [5], repairs_to: members }\n"
 	"pipeline:\n"
 	"  - lcore: 1\n"
 	"    chains:\n"
