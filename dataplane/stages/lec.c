@@ -787,7 +787,9 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		if (gt < 0) {
 			il_err(err, errlen,
 			       "config: key '%s.group_tx': '%s' is not a configured port (repairs_to: "
-			       "group sends repairs where the groups' data goes)",
+			       "group, the default, sends a repair meant for a whole group to the "
+			       "group's address: name the port of the groups' data, or set "
+			       "repairs_to: members)",
 			       il_cfg_path(p), gtx);
 			goto fail;
 		}
