@@ -375,7 +375,10 @@ __attribute__((target("avx2"))) static void xor_multi_avx2(uint8_t *const *dst, 
 /* xor_multi_avx2 over [off, len) in 32-byte blocks from off, with the
  * payload check of src[off, len) summed from the same loads (the check's
  * two 16-byte halves are one 32-byte register's lanes 0-3 and 4-7). The
- * bytes before off and the last partial block are XORed in C. */
+ * bytes before off and the last partial block are XORed in C. Kept apart
+ * from xor_multi_avx2: running the XOR alone through this loop (off 0,
+ * the check thrown away) made one 1500-byte XOR into one bin 119 ns
+ * against 76 (BM_Xor, 2026-11-28). */
 __attribute__((target("avx2"))) static uint32_t
 xor_multi_check_avx2(uint8_t *const *dst, unsigned n, const uint8_t *src, uint32_t len,
 		     uint32_t off)
