@@ -510,6 +510,8 @@ static void commit(struct ftlog *L, bool sync)
 			done += (uint32_t)w;
 		}
 		h->len += l->wlen;
+		if (h->file_len < h->len)
+			h->file_len = h->len;
 		l->written += l->wlen;
 		l->st.writes++;
 		l->wlen = 0;
@@ -959,6 +961,8 @@ static void write_stats(struct ftlog *L)
 	il_json_u64(&j, "relocations", s->relocations);
 	il_json_u64(&j, "relocated_bytes", s->relocated_bytes);
 	il_json_u64(&j, "legacy_imported", s->legacy_imported);
+	il_json_u64(&j, "zero_ahead_bytes", s->zero_ahead_bytes);
+	il_json_u64(&j, "crc_mismatches", s->crc_mismatches);
 	il_json_end(&j);
 	bool ok = il_json_finish(&j) == 0;
 	/* A partial file never replaces a whole one. */
@@ -1092,6 +1096,8 @@ int ftlog_run(struct ftlog *L)
 		mark_durable(L, synced);
 		publish(L);
 		ftl_log_after_commit(&L->l);
+		/* after publishing: the round's waiters are not kept for it */
+		ftl_log_zero_ahead(&L->l);
 		if (L->recover_again) {
 			struct ftl_conn *f;
 			L->recover_again = false;

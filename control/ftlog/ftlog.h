@@ -93,7 +93,10 @@ struct ftl_seg {
 	uint32_t refs;       /* connections with a span in it, replay builds reading it */
 	uint64_t live_bytes; /* record bytes of those connections */
 	uint64_t free_at;    /* refs fell to 0: removed once the log is durable up to here */
+	uint64_t file_len;   /* the file's size: len, or past it zeros written ahead */
 	bool dirty;          /* written since its last fdatasync */
+	bool checked;        /* format version 2 on: records carry their CRC, so the
+			      * head may be written over zeros written ahead */
 };
 
 struct ftl_stats {
@@ -115,6 +118,10 @@ struct ftl_stats {
 	 * per-connection logs imported at start. */
 	uint64_t segments_created, segments_removed, relocations, relocated_bytes,
 		legacy_imported;
+	/* Zeros written ahead of the head (group, sync: a round then writes
+	 * over blocks the file already has, so its fdatasync commits no
+	 * metadata), and records a load found whose CRC did not match. */
+	uint64_t zero_ahead_bytes, crc_mismatches;
 };
 
 struct ftl {
@@ -189,6 +196,21 @@ void ftl_free_all(struct ftl *l);
 
 /* seglog.c: the shared log */
 #define FTL_SEG_BYTES_DEF (64ull << 20)
+/* group and sync: the head's file is kept at least FTL_ZERO_LOW bytes of
+ * zeros past its records, extended FTL_ZERO_AHEAD at a time. */
+#define FTL_ZERO_AHEAD (1u << 20)
+#define FTL_ZERO_LOW (256u << 10)
+/* CRC-32C (Castagnoli) of len bytes, from crc (0 to start). */
+uint32_t ftl_crc32c(uint32_t crc, const void *buf, size_t len);
+/* A record's crc field for the log: CRC-32C of its len bytes with the
+ * field zero. */
+void ftl_rec_seal(struct ftc_rec *r);
+bool ftl_rec_crc_ok(const struct ftc_rec *r);
+/* Keep the head's zeros ahead of its records (group, sync; called after a
+ * round): FTL_ZERO_AHEAD more once fewer than FTL_ZERO_LOW are left, their
+ * writeback started at once so the next round's fdatasync finds them
+ * written. */
+void ftl_log_zero_ahead(struct ftl *l);
 /* Open the head for appending (a new segment when there is none). */
 int ftl_log_open(struct ftl *l);
 void ftl_log_close(struct ftl *l);

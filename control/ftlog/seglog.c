@@ -124,6 +124,7 @@ static int seg_new(struct ftl *l)
 
 	_Static_assert(sizeof(r) % FTC_REC_ALIGN == 0, "segment header is aligned");
 	memcpy(r.magic, FTC_SEG_MAGIC, 8);
+	ftl_rec_seal(&r.h);
 	ftl_seg_path(l, start, p, sizeof(p));
 	int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -150,9 +151,43 @@ static int seg_new(struct ftl *l)
 		return -1;
 	}
 	s->dirty = true;
+	s->checked = true;
+	s->file_len = sizeof(r);
 	l->written += sizeof(r);
 	l->st.segments_created++;
+	ftl_log_zero_ahead(l);
 	return 0;
+}
+
+void ftl_log_zero_ahead(struct ftl *l)
+{
+	static const uint8_t zeros[64 << 10];
+
+	if (l->durability == FTL_NONE || !l->n_segs)
+		return;
+	struct ftl_seg *h = &l->segs[l->n_segs - 1];
+	/* Without CRCs a record torn over such zeros would look whole. */
+	if (!h->checked || h->fd < 0 || h->file_len >= h->len + FTL_ZERO_LOW)
+		return;
+	uint64_t from = h->file_len > h->len ? h->file_len : h->len;
+	uint64_t to = (h->len + FTL_ZERO_AHEAD + 4095) & ~4095ull;
+	for (uint64_t o = from; o < to;) {
+		size_t n = to - o < sizeof(zeros) ? (size_t)(to - o) : sizeof(zeros);
+		ssize_t w = pwrite(h->fd, zeros, n, (off_t)o);
+		if (w <= 0) {
+			/* No room for zeros: the head goes on by appending. */
+			if (w < 0 && errno == EINTR)
+				continue;
+			return;
+		}
+		o += (uint64_t)w;
+		h->file_len = o;
+		l->st.zero_ahead_bytes += (uint64_t)w;
+	}
+	h->dirty = true;
+	/* Their writeback starts now; the next round's fdatasync waits for
+	 * what is left of it and commits the file's new size, once. */
+	sync_file_range(h->fd, (off_t)from, (off_t)(to - from), SYNC_FILE_RANGE_WRITE);
 }
 
 int ftl_log_open(struct ftl *l)
@@ -234,6 +269,7 @@ int ftl_log_append(struct ftl *l, struct ftl_conn *c, const struct ftc_rec *r)
 	if (grow_wbuf(l, r->len))
 		return -1;
 	memcpy(l->wbuf + l->wlen, r, r->len);
+	ftl_rec_seal((struct ftc_rec *)(void *)(l->wbuf + l->wlen));
 	l->wlen += r->len;
 	if (c)
 		ftl_log_track(l, c, pos, r->len);
@@ -252,6 +288,8 @@ int ftl_log_write_sync(struct ftl *l, bool sync)
 		o += (uint32_t)w;
 	}
 	h->len += l->wlen;
+	if (h->file_len < h->len)
+		h->file_len = h->len;
 	l->written += l->wlen;
 	l->st.writes += l->wlen != 0;
 	h->dirty |= l->wlen != 0;
@@ -349,8 +387,16 @@ int ftl_log_relocate(struct ftl *l, struct ftl_conn *c)
 		free(hist);
 		return -1;
 	}
+	ftl_rec_seal(&h);
 	memcpy(l->wbuf + l->wlen, &h, sizeof(h));
 	memcpy(l->wbuf + l->wlen + sizeof(h), hist, hl);
+	{
+		/* copies out of a segment of version 1 have no CRC yet */
+		const struct ftc_rec *r;
+		uint8_t *at = l->wbuf + l->wlen + sizeof(h);
+		FTL_FOR_EACH_REC(at, hl, r)
+			ftl_rec_seal((struct ftc_rec *)(void *)(at + _o));
+	}
 	l->wlen += (uint32_t)(sizeof(h) + hl);
 	free(hist);
 	/* The old spans go (their segments are removed once this copy is
@@ -386,6 +432,10 @@ void ftl_log_after_commit(struct ftl *l)
 	if (!l->n_segs || l->wlen)
 		return;
 	if (l->segs[l->n_segs - 1].len >= l->seg_bytes) {
+		struct ftl_seg *old = &l->segs[l->n_segs - 1];
+		/* sealed: its zeros ahead are of no use any more */
+		if (old->file_len > old->len && !ftruncate(old->fd, (off_t)old->len))
+			old->file_len = old->len;
 		if (seg_new(l))
 			return;
 		rolled = true;
@@ -416,15 +466,21 @@ static int u64_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* How far the segment's records are whole: the first record that is not,
- * or the start of an FR_MOVED copy that does not end within them. */
-static size_t valid_end(const uint8_t *buf, size_t len)
+/* How far the segment's records are whole: the first record that is not
+ * (checked: whose CRC does not match), or the start of an FR_MOVED copy
+ * that does not end within them. */
+static size_t valid_end(struct ftl *l, const uint8_t *buf, size_t len, bool checked)
 {
 	const struct ftc_rec *r;
 	size_t good = 0, moved_at = 0;
 	uint64_t moved_end = 0;
 
 	FTL_FOR_EACH_REC(buf, len, r) {
+		if (checked && !ftl_rec_crc_ok(r)) {
+			/* torn by a crash, or garbage: the log ends here */
+			l->st.crc_mismatches++;
+			break;
+		}
 		if (r->type == FR_MOVED && !moved_end) {
 			moved_at = _o;
 			moved_end = _o + r->len + ((uint64_t)r->ack << 32 | r->seq);
@@ -434,6 +490,14 @@ static size_t valid_end(const uint8_t *buf, size_t len)
 			moved_end = 0;
 	}
 	return moved_end ? moved_at : good;
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
 }
 
 static void load_segment(struct ftl *l, const uint8_t *buf, size_t len, uint64_t start,
@@ -478,9 +542,9 @@ static void load_segment(struct ftl *l, const uint8_t *buf, size_t len, uint64_t
 	}
 }
 
-/* The segment's FR_SEG header: its start position, or -1 when the image
- * does not begin with one. */
-static int seg_header(const uint8_t *buf, size_t len, uint64_t *start)
+/* The segment's FR_SEG header: its start position and format version, or
+ * -1 when the image does not begin with one. */
+static int seg_header(const uint8_t *buf, size_t len, uint64_t *start, uint32_t *version)
 {
 	const struct ftc_rec *h = (const struct ftc_rec *)buf;
 
@@ -489,6 +553,8 @@ static int seg_header(const uint8_t *buf, size_t len, uint64_t *start)
 	    memcmp(h + 1, FTC_SEG_MAGIC, 8))
 		return -1;
 	*start = (uint64_t)h->ack << 32 | h->seq;
+	if (version)
+		*version = h->aux;
 	return 0;
 }
 
@@ -496,20 +562,27 @@ size_t ftl_load_image(struct ftl *l, const uint8_t *buf, size_t len, const struc
 		      struct ftl_conn **cp)
 {
 	uint64_t start;
+	uint32_t version;
 	size_t good;
 
 	if (cp)
 		*cp = NULL;
-	if (seg_header(buf, len, &start))
+	if (seg_header(buf, len, &start, &version))
 		return 0;
-	good = valid_end(buf, len);
+	good = valid_end(l, buf, len, version >= 2);
 	/* The segment must be in the table before its records are tracked;
 	 * segments are entered in order of position. */
 	struct ftl_seg *s = l->n_segs ? &l->segs[l->n_segs - 1] : NULL;
 	if (s && s->start == start)
 		s->len = good;
 	else if (!s || s->start < start)
-		seg_add(l, start, -1, good);
+		s = seg_add(l, start, -1, good);
+	else
+		s = NULL;
+	if (s) {
+		s->checked = version >= 2;
+		s->file_len = len;
+	}
 	load_segment(l, buf, good, start, k);
 	if (cp && k)
 		*cp = ftl_conn_find(l, k);
@@ -638,7 +711,7 @@ int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
 			buf = m == MAP_FAILED ? NULL : m;
 		}
 		uint64_t hstart;
-		bool hdr_ok = !seg_header(buf, len, &hstart) && hstart == starts[i];
+		bool hdr_ok = !seg_header(buf, len, &hstart, NULL) && hstart == starts[i];
 		if (!hdr_ok) {
 			/* A head torn as it was created holds nothing; anything
 			 * else is not ours to touch. */
@@ -661,14 +734,20 @@ int ftl_load_dir(struct ftl *l, uint64_t claim_deadline_ns)
 			continue;
 		}
 		good = ftl_load_image(l, buf, len, NULL, NULL);
+		/* Zeros after the records are the ones written ahead (version 2). */
+		bool zeros = l->segs[l->n_segs - 1].checked && all_zero(buf + good, len - good);
 		munmap((void *)buf, len);
-		if (good < len) {
+		if (good < len && !zeros) {
 			if (last) {
 				/* A record (or a copy) torn by a crash mid-write is
-				 * cut off, so appends go on at a record boundary. */
+				 * cut off, so appends go on at a record boundary
+				 * (and no part of it is left to be read as records
+				 * once later ones are written before it). */
 				if (ftruncate(fd, (off_t)good))
 					fprintf(stderr, "ftlog: %s: truncate: %s\n", p,
 						strerror(errno));
+				else
+					l->segs[l->n_segs - 1].file_len = good;
 			} else {
 				fprintf(stderr, "ftlog: %s: %zu bytes after the last whole record "
 						"ignored\n", p, len - good);

@@ -69,7 +69,10 @@ enum ftc_rec_type {
 /* FR_CLOSED's flags in the log: why the connection ended. */
 enum ftc_end { FTC_END_CLOSED = 0, FTC_END_ABANDONED = 1 };
 
-#define FTC_LOG_VERSION 1u
+/* 1: records unchecked; 2: every record's crc checked at load, and the
+ * head may run past its records into zeros written ahead (docs/ft-tcp.md,
+ * "The log"). A logger reads both and writes 2. */
+#define FTC_LOG_VERSION 2u
 #define FTC_SEG_MAGIC "ILFTSEG1"
 
 #define FTC_REC_ALIGN 8u
@@ -85,7 +88,9 @@ struct ftc_rec {
 	uint8_t flags;  /* TCP flags */
 	uint8_t spare;
 	uint32_t aux;
-	uint32_t spare2;
+	uint32_t crc;   /* in the log (segments of version 2 on): CRC-32C of the
+			 * whole record, len bytes, with this field zero; 0 on
+			 * the rings (the logger fills it as it appends) */
 	uint64_t ts_ns; /* CLOCK_MONOTONIC when the data plane copied it (0: n/a) */
 } __attribute__((packed));
 

@@ -10,7 +10,8 @@
  * the log that give the instream bytes).
  *
  * The input is either a raw image (a damaged or hostile segment, with or
- * without a segment header the harness puts in front), or a program that
+ * without a segment header the harness puts in front, of format version 1,
+ * or 2 whose records must also match their CRCs), or a program that
  * writes a segment header and records with well-formed headers for two
  * connections (SYN, SYN-ACK, DATA anywhere around the stream, reads,
  * truncation records, tombstones, copies forward whose announced length
@@ -51,14 +52,16 @@ FZ_HARNESS static uint8_t stream_byte(const struct ftc_key *k, uint32_t seq)
 	return k == &K1 ? b : (uint8_t)(b ^ 0x5a);
 }
 
-/* The segment's header record, for a segment starting at start. */
-FZ_HARNESS static void seg_header(uint8_t *img, uint64_t start)
+/* The segment's header record, for a segment starting at start, of
+ * format version 1 (records unchecked) or 2 (each record's CRC checked). */
+FZ_HARNESS static void seg_header(uint8_t *img, uint64_t start, uint32_t version)
 {
 	struct ftc_rec *r = (struct ftc_rec *)img;
 
 	*r = (struct ftc_rec){.len = SEG_HDR, .type = FR_SEG, .plen = 8, .seq = (uint32_t)start,
-			      .ack = (uint32_t)(start >> 32), .aux = FTC_LOG_VERSION};
+			      .ack = (uint32_t)(start >> 32), .aux = version};
 	memcpy(r + 1, FTC_SEG_MAGIC, 8);
+	ftl_rec_seal(r);
 }
 
 /* Records from a program, after the header; returns the image length. */
@@ -125,6 +128,7 @@ FZ_HARNESS static size_t program(struct fz *z, uint8_t *img, size_t len)
 		for (uint32_t i = 0; i < plen; i++)
 			pl[i] = stream_byte(k, seq + i);
 		memset(pl + plen, 0, sz - sizeof(*r) - plen);
+		ftl_rec_seal(r); /* as the logger appends it */
 		len += sz;
 	}
 	return len;
@@ -200,7 +204,7 @@ FZ_HARNESS int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	l.dir = "/var/lib/interlink/ftlog";
 	if (prog) {
-		seg_header(img_static, start);
+		seg_header(img_static, start, FTC_LOG_VERSION);
 		len = program(&z, img_static, SEG_HDR);
 		/* a torn tail: part of one more record */
 		size_t got, tail = fz_u8(&z) % 48;
@@ -211,8 +215,10 @@ FZ_HARNESS int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	} else {
 		size_t off = mode & 2 ? 0 : SEG_HDR; /* a header of the harness's */
+		/* version 1 mostly: the records' parsing, not their CRCs, is
+		 * what a raw image reaches */
 		if (off)
-			seg_header(img_static, start);
+			seg_header(img_static, start, mode & 8 ? FTC_LOG_VERSION : 1);
 		len = z.n < IMG_MAX - off ? z.n : IMG_MAX - off;
 		memcpy(img_static + off, z.p, len);
 		len += off;

@@ -724,6 +724,143 @@ static void test_index_churn(void **state)
 		assert_int_equal(l.idx[i], 0);
 }
 
+/* CRC-32C's check value ("123456789"), chained calls, and a record's seal. */
+static void test_crc32c(void **state)
+{
+	(void)state;
+	assert_int_equal(ftl_crc32c(0, "123456789", 9), 0xE3069283u);
+	assert_int_equal(ftl_crc32c(ftl_crc32c(0, "1234", 4), "56789", 5), 0xE3069283u);
+	assert_int_equal(ftl_crc32c(0, "", 0), 0);
+	uint8_t buf[sizeof(struct ftc_rec) + 16];
+	struct ftc_rec *r = (struct ftc_rec *)buf;
+	*r = (struct ftc_rec){.len = sizeof(buf), .type = FR_DATA, .plen = 16, .key = K};
+	memset(r + 1, 'q', 16);
+	ftl_rec_seal(r);
+	assert_true(ftl_rec_crc_ok(r));
+	buf[sizeof(buf) - 1] ^= 0x40; /* one bit of the payload */
+	assert_false(ftl_rec_crc_ok(r));
+}
+
+static uint64_t file_size(int fd)
+{
+	struct stat stb;
+	assert_int_equal(fstat(fd, &stb), 0);
+	return (uint64_t)stb.st_size;
+}
+
+/* group and sync: the head's file runs ahead of its records with zeros,
+ * so a round writes over blocks the file has. A restart reads up to the
+ * zeros, keeps them, and appends where the records end; a record torn
+ * over them (its header written, its payload still zeros) fails its CRC
+ * and is cut off with what follows. */
+static void test_zeros_ahead_and_torn_over_them(void **state)
+{
+	(void)state;
+
+	store_init(&L1, 0, 0);
+	L1.durability = FTL_GROUP;
+	assert_int_equal(ftl_log_open(&L1), 0);
+	struct ftl_seg *hd = &L1.segs[L1.n_segs - 1];
+	assert_true(hd->checked);
+	assert_true(hd->file_len >= hd->len + FTL_ZERO_AHEAD - 4096);
+	assert_int_equal(file_size(hd->fd), hd->file_len);
+	uint64_t ahead = hd->file_len;
+	struct ftl_conn *c = conn_open(&L1, &K, 1, 2);
+	rec_data(&L1, c, 2, 1000, 3, 'a');
+	rec_read(&L1, c, 1000);
+	assert_int_equal(ftl_log_write_sync(&L1, true), 0);
+	ftl_log_zero_ahead(&L1);
+	assert_int_equal(file_size(hd->fd), ahead); /* written over the zeros */
+	assert_int_equal(L1.st.zero_ahead_bytes, ahead - 56);
+	uint64_t whole = hd->len;
+
+	/* A restart: the same connection, the zeros kept. */
+	store_init(&L2, 0, 0);
+	L2.durability = FTL_GROUP;
+	assert_int_equal(ftl_load_dir(&L2, 1), 1);
+	assert_int_equal(L2.written, L1.written);
+	assert_int_equal(L2.st.crc_mismatches, 0);
+	struct ftl_seg *h2 = &L2.segs[L2.n_segs - 1];
+	assert_int_equal(h2->len, whole);
+	assert_int_equal(h2->file_len, ahead);
+	assert_int_equal(file_size(h2->fd), ahead);
+	struct ftl_conn *d = ftl_conn_find(&L2, &K);
+	assert_non_null(d);
+	assert_int_equal(d->contig, 1002);
+	assert_int_equal(d->reads, 1);
+	/* It goes on where the records end: one more, then a record torn
+	 * over the zeros: the first 48 bytes of a 600-byte one. */
+	rec_data(&L2, d, 1002, 500, 3, 'b');
+	assert_int_equal(ftl_log_write_sync(&L2, true), 0);
+	uint64_t whole2 = h2->len;
+	uint8_t torn[sizeof(struct ftc_rec) + 600];
+	struct ftc_rec *t = (struct ftc_rec *)torn;
+	*t = (struct ftc_rec){.len = ftc_rec_size(600), .type = FR_DATA, .plen = 600, .key = K,
+			      .seq = 1502, .ack = 3, .flags = 0x10};
+	memset(t + 1, 'c', 600);
+	ftl_rec_seal(t);
+	assert_int_equal(pwrite(h2->fd, torn, sizeof(*t), (off_t)whole2), (ssize_t)sizeof(*t));
+	store_end(&L2);
+	store_end(&L1);
+
+	store_init(&L2, 0, 0);
+	L2.durability = FTL_GROUP;
+	assert_int_equal(ftl_load_dir(&L2, 1), 1);
+	assert_int_equal(L2.st.crc_mismatches, 1);
+	h2 = &L2.segs[L2.n_segs - 1];
+	assert_int_equal(h2->len, whole2);
+	/* cut off: nothing of it left to be read once records reach it */
+	assert_int_equal(file_size(h2->fd), whole2);
+	d = ftl_conn_find(&L2, &K);
+	assert_int_equal(d->contig, 1502);
+	/* The whole record, written now, is read back. */
+	assert_int_equal(ftl_apply(&L2, d, t, true), 0);
+	assert_int_equal(ftl_log_write_sync(&L2, true), 0);
+	ftl_log_zero_ahead(&L2);
+	assert_true(L2.segs[L2.n_segs - 1].file_len > L2.segs[L2.n_segs - 1].len);
+	store_end(&L2);
+	store_init(&L2, 0, 0);
+	assert_int_equal(ftl_load_dir(&L2, 1), 1);
+	assert_int_equal(L2.st.crc_mismatches, 0);
+	assert_int_equal(ftl_conn_find(&L2, &K)->contig, 2102);
+	store_end(&L2);
+}
+
+/* Durability none writes no zeros (it never syncs), and a sealed head
+ * gives back its zeros. */
+static void test_zeros_only_when_syncing(void **state)
+{
+	(void)state;
+
+	store_open(&L1, 0, 0); /* none */
+	struct ftl_seg *hd = &L1.segs[L1.n_segs - 1];
+	assert_int_equal(hd->file_len, hd->len);
+	ftl_log_zero_ahead(&L1);
+	assert_int_equal(file_size(hd->fd), hd->len);
+	store_end(&L1);
+	teardown(NULL);
+	setup(NULL);
+
+	store_init(&L1, 4096, 0);
+	L1.durability = FTL_SYNC;
+	assert_int_equal(ftl_log_open(&L1), 0);
+	struct ftl_conn *c = conn_open(&L1, &K, 1, 2);
+	rec_data(&L1, c, 2, 3000, 3, 'a');
+	rec_data(&L1, c, 3002, 3000, 3, 'b');
+	assert_int_equal(ftl_log_write_sync(&L1, true), 0);
+	ftl_log_after_commit(&L1); /* past 4096 bytes: sealed, a new head */
+	assert_int_equal(L1.n_segs, 2);
+	assert_int_equal(file_size(L1.segs[0].fd), L1.segs[0].len);
+	assert_int_equal(L1.segs[0].file_len, L1.segs[0].len);
+	assert_true(file_size(L1.segs[1].fd) > L1.segs[1].len);
+	store_end(&L1);
+	store_init(&L2, 4096, 0);
+	assert_int_equal(ftl_load_dir(&L2, 1), 1);
+	assert_int_equal(ftl_conn_find(&L2, &K)->contig, 6002);
+	assert_int_equal(L2.st.crc_mismatches, 0);
+	store_end(&L2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -736,6 +873,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_torn_copy_is_cut, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_legacy_logs_imported, setup, teardown),
 		cmocka_unit_test(test_index_churn),
+		cmocka_unit_test(test_crc32c),
+		cmocka_unit_test_setup_teardown(test_zeros_ahead_and_torn_over_them, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_zeros_only_when_syncing, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,6 +68,7 @@ static void add(struct img *m, uint16_t type, uint32_t seq, uint32_t aux, uint8_
 	*r = (struct ftc_rec){.len = sz, .type = type, .plen = plen, .key = K, .seq = seq,
 			      .aux = aux, .flags = flags};
 	memset(r + 1, 'd', plen);
+	ftl_rec_seal(r);
 	m->len += sz;
 }
 
@@ -80,6 +81,7 @@ static void seg_start(struct img *m, uint64_t start)
 	*h = (struct ftc_rec){.len = 56, .type = FR_SEG, .plen = 8, .seq = (uint32_t)start,
 			      .aux = FTC_LOG_VERSION};
 	memcpy(h + 1, FTC_SEG_MAGIC, 8);
+	ftl_rec_seal(h);
 	m->len = 56;
 }
 
@@ -187,8 +189,10 @@ static void test_load_image_one_key(void **state)
 	add(&m, FR_SYN, ISN, 0, 0, 0);         /* K2's, below */
 	add(&m, FR_DATA, ISN + 1, 0, 0x18, 80);
 	add(&m, FR_CLOSED, 0, 0, 0, 0);
-	for (size_t o = other; o < m.len; o += ((struct ftc_rec *)(m.b + o))->len)
+	for (size_t o = other; o < m.len; o += ((struct ftc_rec *)(m.b + o))->len) {
 		((struct ftc_rec *)(m.b + o))->key = K2;
+		ftl_rec_seal((struct ftc_rec *)(m.b + o));
+	}
 	add(&m, FR_DATA, ISN + 41, 0, 0x18, 24);
 	add(&m, FR_READ, 0, 64, 0, 0);
 	size_t whole = m.len;
