@@ -476,7 +476,9 @@ static size_t valid_end(struct ftl *l, const uint8_t *buf, size_t len, bool chec
 	uint64_t moved_end = 0;
 
 	FTL_FOR_EACH_REC(buf, len, r) {
-		if (checked && !ftl_rec_crc_ok(r)) {
+		/* (the FR_SEG header at 0 is checked by its magic: a segment
+		 * cut back to nothing would lose it) */
+		if (checked && _o && !ftl_rec_crc_ok(r)) {
 			/* torn by a crash, or garbage: the log ends here */
 			l->st.crc_mismatches++;
 			break;
