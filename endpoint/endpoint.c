@@ -262,7 +262,7 @@ void il_ep_close(struct il_ep *ep)
 {
 	if (ep == NULL)
 		return;
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++)
+	for (unsigned i = 0; i < ep->n_slots; i++)
 		if (ep->g[i].used)
 			il_ep_leave(ep, ep->g[i].id);
 	if (ep->ring_ok) {
@@ -287,10 +287,9 @@ void il_ep_close(struct il_ep *ep)
 
 struct ep_group *ep_group(struct il_ep *ep, uint16_t id)
 {
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++)
-		if (ep->g[i].used && ep->g[i].id == id)
-			return &ep->g[i];
-	return NULL;
+	unsigned k = ep->gslot[id];
+
+	return k ? &ep->g[k - 1] : NULL;
 }
 
 int il_ep_join(struct il_ep *ep, uint16_t group, const char *mcast, uint32_t roles,
@@ -304,9 +303,10 @@ int il_ep_join(struct il_ep *ep, uint16_t group, const char *mcast, uint32_t rol
 	if (inet_pton(AF_INET, mcast, &a) != 1 || !IN_MULTICAST(ntohl(a.s_addr)) ||
 	    roles == 0 || (roles & ~(IL_EP_SENDER | IL_EP_RECEIVER)))
 		return -EINVAL;
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS && g == NULL; i++)
-		if (!ep->g[i].used)
-			g = &ep->g[i];
+	unsigned slot = 0;
+	for (; slot < IL_EP_MAX_GROUPS && g == NULL; slot++)
+		if (!ep->g[slot].used)
+			g = &ep->g[slot];
 	if (g == NULL)
 		return -ENOSPC;
 	memset(g, 0, sizeof(*g));
@@ -332,6 +332,9 @@ int il_ep_join(struct il_ep *ep, uint16_t group, const char *mcast, uint32_t rol
 	}
 	g->used = true;
 	g->id = group;
+	ep->gslot[group] = (uint8_t)slot; /* the slot's index + 1 */
+	if (slot > ep->n_slots)
+		ep->n_slots = slot;
 	g->roles = roles;
 	g->dst = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(ep->cfg.port),
 				       .sin_addr = a };
@@ -406,6 +409,9 @@ int il_ep_leave(struct il_ep *ep, uint16_t group)
 	ep_q_free(&g->q);
 	ep_q_free(&g->sent);
 	g->used = false;
+	ep->gslot[group] = 0;
+	while (ep->n_slots > 0 && !ep->g[ep->n_slots - 1].used)
+		ep->n_slots--;
 	return 0;
 }
 
@@ -480,7 +486,7 @@ static uint64_t sleep_budget_ns(struct il_ep *ep, uint64_t max_ns)
 
 	if (hb < t)
 		t = hb;
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+	for (unsigned i = 0; i < ep->n_slots; i++) {
 		const struct ep_group *g = &ep->g[i];
 
 		if (!g->used)
@@ -536,7 +542,7 @@ int il_ep_poll(struct il_ep *ep, unsigned timeout_us)
 		n++;
 	}
 	io_uring_cq_advance(&ep->ring, n);
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++)
+	for (unsigned i = 0; i < ep->n_slots; i++)
 		if (ep->g[i].used)
 			ep_deliver(ep, &ep->g[i]);
 	ep_timers(ep, now);

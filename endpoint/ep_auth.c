@@ -24,7 +24,7 @@ int il_ep_set_auth(struct il_ep *ep, const char *key_file, uint32_t key_id, char
 {
 	char kerr[512];
 
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++)
+	for (unsigned i = 0; i < ep->n_slots; i++)
 		if (ep->g[i].used) {
 			il_err(err, errlen, "libinterlink: il_ep_set_auth after il_ep_join: the "
 			       "JOINs already went unsigned");

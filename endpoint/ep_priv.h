@@ -112,6 +112,8 @@ struct ep_txbuf {
 /* Where an endpoint without sockets sends its frames (ep_open_detached). */
 typedef void (*ep_tx_tap)(void *arg, const uint8_t *frame, size_t len);
 
+_Static_assert(IL_EP_MAX_GROUPS <= 255, "a group's slot + 1 fits il_ep.gslot");
+
 struct il_ep {
 	struct il_ep_config cfg;
 	int txfd, rxfd, tx_ifindex, rx_ifindex;
@@ -124,6 +126,11 @@ struct il_ep {
 	struct ep_txbuf *tx;
 	unsigned *tx_free, n_tx_free;
 	struct ep_group g[IL_EP_MAX_GROUPS];
+	/* Loops over the groups stop at n_slots (1 + the highest slot in
+	 * use): the calloc'd table costs memory only where it is used. A
+	 * group's slot by its id: gslot[id] = slot + 1 (0: not joined). */
+	unsigned n_slots;
+	uint8_t gslot[65536];
 	struct il_ep_stats st;
 	/* sequencer restarts (docs/control.md section 4 rule 6) */
 	uint32_t final_epoch;   /* the epoch final_wm belongs to */

@@ -159,7 +159,7 @@ static void send_report(struct il_ep *ep, struct ep_group *g)
 
 static void send_reports(struct il_ep *ep, uint64_t now)
 {
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+	for (unsigned i = 0; i < ep->n_slots; i++) {
 		struct ep_group *g = &ep->g[i];
 
 		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER))
@@ -330,7 +330,7 @@ void ep_timers(struct il_ep *ep, uint64_t now)
 
 	ep_epoch_timer(ep, now);
 
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+	for (unsigned i = 0; i < ep->n_slots; i++) {
 		struct ep_group *g = &ep->g[i];
 		uint64_t first, last;
 
@@ -677,7 +677,7 @@ static void rewind_sender(struct il_ep *ep, struct ep_group *g)
  * It rewinds at the final watermark, as before. */
 static void rewind_senders(struct il_ep *ep)
 {
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+	for (unsigned i = 0; i < ep->n_slots; i++) {
 		struct ep_group *g = &ep->g[i];
 
 		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_SENDER) &&
@@ -697,7 +697,7 @@ static void rx_frame(struct il_ep *ep, const uint8_t *d, size_t len, uint64_t no
 static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
 {
 	ep->st.finals++;
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+	for (unsigned i = 0; i < ep->n_slots; i++) {
 		struct ep_group *g = &ep->g[i];
 
 		if (!g->used || g->st != EP_G_MEMBER)
@@ -766,7 +766,7 @@ static void finalize(struct il_ep *ep, uint64_t w, uint64_t now)
  * everything below it (or cannot: UNAVAIL, or T_fin elapsed). */
 static void cut_try(struct il_ep *ep, uint64_t now)
 {
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+	for (unsigned i = 0; i < ep->n_slots; i++) {
 		const struct ep_group *g = &ep->g[i];
 
 		if (g->used && g->st == EP_G_MEMBER && (g->roles & IL_EP_RECEIVER) &&
@@ -781,7 +781,7 @@ static void cut_start(struct il_ep *ep, uint64_t w, uint64_t now)
 	ep->cutting = true;
 	ep->cut = w;
 	ep->cut_until = now + EP_CUT_WAIT_NS;
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+	for (unsigned i = 0; i < ep->n_slots; i++) {
 		struct ep_group *g = &ep->g[i];
 
 		/* What lies below the cut exists: NAK it (naming our epoch). */

@@ -328,6 +328,7 @@ static void __attribute__((noreturn)) usage(void)
 		"  [--loss none|bernoulli:P|burst:P:LEN|ge:PGB:PBG:LG:LB] [--seed N] [--keep-repairs]\n"
 		"  [--count N] [--rate MSGS_PER_S] [--size BYTES] [--expect ID:N ...]\n"
 		"  [--ready FILE] [--start FILE] [--timeout S] [--linger-ms MS] [--dump CSV]\n"
+		"  [--hb-ms MS] [--rx-window N]   (libinterlink's hb_ms, rx_window: many groups)\n"
 		"  --json PATH\n");
 	exit(2);
 }
@@ -497,7 +498,7 @@ int main(int argc, char **argv)
 {
 	enum { O_TX = 256, O_RX, O_ID, O_PORT, O_GROUP, O_LEC, O_C, O_R, O_STAGGER, O_NAKD,
 	       O_NAKR, O_PEER, O_LOSS, O_SEED, O_COUNT, O_RATE, O_SIZE, O_EXPECT, O_READY,
-	       O_START, O_TIMEOUT, O_LINGER, O_JSON, O_KEEP, O_DUMP };
+	       O_START, O_TIMEOUT, O_LINGER, O_JSON, O_KEEP, O_DUMP, O_HB, O_RXW };
 	static const struct option opts[] = {
 		{ "tx", 1, NULL, O_TX }, { "rx", 1, NULL, O_RX }, { "id", 1, NULL, O_ID },
 		{ "port", 1, NULL, O_PORT }, { "group", 1, NULL, O_GROUP },
@@ -510,7 +511,8 @@ int main(int argc, char **argv)
 		{ "ready", 1, NULL, O_READY }, { "start", 1, NULL, O_START },
 		{ "timeout", 1, NULL, O_TIMEOUT }, { "linger-ms", 1, NULL, O_LINGER },
 		{ "json", 1, NULL, O_JSON }, { "keep-repairs", 0, NULL, O_KEEP },
-		{ "dump", 1, NULL, O_DUMP },
+		{ "dump", 1, NULL, O_DUMP }, { "hb-ms", 1, NULL, O_HB },
+		{ "rx-window", 1, NULL, O_RXW },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct il_ep_config cfg;
@@ -579,6 +581,8 @@ int main(int argc, char **argv)
 		case O_LINGER: linger_ms = (unsigned)strtoul(optarg, NULL, 0); break;
 		case O_JSON: json = optarg; break;
 		case O_KEEP: H.lose_repairs = false; break;
+		case O_HB: cfg.hb_ms = (unsigned)strtoul(optarg, NULL, 0); break;
+		case O_RXW: cfg.rx_window = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case O_DUMP:
 			H.dump = fopen(optarg, "w");
 			if (H.dump == NULL) {

@@ -76,11 +76,14 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q * len(v)))] if v else None
 
 
-def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=(), app=None):
+def one_run(tmp, n, groups, mode, loss, count, rate, size, stagger=1, extra=(), app=None,
+            app_extra=()):
     """One rig, one run: every host in its groups, sending in all of them. app: the lec
-    stage's plan and rate ({"plan": ..., "rate": ...}; default: the stage's defaults)."""
+    stage's plan and rate ({"plan": ..., "rate": ...}; default: the stage's defaults);
+    app_extra: more of the appliance's --set overrides."""
     app_sets = lec_stage_sets(stagger=stagger, **(app or {})) \
         if mode in ("appliance", "both") else []
+    app_sets = [*app_sets, *app_extra]
     exp = {g: len(h) * count for g, h in groups.items()}
     t0 = time.time()
     with LecRig(tmp, n, groups, CTL, app_sets) as rig:
@@ -285,6 +288,9 @@ def main():
     ap.add_argument("--stagger", type=int, default=1,
                     help="stagger of the loss part's runs (hosts and appliance)")
     ap.add_argument("--hosts", type=int, default=8)
+    ap.add_argument("--degrees", default="2,4,8,16,32",
+                    help="groups per host of the degree part (Fig. 10), at most 128 (64 and "
+                         "128 do not converge on a 2-core machine: docs/lec.md)")
     ap.add_argument("--size", type=int, default=1000)
     ap.add_argument("--from-json", default=None, help="only draw the plots of a result file")
     ap.add_argument("--resume", default=None,
@@ -340,12 +346,25 @@ def main():
                     (outdir / "lec_e2e.json").write_text(json.dumps(res, indent=1))
     if "degree" in only:
         res["degree"] = []
-        for d in (2, 4, 8):
+        for d in (int(x) for x in a.degrees.split(",")):
             groups = layout(n, d, s, 2)
             rate = AGG / (d * s)
+            # Past 8 groups a host's per-group heartbeats would outnumber its data (20 ms
+            # each, 50 a second per group): the heartbeat interval grows with the groups so
+            # that a host sends as many as with 8; the receive window (65,536 slots per
+            # group by default) and the appliance's history are cut to what a group here
+            # holds (a group gets 1000 / d frames a second), so 256 groups fit in memory
+            many = d > 8
+            hx = ["--hb-ms", str(20 * d // 8), "--rx-window", "4096"] if many else []
+            # (the rig's pool holds 16 groups of 4,096 frames); and an idle group's STABLE,
+            # every 1 ms by default, comes as often in all as with 16 groups (the frames of
+            # 256 groups' STABLEs would be 256,000 a second: a UTO cost, not LEC's)
+            ax = [f"stages.seq.history={max(256, min(4096, 65536 // len(groups)))}",
+                  f"stages.ctrl.stable_interval_us={max(1000, 1000 * len(groups) // 16)}"]
             r = kept("degree", degree=d) or clean_run(
                 lambda: tmpdir("deg"), a.retries, n, groups, "peers",
-                loss_spec("uniform", 0.05), int(rate * secs), rate, a.size)
+                loss_spec("uniform", 0.05), int(rate * secs), rate, a.size, extra=hx,
+                app_extra=ax)
             r.update(degree=d)
             res["degree"].append(r)
             print(f"# degree {d}: {r['lec_pct']}% by LEC, median {r['lec_ms_p50']} ms, "

@@ -29,7 +29,10 @@ extern "C" {
 
 #define IL_EP_SENDER 0x1u   /* = IL_ROLE_SENDER on the wire */
 #define IL_EP_RECEIVER 0x2u /* = IL_ROLE_RECEIVER */
-#define IL_EP_MAX_GROUPS 8
+/* Groups one endpoint may be in at once (il_ep_join: -ENOSPC past it).
+ * Each receiving group holds its own window of rx_window slots: many
+ * groups want a smaller rx_window. */
+#define IL_EP_MAX_GROUPS 128
 
 struct il_ep;
 

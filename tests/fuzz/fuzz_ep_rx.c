@@ -315,7 +315,7 @@ FZ_HARNESS static void rx(const uint8_t *d, size_t len)
 
 FZ_HARNESS static void check_windows(void)
 {
-	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+	for (unsigned i = 0; i < ep->n_slots; i++) {
 		const struct ep_group *g = &ep->g[i];
 
 		if (!g->used || !(g->roles & IL_EP_RECEIVER))
@@ -398,7 +398,7 @@ FZ_HARNESS int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			ep_timers(ep, now);
 			break;
 		case 4:
-			for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++)
+			for (unsigned i = 0; i < ep->n_slots; i++)
 				if (ep->g[i].used)
 					ep_deliver(ep, &ep->g[i]);
 			break;

@@ -43,7 +43,8 @@ class LecRig(HostsRig):
         base = 1000 + r % 50000
         for k, name in enumerate(sorted(groups)):
             self.gids[name] = base + k
-            self.maddr[name] = f"239.{100 + (r >> 8) % 100}.{(r >> 16) % 250 + 1}.{k + 1}"
+            self.maddr[name] = (f"239.{100 + (r >> 8) % 100}."
+                                f"{((r >> 16) % 200 + k // 250) + 1}.{k % 250 + 1}")
         self.groups = groups
         lst = ", ".join(f"{{id: {self.gids[n]}, address: {self.maddr[n]}}}" for n in sorted(groups))
         # a history of 4096 frames per group: enough for the NAK backstop here, and the pool
@@ -59,6 +60,19 @@ class LecRig(HostsRig):
         # now and then, and a 4096-frame ring overflows (rx_missed) at the rates here.
         self.app_sets += [f"ports.in.device=net_af_packet0,iface={self.tag}a0,framecnt=16384",
                           f"ports.out.device=net_af_packet1,iface={self.tag}a1,framecnt=16384"]
+
+    def __enter__(self):
+        super().__enter__()
+        # Linux lets a socket join 20 multicast groups by default (per namespace); a host
+        # here may be in up to libinterlink's IL_EP_MAX_GROUPS
+        try:
+            for i in range(1, self.n_hosts + 1):
+                subprocess.run(["ip", "netns", "exec", self.ns(i), "sysctl", "-qw",
+                                "net.ipv4.igmp_max_memberships=512"], check=True)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
 
     def member_id(self, i):
         return self.id_base + i

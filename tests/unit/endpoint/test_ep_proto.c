@@ -474,6 +474,66 @@ static void test_auth_key_file_checked(void **state)
 	unlink(path);
 }
 
+/* Up to IL_EP_MAX_GROUPS groups at once, each found by its id (a VIEW of
+ * the 100th makes us a member of that one alone); one more is refused;
+ * a slot freed by a leave is taken again, and the loops' bound shrinks
+ * back as the highest ones leave. */
+static void test_many_groups(void **state)
+{
+	struct il_ep_config cfg;
+	char err[256], addr[32];
+	struct seen s = { 0 };
+	struct il_ep_callbacks cb = { .po = on_po, .uto = on_uto };
+
+	(void)state;
+	il_ep_config_init(&cfg);
+	cfg.member_id = ME;
+	cfg.incarnation = 3;
+	cfg.rx_window = 64;
+	struct il_ep *ep = ep_open_detached(&cfg, tap, NULL, err, sizeof(err));
+	assert_non_null(ep);
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		snprintf(addr, sizeof(addr), "239.2.%u.%u", i / 200, i % 200 + 1);
+		assert_int_equal(il_ep_join(ep, (uint16_t)(1000 + 7 * i), addr,
+					    IL_EP_RECEIVER | (i % 2 ? IL_EP_SENDER : 0), &cb, &s), 0);
+	}
+	assert_int_equal(ep->n_slots, IL_EP_MAX_GROUPS);
+	assert_int_equal(il_ep_join(ep, 60000, "239.3.0.1", IL_EP_RECEIVER, &cb, &s), -ENOSPC);
+	assert_int_equal(il_ep_join(ep, 1000 + 7 * 5, "239.3.0.1", IL_EP_RECEIVER, &cb, &s),
+			 -EEXIST);
+	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
+		struct ep_group *g = ep_group(ep, (uint16_t)(1000 + 7 * i));
+		assert_non_null(g);
+		assert_int_equal(g->id, 1000 + 7 * i);
+		assert_int_equal(g->roles & IL_EP_SENDER, i % 2 ? IL_EP_SENDER : 0);
+	}
+	assert_null(ep_group(ep, 1001));
+	/* A VIEW of the 100th group makes us a member of it alone. */
+	uint8_t f[128], *b = f + IL_HDR_LEN;
+	const uint16_t gid = 1000 + 7 * 99;
+	struct il_hdr_fields h = { .type = IL_T_VIEW, .group_id = gid, .epoch = EPOCH,
+				   .global_seq = 1 };
+	b = il_view_put(b, 1, 1, 0);
+	b = il_view_member_put(b, ME, IL_ROLE_RECEIVER | IL_ROLE_SENDER);
+	il_hdr_put(f, &h);
+	rx(ep, f, (size_t)(b - f));
+	assert_true(il_ep_is_member(ep, gid));
+	assert_false(il_ep_is_member(ep, gid - 7));
+	assert_false(il_ep_is_member(ep, gid + 7));
+	/* Leave one in the middle: its slot is the next join's. */
+	assert_int_equal(il_ep_leave(ep, 1000 + 7 * 40), 0);
+	assert_null(ep_group(ep, 1000 + 7 * 40));
+	assert_int_equal(il_ep_leave(ep, 1000 + 7 * 40), -ENOENT);
+	assert_int_equal(il_ep_join(ep, 60000, "239.3.0.1", IL_EP_RECEIVER, &cb, &s), 0);
+	assert_ptr_equal(ep_group(ep, 60000), &ep->g[40]);
+	/* The highest ones leave: the bound follows. */
+	for (unsigned i = IL_EP_MAX_GROUPS; i-- > 50;)
+		assert_int_equal(il_ep_leave(ep, (uint16_t)(1000 + 7 * i)), 0);
+	assert_int_equal(ep->n_slots, 50);
+	assert_true(ep_group(ep, 1000 + 7 * 49) == &ep->g[49]);
+	il_ep_close(ep);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -486,6 +546,7 @@ int main(void)
 		cmocka_unit_test(test_a_receiving_sender_waits_for_the_cut),
 		cmocka_unit_test(test_auth_frames_held_across_an_epoch_are_checked_once),
 		cmocka_unit_test(test_auth_key_file_checked),
+		cmocka_unit_test(test_many_groups),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
