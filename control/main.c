@@ -505,6 +505,11 @@ int main(int argc, char **argv)
 		 * servers share, not after their slice (docs/ft-tcp.md). */
 		pthread_attr_t at;
 		pthread_attr_init(&at);
+		if (o.ft_rt_priority && o.ft_durability == FTL_NONE)
+			fprintf(stderr, PROG ": warning: --ftcp-rt-priority with --ftcp-durability "
+				"none: the logger then runs at every write, not after a device's "
+				"fdatasync, and preempts the servers each time (redis-benchmark fell "
+				"from 61%% to 40%% of FT-TCP off: docs/ft-tcp.md, \"Scheduling\")\n");
 		if (o.ft_rt_priority) {
 			struct sched_param sp = {.sched_priority = (int)o.ft_rt_priority};
 			pthread_attr_setinheritsched(&at, PTHREAD_EXPLICIT_SCHED);

@@ -340,6 +340,15 @@ def test_ftcp_rt_priority_runs_the_logger_thread_alone_at_sched_fifo(tmp_path):
         p.terminate()
         out = p.communicate(timeout=30)[0]
     assert p.returncode == 0, out
+    # durability none (the default): it runs, and says what that costs
+    assert "warning: --ftcp-rt-priority with --ftcp-durability none" in out, out
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "log").mkdir()
+    p = _ftlog_control(tmp_path / "g", "--ftcp-rt-priority", "7", "--ftcp-durability", "group")
+    time.sleep(0.5)
+    p.terminate()
+    out = p.communicate(timeout=30)[0]
+    assert p.returncode == 0 and "warning" not in out, out
 
     # As an unprivileged user (pytest's directory is root's alone: one nobody can write).
     nob = Path(f"/tmp/il-rt-{uuid.uuid4().hex[:8]}")
