@@ -169,11 +169,32 @@ static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rt
 		 * (flags, epoch) and 24..39 (global_seq, stable_seq), summed 32
 		 * bits at a time: new - old = new + ~old in one's complement. */
 		uint64_t old = sum8(h) + sum8(h + 8) + sum8(h + 24) + sum8(h + 32);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		/* The new words made in registers and stored whole: storing the
+		 * fields and reading the words back made the loads wait for
+		 * stores they only partly overlap (a store-forwarding stall,
+		 * about a fifth of the stage: docs/benchmarks.md). In memory
+		 * order: flags is byte 3 of word 0, epoch bytes 4..7 of word 1
+		 * (big-endian), global_seq and stable_seq words 3 and 4. */
+		uint64_t w0, w1;
+		memcpy(&w0, h, 8);
+		memcpy(&w1, h + 8, 8);
+		w0 = (w0 & ~(0xffull << 24)) | (uint64_t)fl << 24; /* reserved bits refused */
+		w1 = (w1 & 0xffffffffull) | (uint64_t)__builtin_bswap32(s->epoch) << 32;
+		const uint64_t w3 = __builtin_bswap64(gs), w4 = __builtin_bswap64(stable);
+		memcpy(h, &w0, 8);
+		memcpy(h + 8, &w1, 8);
+		memcpy(h + 24, &w3, 8);
+		memcpy(h + 32, &w4, 8);
+		uint64_t neu = (w0 & 0xffffffffu) + (w0 >> 32) + (w1 & 0xffffffffu) + (w1 >> 32) +
+			       (w3 & 0xffffffffu) + (w3 >> 32) + (w4 & 0xffffffffu) + (w4 >> 32);
+#else
 		h[IL_OFF_FLAGS] = fl; /* the parser refused reserved bits */
 		il_put32(h + IL_OFF_EPOCH, s->epoch);
 		il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
 		il_put64(h + IL_OFF_STABLE_SEQ, stable);
 		uint64_t neu = sum8(h) + sum8(h + 8) + sum8(h + 24) + sum8(h + 32);
+#endif
 		/* ~old as 16-bit words: fold old to 16 bits, then complement. */
 		old = (old & 0xffffffffu) + (old >> 32);
 		old = (old & 0xffff) + (old >> 16);
