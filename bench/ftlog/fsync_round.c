@@ -9,7 +9,8 @@
  * bytes. The shared log's round is one pwrite and one fdatasync (synced) or
  * one pwrite (durability none): both are measured too, beside an io_uring
  * write of the same bytes waited for at once (io_uring hands a buffered
- * ext4 write to a worker thread).
+ * ext4 write to a worker thread), and the synced round written over blocks
+ * the file already has (the head's zeros ahead, group and sync).
  *
  *   fsync_round DIR [FILES [ROUNDS [BYTES]]]   (defaults 50 200 200)
  *
@@ -41,7 +42,7 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-enum mode { URING_SYNC, PWRITE_SYNC, URING_WRITE, PWRITE };
+enum mode { URING_SYNC, PWRITE_SYNC, URING_WRITE, PWRITE, OVERWRITE_SYNC };
 
 /* One pass of `rounds` rounds over `n` files, `bytes` appended to each. */
 static int run(struct io_uring *r, const char *dir, int n, int rounds, int bytes, enum mode m)
@@ -62,11 +63,26 @@ static int run(struct io_uring *r, const char *dir, int n, int rounds, int bytes
 		}
 		unlink(path);
 	}
+	if (m == OVERWRITE_SYNC) {
+		/* As the logger's head with zeros ahead (group, sync): the
+		 * blocks are there and synced before the rounds write over
+		 * them, so their fdatasync commits no new size. */
+		static const char zeros[65536];
+		for (long o = 0; o < (long)rounds * bytes; o += (long)sizeof(zeros))
+			if (pwrite(fd[0], zeros, sizeof(zeros), (off_t)o) != (ssize_t)sizeof(zeros)) {
+				perror("fsync_round: zeros");
+				return -1;
+			}
+		if (fsync(fd[0])) {
+			perror("fsync_round: fsync");
+			return -1;
+		}
+	}
 	for (int k = 0; k < rounds; k++) {
 		double t = now_us();
-		if (m == PWRITE_SYNC || m == PWRITE) {
+		if (m == PWRITE_SYNC || m == PWRITE || m == OVERWRITE_SYNC) {
 			if (pwrite(fd[0], buf, (size_t)bytes, (off_t)k * bytes) != bytes ||
-			    (m == PWRITE_SYNC && fdatasync(fd[0]))) {
+			    (m != PWRITE && fdatasync(fd[0]))) {
 				perror("fsync_round: pwrite or fdatasync");
 				return -1;
 			}
@@ -97,7 +113,7 @@ static int run(struct io_uring *r, const char *dir, int n, int rounds, int bytes
 		close(fd[i]);
 	qsort(lat, (size_t)rounds, sizeof(*lat), cmp_d);
 	static const char *const what[] = {"io_uring write+fdatasync", "pwrite+fdatasync",
-					   "io_uring write", "pwrite"};
+					   "io_uring write", "pwrite", "overwrite+fdatasync"};
 	printf("%-24s %3d file(s), %6d bytes each: round median %7.0f us, p90 %7.0f us, "
 	       "worst %7.0f us\n", what[m], n, bytes, lat[rounds / 2], lat[rounds * 9 / 10],
 	       lat[rounds - 1]);
@@ -124,6 +140,7 @@ int main(int argc, char **argv)
 	if (run(&r, argv[1], n, rounds, bytes, URING_SYNC) ||
 	    run(&r, argv[1], 1, rounds, bytes * n, URING_SYNC) ||
 	    run(&r, argv[1], 1, rounds, bytes * n, PWRITE_SYNC) ||
+	    run(&r, argv[1], 1, rounds, bytes * n, OVERWRITE_SYNC) ||
 	    run(&r, argv[1], 1, rounds, bytes * n, URING_WRITE) ||
 	    run(&r, argv[1], 1, rounds, bytes * n, PWRITE))
 		return 1;
