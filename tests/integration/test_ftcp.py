@@ -318,8 +318,9 @@ def test_logger_restart_many_connections_shared_log(tmp_path):
     """Six connections share the logger's one log (1 MiB segments, group commit): each
     synced round is one fdatasync however many connections it holds; interlink-control
     is SIGKILLed and restarted mid-stream (every connection is rebuilt from the shared
-    log, torn tail cut), then the server is killed: all six recover from it. Once they
-    have closed, compaction leaves no segment behind but the head."""
+    log, torn tail cut, the zeros written ahead of the head kept), then the server is
+    killed: all six recover from it. Once they have closed, compaction leaves no segment
+    behind but the head."""
     seed = crash_seed()
     n = 6
     with Rig(tmp_path, strategy="lazy", durability="group",
@@ -358,6 +359,10 @@ def test_logger_restart_many_connections_shared_log(tmp_path):
     for s in (before, after):
         assert s["sync_rounds"] > 0, s
         assert s["fsyncs"] <= s["sync_rounds"] + s["segments_created"], s
+    # group: the head runs ahead of its records with zeros (rounds write over blocks the
+    # file has), and the restarted logger read every record back whole (each one's CRC).
+    assert before["zero_ahead_bytes"] > 0 and after["zero_ahead_bytes"] > 0, (before, after)
+    assert after["crc_mismatches"] == 0, after
     # 24 MiB logged in 1 MiB segments: sealed, then removed as the connections closed.
     assert after["segments_created"] >= 3 and after["segments_removed"] >= 3, after
     assert after["segments"] == 1 and len(segs) == 1, (after, segs)
