@@ -64,10 +64,10 @@ static void on_uto(void *user, const struct il_ep_msg *m)
 	s->uto++;
 }
 
-static struct il_ep *open_ep(uint32_t window, struct seen *s)
+/* An endpoint without sockets, member ME, its frames to tap. */
+static struct il_ep *open_detached(uint32_t window)
 {
 	struct il_ep_config cfg;
-	struct il_ep_callbacks cb = { .po = on_po, .uto = on_uto };
 	char err[256];
 
 	il_ep_config_init(&cfg);
@@ -76,6 +76,14 @@ static struct il_ep *open_ep(uint32_t window, struct seen *s)
 	cfg.rx_window = window;
 	struct il_ep *ep = ep_open_detached(&cfg, tap, NULL, err, sizeof(err));
 	assert_non_null(ep);
+	return ep;
+}
+
+static struct il_ep *open_ep(uint32_t window, struct seen *s)
+{
+	struct il_ep_callbacks cb = { .po = on_po, .uto = on_uto };
+	struct il_ep *ep = open_detached(window);
+
 	assert_int_equal(il_ep_join(ep, 1, "239.1.1.1", IL_EP_RECEIVER, &cb, s), 0);
 	return ep;
 }
@@ -359,16 +367,10 @@ static size_t signed_stable(uint8_t *f, uint32_t epoch, uint64_t next, uint64_t 
 
 static struct il_ep *open_auth_ep(struct seen *s, char *path)
 {
-	struct il_ep_config cfg;
 	struct il_ep_callbacks cb = { .po = on_po, .uto = on_uto };
 	char err[256];
+	struct il_ep *ep = open_detached(64);
 
-	il_ep_config_init(&cfg);
-	cfg.member_id = ME;
-	cfg.incarnation = 3;
-	cfg.rx_window = 64;
-	struct il_ep *ep = ep_open_detached(&cfg, tap, NULL, err, sizeof(err));
-	assert_non_null(ep);
 	key_file(path, 128, &KEY, 0600);
 	assert_int_equal(il_ep_set_auth(ep, path, 0, err, sizeof(err)), 0);
 	assert_int_equal(il_ep_join(ep, 1, "239.1.1.1", IL_EP_RECEIVER, &cb, s), 0);
@@ -480,18 +482,12 @@ static void test_auth_key_file_checked(void **state)
  * back as the highest ones leave. */
 static void test_many_groups(void **state)
 {
-	struct il_ep_config cfg;
-	char err[256], addr[32];
+	char addr[32];
 	struct seen s = { 0 };
 	struct il_ep_callbacks cb = { .po = on_po, .uto = on_uto };
 
 	(void)state;
-	il_ep_config_init(&cfg);
-	cfg.member_id = ME;
-	cfg.incarnation = 3;
-	cfg.rx_window = 64;
-	struct il_ep *ep = ep_open_detached(&cfg, tap, NULL, err, sizeof(err));
-	assert_non_null(ep);
+	struct il_ep *ep = open_detached(64);
 	for (unsigned i = 0; i < IL_EP_MAX_GROUPS; i++) {
 		snprintf(addr, sizeof(addr), "239.2.%u.%u", i / 200, i % 200 + 1);
 		assert_int_equal(il_ep_join(ep, (uint16_t)(1000 + 7 * i), addr,
