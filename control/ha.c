@@ -131,6 +131,16 @@ struct ha {
 	unsigned n_last;
 	struct takeover cur;
 	char why[64];
+
+	/* Fault injection for tests (IL_HA_FAULT_TAKE_RESULT_MS): T1 and T2
+	 * results, and every result behind them, are held this long before
+	 * they are acted on, so the watch shows our own new record first. */
+	uint64_t fault_hold_ns;
+	struct held_res {
+		struct hc_res *r;
+		uint64_t until;
+		struct held_res *next;
+	} *held, **held_tail;
 };
 
 static uint64_t mono_ns(void)
@@ -959,8 +969,34 @@ void ha_on_results(struct ha *h)
 	if (read(hc_fd(h->hc), &v, sizeof(v)) < 0 && errno != EAGAIN)
 		logm(h, "etcd thread eventfd: %s", strerror(errno));
 	while ((r = hc_next(h->hc)) != NULL) {
+		if (h->fault_hold_ns &&
+		    (h->held != NULL || r->tag == TAG_T1 || r->tag == TAG_T2)) {
+			struct held_res *e = calloc(1, sizeof(*e));
+
+			if (e != NULL) {
+				e->r = r;
+				e->until = mono_ns() + h->fault_hold_ns;
+				*h->held_tail = e;
+				h->held_tail = &e->next;
+				continue;
+			}
+		}
 		on_result(h, r);
 		hc_res_free(r);
+	}
+}
+
+static void release_held(struct ha *h, uint64_t now)
+{
+	while (h->held != NULL && now >= h->held->until) {
+		struct held_res *e = h->held;
+
+		h->held = e->next;
+		if (h->held == NULL)
+			h->held_tail = &h->held;
+		on_result(h, e->r);
+		hc_res_free(e->r);
+		free(e);
 	}
 }
 
@@ -999,8 +1035,14 @@ static bool dp_alive(const struct ha *h, uint64_t now)
 
 static void send_hb(struct ha *h, uint64_t now)
 {
+	/* While our T1 or T2 is in flight, the watch can show us our own new
+	 * record before the transaction's result makes us active; a heartbeat
+	 * naming that revision as a standby would read, at the peer, as the
+	 * new owner not serving (docs/ha.md section 14). Such a heartbeat
+	 * names no revision: the peer does not judge on it. */
+	bool taking = h->txn_id != 0 && (h->txn_tag == TAG_T1 || h->txn_tag == TAG_T2);
 	struct hb_msg m = { .epoch = active(h) ? h->epoch : 0, .role = (uint8_t)h->role,
-			    .rev = h->rec.mod_rev, .counter = ++h->hb_counter, .sent_ns = now,
+			    .rev = taking ? 0 : h->rec.mod_rev, .counter = ++h->hb_counter, .sent_ns = now,
 			    .echo_ns = h->peer.sent_ns };
 	uint8_t b[HB_LEN];
 
@@ -1176,6 +1218,7 @@ void ha_tick(struct ha *h)
 {
 	uint64_t now = mono_ns();
 
+	release_held(h, now);
 	if (!h->have_read && h->read_id == 0) {
 		struct hc_req *r = hc_req_new(HC_READ_ALL, TAG_READ);
 
@@ -1466,6 +1509,19 @@ struct ha *ha_open(const struct ctl_opts *o, struct il_chan *ch, struct il_mship
 	h->hb_fd = -1;
 	h->role = R_STANDBY;
 	h->started_ns = mono_ns();
+	h->held_tail = &h->held;
+	const char *fault = getenv("IL_HA_FAULT_TAKE_RESULT_MS");
+	if (fault != NULL && *fault != '\0') {
+		char *end;
+		unsigned long ms = strtoul(fault, &end, 10);
+
+		if (*end != '\0' || ms > 10000) {
+			snprintf(err, errlen, "IL_HA_FAULT_TAKE_RESULT_MS: '%s' is not 0-10000", fault);
+			free(h);
+			return NULL;
+		}
+		h->fault_hold_ns = ms * 1000000ull;
+	}
 	h->hb_ns = o->ha_hb_ms * 1000000ull;
 	h->detect_ns = o->ha_detect_ms * 1000000ull;
 	h->auth_ns = o->ha_auth_ms * 1000000ull;
@@ -1540,6 +1596,13 @@ void ha_close(struct ha *h)
 		}
 	free(h->views);
 	free(h->staged);
+	while (h->held != NULL) {
+		struct held_res *e = h->held;
+
+		h->held = e->next;
+		hc_res_free(e->r);
+		free(e);
+	}
 	cut_free(h);
 	req_drop(h->txn_copy);
 	free(h);

@@ -395,3 +395,44 @@ def test_heartbeat_partition_no_takeover(tmp_path):
           f"the active ({act}) taken over by {sby} (epoch {epoch} -> {new['epoch']}), first "
           f"U-delivery {ms:.0f} ms after the kill; {total} PUTs applied once each; "
           f"{st.restamped()} messages stamped twice")
+
+
+def test_handover_with_its_own_record_seen_first(tmp_path, monkeypatch):
+    """docs/ha.md section 14: a planned hand-over whose new owner learns its own T2 from the
+    watch before the transaction's result (forced here: both control processes hold every
+    T1/T2 result 150 ms, IL_HA_FAULT_TAKE_RESULT_MS). Meanwhile the new owner is still a
+    standby and heartbeats every 10 ms; the old owner, now a standby knowing the new record,
+    must not read those heartbeats as the new owner not serving (it did once in CI, took the
+    epoch back 4 ms later and fenced the new owner). Checked: the hand-over ends with the new
+    owner active in the new epoch and stays so for 2 s, the old owner takes nothing; every PUT
+    applied once; no position stamped twice."""
+    monkeypatch.setenv("IL_HA_FAULT_TAKE_RESULT_MS", "150")
+    with PairRig(tmp_path, 5, CTL) as rig:
+        caps = [(x, rig.capture(x)) for x in NODES]
+        store = Store(rig, tmp_path)
+        store.start_replicas()
+        store.start_writers(6000, 1000)
+        rig.wait_for(lambda: min(store.applied()) >= 2000, 60, "PUTs before the hand-over")
+        act, old = active_epoch(rig)
+        sby = "b" if act == "a" else "a"
+        rig.wait_for(lambda: rig.ha(sby).get("peer_heard_ms", 10 ** 9) < 100, 10,
+                     "the standby to hear the active's heartbeat")
+        took0 = rig.ha(act)["takeovers"]
+        out = rig.mgmt(act, "handover")
+        assert out.startswith("ok"), out
+        rig.wait_for(lambda: rig.role(sby) == "active", 10, f"{sby} to take the hand-over")
+        new = rig.ha(sby)
+        assert new["epoch"] != old and new["prev_epoch"] == old, new
+        end = time.time() + 2.0
+        while time.time() < end:
+            h_old, h_new = rig.ha(act), rig.ha(sby)
+            assert h_new["role"] == "active" and h_new["epoch"] == new["epoch"], h_new
+            assert h_old["role"] == "standby" and h_old["takeovers"] == took0, h_old
+            time.sleep(0.1)
+        final = store.finish()
+        rig.stop_captures()
+        total = store.check(final)
+        st = check_stamps(rig, caps)
+    print(f"\nhand-over {act} -> {sby} with T2's result held 150 ms: epoch {old} -> "
+          f"{new['epoch']}, kept 2 s; {total} PUTs applied once each; {st.restamped()} "
+          f"messages stamped twice")
