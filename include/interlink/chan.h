@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define IL_CHAN_MAGIC 0x314e414843324c49ULL /* "IL2CHAN1" little-endian */
-#define IL_CHAN_LAYOUT_VERSION 5u
+#define IL_CHAN_LAYOUT_VERSION 6u
 #define IL_CHAN_MSG_SIZE 64u
 #define IL_CHAN_PATH_DEFAULT "/dev/shm/interlink-chan"
 #define IL_CHAN_UP_SLOTS_DEFAULT 16384u
@@ -89,6 +89,12 @@ struct il_cm_hello {
 	uint32_t epoch;       /* data plane: sequencer epoch; control: 0 */
 	uint64_t incarnation; /* sender's incarnation (>= 1) */
 	uint64_t peer_incarnation; /* the receiver's incarnation as the sender saw it */
+	/* A sharded data plane (docs/scaling.md 1.5) talks over one channel per
+	 * shard: the shard this channel belongs to and how many there are
+	 * (0 and 0: not sharded, one channel). Control: 0 and 0. */
+	uint16_t shard;
+	uint16_t n_shards;
+	uint32_t reserved;
 };
 
 struct il_cm_ack {
@@ -380,8 +386,14 @@ bool il_chan_peer_alive(const struct il_chan *ch);
  * the new incarnation. One relaxed load when nothing changed: cheap
  * enough for a data-plane housekeeping poll. */
 bool il_chan_peer_restarted(struct il_chan *ch, uint64_t *inc);
-/* Send IL_CM_HELLO (side, epoch, incarnations). Returns 1 if enqueued. */
+/* Send IL_CM_HELLO (side, epoch, incarnations, and the shard set by
+ * il_chan_set_shard). Returns 1 if enqueued. */
 unsigned il_chan_send_hello(struct il_chan *ch, uint32_t epoch);
+/* A sharded data plane's channel of shard `shard` of `n`: said in HELLO. */
+void il_chan_set_shard(struct il_chan *ch, uint16_t shard, uint16_t n);
+/* "<path>.<shard>": shard `shard`'s channel when the data plane runs
+ * shards (docs/scaling.md 1.5). -1 if it does not fit in len. */
+int il_chan_shard_path(const char *chan_path, unsigned shard, char *buf, size_t len);
 
 /* Shared counters of the up or down ring and the layout. */
 void il_chan_stats(const struct il_chan *ch, bool up, struct il_chan_ring_stats *st);

@@ -44,6 +44,7 @@ struct il_chan {
 	int wake_fd;
 	uint64_t incarnation;
 	uint64_t peer_seen;
+	uint16_t shard, n_shards; /* said in HELLO */
 	/* Wake-up rate limit (il_chan_set_wake_interval): a sleeping consumer
 	 * is woken at most once per wake_ival_ns; a message sent sooner after
 	 * the last wake-up waits for the interval's end (il_chan_wake_flush),
@@ -340,7 +341,22 @@ unsigned il_chan_send_hello(struct il_chan *ch, uint32_t epoch)
 	m.u.hello.epoch = epoch;
 	m.u.hello.incarnation = ch->incarnation;
 	m.u.hello.peer_incarnation = ch->peer_seen;
+	m.u.hello.shard = ch->shard;
+	m.u.hello.n_shards = ch->n_shards;
 	return il_chan_send_burst(ch, &m, 1);
+}
+
+void il_chan_set_shard(struct il_chan *ch, uint16_t shard, uint16_t n)
+{
+	ch->shard = shard;
+	ch->n_shards = n;
+}
+
+int il_chan_shard_path(const char *chan_path, unsigned shard, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s.%u", chan_path, shard);
+
+	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
 void il_chan_stats(const struct il_chan *ch, bool up, struct il_chan_ring_stats *st)

@@ -318,7 +318,27 @@ static void test_incarnations_and_flush(void **state)
 	assert_int_equal(m[0].u.hello.epoch, 42);
 	assert_int_equal(m[0].u.hello.incarnation, 1);
 	assert_int_equal(m[0].u.hello.peer_incarnation, 2);
+	assert_int_equal(m[0].u.hello.shard, 0);
+	assert_int_equal(m[0].u.hello.n_shards, 0);
 	assert_string_equal(il_cm_type_name(m[0].type), "hello");
+	/* A sharded data plane's channel names its shard and the count. */
+	il_chan_set_shard(f->dp, 3, 4);
+	assert_int_equal(il_chan_send_hello(f->dp, 42), 1);
+	assert_int_equal(il_chan_recv_burst(f->ctl, m, 4), 1);
+	assert_int_equal(m[0].u.hello.shard, 3);
+	assert_int_equal(m[0].u.hello.n_shards, 4);
+}
+
+static void test_shard_path(void **state)
+{
+	char buf[32];
+
+	(void)state;
+	assert_int_equal(il_chan_shard_path("/dev/shm/x", 7, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/dev/shm/x.7");
+	/* 23 bytes + ".1" does not fit in 24 */
+	assert_int_equal(il_chan_shard_path("/dev/shm/abcdefghijklmn", 1, buf, 24), -1);
+	assert_int_equal(il_chan_shard_path("/dev/shm/abcdefghijklmn", 1, buf, 26), 0);
 }
 
 static void test_open_errors(void **state)
@@ -410,6 +430,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_incarnations_and_flush, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_open_errors, fx_setup, fx_teardown),
+		cmocka_unit_test(test_shard_path),
 		cmocka_unit_test_setup_teardown(test_wake_fd_passing, fx_setup, fx_teardown),
 	};
 
