@@ -476,14 +476,15 @@ static int check_chain_meta(const struct il_chain *ch, const struct il_cfg *wher
 	return 0;
 }
 
-/* Stage types a shard can run: their state is per group and per instance.
- * The others (control channel, FT-TCP rings, pair, FEC, LEC) keep state or
- * files of their own that one instance per shard would duplicate
- * (docs/scaling.md, "Where the implementation stands"). */
+/* Stage types a shard can run: their state is per group and per instance
+ * (a control stage opens one channel per shard, "<chan>.<k>"). The others
+ * (FT-TCP rings, pair, FEC, LEC, impairment) keep state or files of their
+ * own that one instance per shard would duplicate (docs/scaling.md, "Where
+ * the implementation stands"). */
 static bool shardable_type(const char *type)
 {
 	return type && (!strcmp(type, "classify") || !strcmp(type, "sequencer") ||
-			!strcmp(type, "nak"));
+			!strcmp(type, "nak") || !strcmp(type, "control"));
 }
 
 static int check_lcore(const struct il_app *app, unsigned lc, const char *key, char *err,
@@ -693,7 +694,8 @@ static int place_stages(struct il_app *app, bool dry, char *err, size_t errlen)
 				if (app->n_shards && ty && !shardable_type(ty))
 					return ERR("config: key '%s': stage '%s' is of type '%s', which "
 						   "does not run in shards yet (shards.lcores): only "
-						   "classify, sequencer and nak do (docs/scaling.md)",
+						   "classify, sequencer, nak and control do "
+						   "(docs/scaling.md)",
 						   il_cfg_path(il_cfg_at(sl, s)), sn, ty);
 				if (dry) {
 					if (!sn || !il_cfg_get(il_cfg_get(app->cfg, "stages"), sn))

@@ -162,6 +162,10 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 		}
 		if (v == IL_V_CONTROL) {
 			st->ctr[v]++;
+			/* Its group, when configured: a sharded appliance hands
+			 * a group's control frames to the group's owner. */
+			uint16_t cgi = app->group_idx_by_id[p.group_id];
+			mt->group_idx = cgi ? (uint16_t)(cgi - 1) : IL_GROUP_IDX_NONE;
 			mt->kind = IL_K_CONTROL;
 			kinds |= IL_KIND_BIT(IL_K_CONTROL);
 			pkts[out++] = m;

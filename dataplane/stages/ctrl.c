@@ -58,7 +58,15 @@ static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_DROP_BAD_MAC] = "drop_bad_mac",
 	[CT_C_DROP_REPLAY] = "drop_replay",
 	[CT_C_UP_EPOCH_REPORT] = "up_epoch_report",
+	[CT_C_DROP_NOT_OWNER] = "drop_not_owner",
 };
+
+/* A sharded appliance: each shard's control stage keeps its own groups
+ * (docs/scaling.md 1.5). */
+static inline bool owns(const struct ctrl *c, unsigned gi)
+{
+	return c->shard < 0 || c->app->groups[gi].shard == (unsigned)c->shard;
+}
 
 /* First warning after this long without interlink-control (it may be
  * starting alongside), then one per CTRL_WARN_EVERY_S while still absent. */
@@ -92,10 +100,14 @@ static void watch_control(struct il_stage *st, struct ctrl *c, struct timespec *
 	    (now.tv_sec == next_warn->tv_sec && now.tv_nsec < next_warn->tv_nsec))
 		return;
 	atomic_fetch_add(&c->control_absent_warnings, 1);
+	char shards[32] = "";
+
+	if (c->shard >= 0)
+		snprintf(shards, sizeof(shards), " --shards %u", c->app->n_shards);
 	fprintf(stderr, "interlink: warning: stage '%s': no interlink-control attached to %s for "
 		"%ld s; receivers of its groups get no views, watermarks or credits and wait. Start "
-		"it: interlink-control --chan %s\n", st->name, c->chan_path,
-		(long)(now.tv_sec - absent_since->tv_sec), c->chan_path);
+		"it: interlink-control --chan %s%s\n", st->name, c->chan_path,
+		(long)(now.tv_sec - absent_since->tv_sec), c->chan_base, shards);
 	next_warn->tv_sec = now.tv_sec + CTRL_WARN_EVERY_S;
 	next_warn->tv_nsec = now.tv_nsec;
 }
@@ -141,7 +153,7 @@ static void apply_down(struct il_stage *st, struct ctrl *c, const struct il_cmsg
 			st->ctr[CT_C_DOWN_BAD]++;
 		return;
 	}
-	if (gix == 0) {
+	if (gix == 0 || !owns(c, gix - 1u)) {
 		st->ctr[CT_C_DOWN_BAD]++;
 		return;
 	}
@@ -348,6 +360,12 @@ static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *
 
 	if (gix == 0) {
 		il_drop(st, CT_C_DROP_UNKNOWN_GROUP, mb);
+		return false;
+	}
+	if (unlikely(!owns(c, gix - 1u))) {
+		/* Another shard's group: the hand-over after classify takes
+		 * these to their owner, so this is not expected. */
+		il_drop(st, CT_C_DROP_NOT_OWNER, mb);
 		return false;
 	}
 	memset(o, 0, sizeof(*o));
@@ -577,6 +595,8 @@ void ctrl_epoch_restart(struct il_stage *st, struct ctrl *c)
 		struct cgroup *g = &c->g[gi];
 		struct il_tfrc_sendlog_slot *slots = g->log_slots;
 
+		if (!owns(c, gi))
+			continue;
 		memset(g, 0, sizeof(*g));
 		g->walked = 1;
 		g->active = true;
@@ -616,6 +636,7 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 		return ERR("out of memory for stage '%s'", st->name);
 	st->ctx = c;
 	c->app = app;
+	c->shard = app->n_shards && st->shard >= 0 ? st->shard : -1;
 	atomic_init(&c->new_fd, -1);
 	atomic_init(&c->need_fetch, true);
 	atomic_init(&c->stop, false);
@@ -635,7 +656,12 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	if (chan[0] == '\0' || strlen(chan) >= sizeof(c->chan_path))
 		return ERR("config: key '%s.chan': '%s' must be a path of 1 to %zu bytes",
 			   il_cfg_path(p), chan, sizeof(c->chan_path) - 1);
-	snprintf(c->chan_path, sizeof(c->chan_path), "%s", chan);
+	snprintf(c->chan_base, sizeof(c->chan_base), "%s", chan);
+	if (c->shard < 0)
+		snprintf(c->chan_path, sizeof(c->chan_path), "%s", chan);
+	else if (il_chan_shard_path(chan, (unsigned)c->shard, c->chan_path, sizeof(c->chan_path)))
+		return ERR("config: key '%s.chan': '%s' is too long for its shards' channels "
+			   "('%s.%u')", il_cfg_path(p), chan, chan, (unsigned)c->shard);
 	if (sock != NULL) {
 		if (sock[0] == '\0' || strlen(sock) >= sizeof(c->sock_path))
 			return ERR("config: key '%s.wake_sock': '%s' must be a path of 1 to %zu "
@@ -667,7 +693,7 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 		return ERR("out of memory for stage '%s'", st->name);
 	for (unsigned gi = 0; gi < app->n_groups; gi++) {
 		c->g[gi].walked = 1;
-		if (!app->groups[gi].wan)
+		if (!app->groups[gi].wan || !owns(c, gi))
 			continue;
 		c->g[gi].log_slots = rte_zmalloc("il_ctrl_sendlog",
 						 sizeof(*c->g[gi].log_slots) * CTL_SENDLOG_SLOTS,
@@ -680,6 +706,8 @@ static int ctrl_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	struct il_chan_params cp = { .up_slots = (uint32_t)up, .down_slots = (uint32_t)down };
 	if (il_chan_open(c->chan_path, IL_CHAN_DATAPLANE, &cp, &c->ch, cerr, sizeof(cerr)))
 		return ERR("config: key '%s.chan': %s", il_cfg_path(p), cerr);
+	if (c->shard >= 0)
+		il_chan_set_shard(c->ch, (uint16_t)c->shard, (uint16_t)app->n_shards);
 	/* One wake-up of a sleeping control process per wake_interval_us at
 	 * most (0: no limit): fewer context switches under load, at most that
 	 * much more latency for the watermark, none when wake-ups are rare. */
@@ -698,7 +726,8 @@ static int ctrl_bind(struct il_stage *st, char *err, size_t errlen)
 {
 	struct ctrl *c = st->ctx;
 	extern const struct il_stage_type il_stage_sequencer;
-	struct il_stage *seq = il_app_stage(c->app, c->seq_name);
+	/* A shard's copy manages its own shard's copy of the sequencer. */
+	struct il_stage *seq = il_app_stage_peer(c->app, st, c->seq_name);
 
 	if (seq == NULL || seq->type != &il_stage_sequencer)
 		return ERR("config: key 'stages.%s.sequencer': '%s' is not a sequencer stage",
@@ -747,9 +776,13 @@ static void ctrl_state(const struct il_stage *st, struct il_state_sink *out)
 	/* 0 while no interlink-control holds the channel (warnings on stderr). */
 	il_state_put(out, -1, "control_attached", atomic_load(&c->control_attached));
 	il_state_put(out, -1, "control_absent_warnings", atomic_load(&c->control_absent_warnings));
+	if (c->shard >= 0)
+		il_state_put(out, -1, "shard", (uint64_t)c->shard);
 	for (unsigned gi = 0; gi < c->app->n_groups; gi++) {
 		const struct cgroup *g = &c->g[gi];
 
+		if (!owns(c, gi))
+			continue; /* another shard's copy reports it */
 		il_state_put(out, (int)gi, "watermark", g->wm);
 		il_state_put(out, (int)gi, "view", g->view_id);
 		il_state_put(out, (int)gi, "members", g->n_members);

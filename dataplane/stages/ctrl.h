@@ -54,6 +54,7 @@ enum {
 	CT_C_DROP_BAD_MAC,
 	CT_C_DROP_REPLAY,
 	CT_C_UP_EPOCH_REPORT,
+	CT_C_DROP_NOT_OWNER,
 	CT_C_COUNT
 };
 
@@ -106,7 +107,9 @@ struct cgroup {
 
 struct ctrl {
 	char seq_name[IL_NAME_LEN];
-	char chan_path[256];
+	char chan_path[256];      /* this instance's channel (a shard's: "<chan>.<k>") */
+	char chan_base[256];      /* the configured chan (what interlink-control is told) */
+	int shard;                /* its shard, -1: not sharded */
 	char sock_path[108];
 	struct il_app *app;
 	struct il_seq *seq;

@@ -460,8 +460,11 @@ static void fifo_member(struct il_seq *s, struct il_stage *st, struct rte_mbuf *
 	if (!(il_get32(b) & IL_ROLE_SENDER))
 		return;
 	uint32_t inc = il_get32(b + 4);
-	if (unlikely(s->groups[mt->group_idx].fifo == NULL))
-		return; /* another shard's group */
+	/* classify names the group of every CONTROL frame (NONE: not
+	 * configured; the control stage drops it). */
+	if (unlikely(mt->group_idx == IL_GROUP_IDX_NONE ||
+		     s->groups[mt->group_idx].fifo == NULL))
+		return; /* not configured, or another shard's group */
 	struct il_seq_fifo *e = il_seq_fifo_get(s, mt->group_idx, il_get32(h + IL_OFF_SENDER_ID),
 						type == IL_T_JOIN);
 	if (e == NULL || e->incarnation == inc)

@@ -69,9 +69,13 @@ struct il_shard {
 };
 
 /* Kinds that belong to one group (classify sets group_idx on them).
- * CONTROL frames and frames that are not Interlink traffic stay on the shard
- * that received them (docs/scaling.md 1.4). */
-#define IL_SHARD_KINDS (IL_KIND_BIT(IL_K_DATA) | IL_KIND_BIT(IL_K_RAW) | IL_KIND_BIT(IL_K_NAK))
+ * CONTROL frames go to their group's owner too (its control stage keeps the
+ * group's members and talks for it on its own channel), except those of a
+ * group that is not configured (IL_GROUP_IDX_NONE); frames that are not
+ * Interlink traffic stay on the shard that received them (docs/scaling.md
+ * 1.4, 1.5). */
+#define IL_SHARD_KINDS (IL_KIND_BIT(IL_K_DATA) | IL_KIND_BIT(IL_K_RAW) | \
+			IL_KIND_BIT(IL_K_NAK) | IL_KIND_BIT(IL_K_CONTROL))
 
 /* After classify: move every frame of another shard's group onto that
  * shard's ring, tagged with the chain it arrived on (il_meta.spare), and
@@ -88,7 +92,8 @@ static inline uint16_t il_shard_handoff(struct il_shard *sh, uint16_t chain,
 		struct rte_mbuf *m = pkts[i];
 		struct il_meta *mt = il_meta(m);
 
-		if ((IL_KIND_BIT(mt->kind) & IL_SHARD_KINDS) != 0) {
+		if ((IL_KIND_BIT(mt->kind) & IL_SHARD_KINDS) != 0 &&
+		    mt->group_idx != IL_GROUP_IDX_NONE) {
 			uint8_t o = sh->owner[mt->group_idx];
 			if (unlikely(o != sh->index)) {
 				mt->spare = chain;

@@ -65,9 +65,13 @@ struct __attribute__((may_alias)) il_meta {
 	uint8_t l3_off;     /* IPv4 header (<= 18) */
 	uint8_t l4_off;     /* UDP header (<= 78) */
 	uint8_t il_off;     /* UDP payload (<= 86) */
-	uint16_t group_idx; /* configured group index (DATA, RAW, NAK) */
+	uint16_t group_idx; /* configured group index (DATA, RAW, NAK; CONTROL:
+			     * IL_GROUP_IDX_NONE when its group is not configured) */
 	uint16_t spare;     /* a stray on a hand-over ring: its chain (shard.h) */
 };
+
+/* il_meta.group_idx of a CONTROL frame whose group is not configured. */
+#define IL_GROUP_IDX_NONE 0xffffu
 
 /* No private area is needed any more; kept for pools made elsewhere. */
 #define IL_MBUF_PRIV_SIZE 0
