@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/un.h>
 
+/* The data plane's IL_MAX_SHARDS. */
+#define CTL_MAX_CHANNELS 8u
 #define CTL_PATH_LEN sizeof(((struct sockaddr_un *)0)->sun_path)
 
 struct ctl_opts {
@@ -21,6 +23,10 @@ struct ctl_opts {
 	unsigned exclude_ms; /* slow failure detector (0: off) */
 	uint32_t window;     /* credit window per sender (0: no flow control) */
 	bool recreate;
+	/* A sharded data plane (docs/scaling.md 1.5): one channel per shard,
+	 * "<chan_path>.<k>", all waking the one eventfd; 0: one channel at
+	 * chan_path. */
+	uint32_t shards;
 	int verbose;
 	/* FT-TCP logger thread (ft_dir empty: not started) */
 	char ft_dir[256], ft_ring[256], ft_sock[CTL_PATH_LEN], ft_stats[256], ft_trace[256];

@@ -13,6 +13,14 @@
  * One iteration: drain the up ring, apply, publish watermarks down,
  * announce sleep (il_chan_sleep_prepare) and block in
  * io_uring_submit_and_wait() only if the ring is still empty.
+ *
+ * A sharded data plane (--shards N, docs/scaling.md 1.5) has one channel
+ * per shard, "<chan>.<k>", each with one producer and one consumer; every
+ * shard's control stage fetches the same eventfd from the one wake socket.
+ * Membership and stability stay per group in this one process; a group's
+ * WATERMARK, VIEW and CREDIT go down the channel its up messages come
+ * from (its owner shard's: the data plane hands every group's control
+ * frames to the owner).
  */
 #include <errno.h>
 #include <liburing.h>
@@ -54,9 +62,25 @@ enum ev {
 	EV_HA_TICK,   /* TIMEOUT: heartbeat, detection, authority */
 };
 
+/* One channel: the whole data plane's, or one shard's. */
+struct cchan {
+	struct il_chan *ch;
+	char path[272];
+	bool dp_known;    /* a data-plane HELLO has been seen on it */
+	uint64_t dp_inc;
+	uint32_t dp_epoch;
+	uint16_t shard, n_shards; /* as its HELLO said */
+	bool hello_due;   /* our HELLO still has to go down it */
+	uint64_t msgs;
+};
+
 struct ctl {
 	const struct ctl_opts *o;
-	struct il_chan *ch;
+	struct il_chan *ch; /* chans[0].ch */
+	struct cchan chans[CTL_MAX_CHANNELS];
+	unsigned n_ch;
+	uint8_t chan_of[65536]; /* group id -> the channel its up messages came from */
+	uint32_t hello_mask;    /* channels that said HELLO in the data plane's incarnation */
 	struct io_uring ring;
 	bool ring_ok;
 	int efd, sfd, mgmt_fd, lfd;
@@ -83,13 +107,13 @@ struct ctl {
 	uint64_t dp_silent_since;
 	uint32_t dp_epoch;
 	uint64_t dp_inc;
-	bool hello_due;   /* our HELLO still has to go down */
 	bool stop;
 
 	struct {
 		uint64_t msgs, batches, wakes, ticks, sleeps_skipped;
 		uint64_t hellos, dp_restarts, before_hello, unknown_type;
 		uint64_t mgmt_cmds, wake_served, detector_paused;
+		uint64_t shard_mismatch;
 	} st;
 };
 
@@ -183,29 +207,76 @@ static void arm(struct ctl *c, enum ev ev)
 	io_uring_sqe_set_data64(s, ev);
 }
 
-static void send_hello(struct ctl *c)
+/* Returns true while some channel still owes its HELLO. */
+static bool send_hellos(struct ctl *c)
 {
-	if (il_chan_send_hello(c->ch, 0) == 1) {
-		c->hello_due = false;
-		c->st.hellos++;
+	bool due = false;
+
+	for (unsigned k = 0; k < c->n_ch; k++) {
+		struct cchan *x = &c->chans[k];
+
+		if (x->hello_due && il_chan_send_hello(x->ch, 0) == 1) {
+			x->hello_due = false;
+			c->st.hellos++;
+		}
+		due |= x->hello_due;
 	}
+	return due;
 }
 
 /* A data-plane HELLO is in-band: everything before it in the ring came
  * from the previous incarnation, everything after it describes the new
- * one. So state is reset here and not when the header counter moves. */
-static void on_dp_hello(struct ctl *c, const struct il_cm_hello *h)
+ * one. So state is reset here and not when the header counter moves. With
+ * shards, every shard says HELLO on its own channel: the first of an
+ * incarnation restarts the membership, the others join it. */
+static void on_dp_hello(struct ctl *c, unsigned k, const struct il_cm_hello *h)
 {
-	if (c->dp_known && h->incarnation == c->dp_inc && h->epoch == c->dp_epoch) {
+	struct cchan *x = &c->chans[k];
+
+	if (x->dp_known && h->incarnation == x->dp_inc && h->epoch == x->dp_epoch) {
 		/* A repeat (e.g. answering our HELLO): nothing lost. */
 		return;
 	}
-	if (c->dp_known)
-		c->st.dp_restarts++;
-	logmsg(c, 1, "data plane incarnation %llu epoch %u: resynchronising",
-	       (unsigned long long)h->incarnation, h->epoch);
+	unsigned want = c->n_ch > 1 ? c->n_ch : 0;
+	if (h->n_shards != want || (want && h->shard != k)) {
+		c->st.shard_mismatch++;
+		if (h->n_shards == 0)
+			logmsg(c, 0, "channel %s: the data plane runs no shards, but this process "
+			       "was started with --shards %u: its groups' views go down this "
+			       "channel all the same; start it without --shards", x->path, c->n_ch);
+		else
+			logmsg(c, 0, "channel %s: the data plane says it is shard %u of %u; this "
+			       "process serves %u channel%s: start it with --shards %u", x->path,
+			       h->shard, h->n_shards, c->n_ch, c->n_ch == 1 ? "" : "s",
+			       h->n_shards);
+	}
+	x->shard = h->shard;
+	x->n_shards = h->n_shards;
 	/* Our answer names the incarnation we now talk to. */
-	il_chan_peer_restarted(c->ch, NULL);
+	il_chan_peer_restarted(x->ch, NULL);
+	x->dp_known = true;
+	x->dp_inc = h->incarnation;
+	x->dp_epoch = h->epoch;
+	/* Tell it we heard: it may be waiting for our incarnation to resend
+	 * its state (JOINs, latest ACKs). */
+	x->hello_due = true;
+	uint32_t bit = 1u << k;
+	bool restart = c->dp_known && ((c->hello_mask & bit) || h->epoch != c->dp_epoch);
+	if (c->dp_known && !restart) {
+		/* Another shard of the incarnation we already talk to. */
+		c->hello_mask |= bit;
+		logmsg(c, 1, "data plane shard %u incarnation %llu epoch %u on %s", h->shard,
+		       (unsigned long long)h->incarnation, h->epoch, x->path);
+		return;
+	}
+	if (restart)
+		c->st.dp_restarts++;
+	logmsg(c, 1, "data plane incarnation %llu epoch %u: resynchronising%s%s",
+	       (unsigned long long)h->incarnation, h->epoch, c->n_ch > 1 ? " (from " : "",
+	       c->n_ch > 1 ? x->path : "");
+	if (c->n_ch > 1)
+		logmsg(c, 1, "  (the other shards' HELLOs follow on their channels)");
+	c->hello_mask = bit;
 	c->dp_inc = h->incarnation;
 	c->dp_epoch = h->epoch;
 	if (c->ha != NULL) {
@@ -213,7 +284,6 @@ static void on_dp_hello(struct ctl *c, const struct il_cm_hello *h)
 		 * which a new data-plane incarnation never inherits. */
 		ha_dp_hello(c->ha, h->incarnation);
 		c->dp_known = true;
-		c->hello_due = true;
 		return;
 	}
 	if (c->dp_known) {
@@ -226,30 +296,27 @@ static void on_dp_hello(struct ctl *c, const struct il_cm_hello *h)
 		il_mship_reset(&c->ms, h->epoch);
 	}
 	c->dp_known = true;
-	/* Tell it we heard: it may be waiting for our incarnation to resend
-	 * its state (JOINs, latest ACKs). */
-	c->hello_due = true;
 }
 
 _Static_assert(__builtin_offsetof(struct il_cm_ack, rx_ns) ==
 		       __builtin_offsetof(struct il_cm_member, rx_ns),
 	       "rx_ns offset");
 
-static void dispatch(struct ctl *c, const struct il_cmsg *m, uint64_t now)
+static void dispatch(struct ctl *c, unsigned k, const struct il_cmsg *m, uint64_t now)
 {
 	if (c->ha != NULL && ha_dispatch(c->ha, m, now))
 		return;
 	switch (m->type) {
 	case IL_CM_HELLO:
 		if (m->u.hello.side == IL_CHAN_DATAPLANE)
-			on_dp_hello(c, &m->u.hello);
+			on_dp_hello(c, k, &m->u.hello);
 		break;
 	case IL_CM_ACK:
 	case IL_CM_JOIN:
 	case IL_CM_LEAVE:
 	case IL_CM_HEARTBEAT:
 	case IL_CM_RESYNC:
-		if (!c->dp_known) {
+		if (!c->chans[k].dp_known) {
 			/* Without a HELLO we do not know the epoch these belong to. */
 			c->st.before_hello++;
 			break;
@@ -260,6 +327,9 @@ static void dispatch(struct ctl *c, const struct il_cmsg *m, uint64_t now)
 		 * member is not suspected because we were slow to look. */
 		if (m->u.ack.rx_ns != 0 && m->u.ack.rx_ns <= now)
 			now = m->u.ack.rx_ns;
+		/* The group's owner shard talks for it: its views and
+		 * watermarks go back the same way. */
+		c->chan_of[m->group] = (uint8_t)k;
 		il_mship_apply(&c->ms, m, now);
 		break;
 	case IL_CM_ALIVE:
@@ -270,64 +340,123 @@ static void dispatch(struct ctl *c, const struct il_cmsg *m, uint64_t now)
 	}
 }
 
-/* Returns true if the ring may still hold messages. */
+/* Returns true if a ring may still hold messages. */
 static bool drain(struct ctl *c)
 {
 	struct il_cmsg msgs[RX_BURST];
 	uint64_t now = mono_ns();
+	bool more = false;
 
-	for (unsigned b = 0; b < DRAIN_BURSTS; b++) {
-		unsigned n = il_chan_recv_burst(c->ch, msgs, RX_BURST);
+	for (unsigned k = 0; k < c->n_ch; k++) {
+		unsigned b;
 
-		if (n == 0)
-			return false;
-		c->st.batches++;
-		c->st.msgs += n;
-		c->dp_last_ns = now;
-		for (unsigned i = 0; i < n; i++)
-			dispatch(c, &msgs[i], now);
+		for (b = 0; b < DRAIN_BURSTS; b++) {
+			unsigned n = il_chan_recv_burst(c->chans[k].ch, msgs, RX_BURST);
+
+			if (n == 0)
+				break;
+			c->st.batches++;
+			c->st.msgs += n;
+			c->chans[k].msgs += n;
+			c->dp_last_ns = now;
+			for (unsigned i = 0; i < n; i++)
+				dispatch(c, k, &msgs[i], now);
+		}
+		more |= b == DRAIN_BURSTS;
 	}
-	return true;
+	return more;
+}
+
+/* Send out[0..n) down the channels of their groups, each channel's in
+ * order; sent[] gets the messages accepted (in order), returns how many. */
+static unsigned send_routed(struct ctl *c, const struct il_cmsg *out, unsigned n,
+			    struct il_cmsg *sent)
+{
+	if (c->n_ch == 1) {
+		unsigned k = il_chan_send_burst(c->ch, out, n);
+
+		memcpy(sent, out, sizeof(*out) * k);
+		return k;
+	}
+	struct il_cmsg part[RX_BURST];
+	unsigned total = 0;
+
+	for (unsigned ch = 0; ch < c->n_ch; ch++) {
+		unsigned np = 0;
+
+		for (unsigned i = 0; i < n; i++)
+			if (c->chan_of[out[i].group] == ch)
+				part[np++] = out[i];
+		if (np == 0)
+			continue;
+		unsigned k = il_chan_send_burst(c->chans[ch].ch, part, np);
+
+		memcpy(sent + total, part, sizeof(*part) * k);
+		total += k;
+	}
+	return total;
 }
 
 static void publish(struct ctl *c)
 {
-	struct il_cmsg out[RX_BURST];
+	struct il_cmsg out[RX_BURST], sent[RX_BURST];
 	unsigned n, k;
 
-	if (c->hello_due)
-		send_hello(c);
-	if (c->hello_due)
+	if (send_hellos(c))
 		return; /* nothing may overtake our HELLO */
 	if (c->ha != NULL) {
 		ha_publish(c->ha); /* every view committed to etcd first */
 		return;
 	}
-	/* Views first: a joiner is in the view before the watermark counts it. */
+	/* Views first: a joiner is in the view before the watermark counts it.
+	 * They count as handed out once collected: collect no more than the
+	 * fullest channel has room for, so each fits wherever it goes. */
 	do {
-		unsigned room = il_chan_tx_free(c->ch);
+		unsigned room = RX_BURST;
 
-		n = il_mship_collect_views(&c->ms, out, room < RX_BURST ? room : RX_BURST,
-					   mono_ns());
-		k = il_chan_send_burst(c->ch, out, n);
+		for (unsigned ch = 0; ch < c->n_ch; ch++) {
+			unsigned f = il_chan_tx_free(c->chans[ch].ch);
+
+			if (f < room)
+				room = f;
+		}
+		n = il_mship_collect_views(&c->ms, out, room, mono_ns());
+		k = send_routed(c, out, n, sent);
 	} while (n > 0 && k == n);
 	do {
 		n = il_mship_collect(&c->ms, out, RX_BURST);
-		k = il_chan_send_burst(c->ch, out, n);
-		il_mship_published(&c->ms, out, k);
+		k = send_routed(c, out, n, sent);
+		il_mship_published(&c->ms, sent, k);
 		/* A full ring: what did not fit stays pending for the tick. */
 	} while (n == RX_BURST && k == n);
 }
 
 static size_t reply_status(struct ctl *c, char *r, size_t len)
 {
-	struct il_chan_ring_stats up, down;
+	struct il_chan_ring_stats up = {0}, down = {0}, u, d;
 	size_t o = 0;
 
-	il_chan_stats(c->ch, true, &up);
-	il_chan_stats(c->ch, false, &down);
 #define OUT(...) \
 	(o += o < len ? (size_t)snprintf(r + o, len - o, __VA_ARGS__) : 0)
+	for (unsigned k = 0; k < c->n_ch; k++) {
+		il_chan_stats(c->chans[k].ch, true, &u);
+		il_chan_stats(c->chans[k].ch, false, &d);
+		up.enqueued += u.enqueued;
+		up.dequeued += u.dequeued;
+		up.drops += u.drops;
+		up.wakeups += u.wakeups;
+		up.sleeps += u.sleeps;
+		down.enqueued += d.enqueued;
+		down.drops += d.drops;
+		if (c->n_ch > 1)
+			OUT("chan%u_up_enqueued %llu\nchan%u_down_enqueued %llu\nchan%u_down_drops "
+			    "%llu\nchan%u_dp_incarnation %llu\nchan%u_msgs %llu\n", k,
+			    (unsigned long long)u.enqueued, k, (unsigned long long)d.enqueued, k,
+			    (unsigned long long)d.drops, k,
+			    (unsigned long long)(c->chans[k].dp_known ? c->chans[k].dp_inc : 0), k,
+			    (unsigned long long)c->chans[k].msgs);
+	}
+	OUT("channels %u\nshard_mismatch %llu\n", c->n_ch, (unsigned long long)c->st.shard_mismatch);
 	OUT("incarnation %llu\n", (unsigned long long)il_chan_incarnation(c->ch));
 	OUT("dp_incarnation %llu\n", (unsigned long long)(c->dp_known ? c->dp_inc : 0));
 	OUT("dp_epoch %u\n", c->dp_epoch);
@@ -538,8 +667,10 @@ static void on_tick(struct ctl *c)
 		logmsg(c, 1, "excluded member %u (silent for %llu ms)", c->ms.st.last_excluded,
 		       (unsigned long long)(c->ms.st.last_excluded_quiet / 1000000));
 	/* The in-band HELLO resets state; the header only tells us early. */
-	if (il_chan_peer_restarted(c->ch, &inc))
-		logmsg(c, 1, "data plane attached (incarnation %llu)", (unsigned long long)inc);
+	for (unsigned k = 0; k < c->n_ch; k++)
+		if (il_chan_peer_restarted(c->chans[k].ch, &inc))
+			logmsg(c, 1, "data plane attached to %s (incarnation %llu)",
+			       c->chans[k].path, (unsigned long long)inc);
 	/* A HELLO or watermark a full ring refused goes out now. */
 	publish(c);
 }
@@ -673,24 +804,36 @@ static int setup(struct ctl *c)
 		logmsg(c, 0, "eventfd: %s", strerror(errno));
 		return -1;
 	}
-	if (c->o->recreate && access(c->o->chan_path, F_OK) == 0) {
-		struct il_chan *probe;
+	c->n_ch = c->o->shards ? c->o->shards : 1;
+	for (unsigned k = 0; k < c->n_ch; k++) {
+		struct cchan *x = &c->chans[k];
 
-		/* Only a file of another shape is replaced: one that fits is
-		 * kept, the data plane may be attached to it. */
-		if (il_chan_open(c->o->chan_path, IL_CHAN_CONTROL, &p, &probe, err, sizeof(err)) ==
-		    0) {
-			c->ch = probe;
-		} else if (strstr(err, "already attached") == NULL) {
-			logmsg(c, 1, "%s; --recreate: replacing it", err);
-			il_chan_unlink(c->o->chan_path);
+		if (c->o->shards == 0)
+			snprintf(x->path, sizeof(x->path), "%s", c->o->chan_path);
+		else if (il_chan_shard_path(c->o->chan_path, k, x->path, sizeof(x->path)) != 0) {
+			logmsg(c, 0, "--chan %s: too long for its shards' channels", c->o->chan_path);
+			return -1;
 		}
+		if (c->o->recreate && access(x->path, F_OK) == 0) {
+			struct il_chan *probe;
+
+			/* Only a file of another shape is replaced: one that
+			 * fits is kept, the data plane may be attached to it. */
+			if (il_chan_open(x->path, IL_CHAN_CONTROL, &p, &probe, err, sizeof(err)) == 0) {
+				x->ch = probe;
+			} else if (strstr(err, "already attached") == NULL) {
+				logmsg(c, 1, "%s; --recreate: replacing it", err);
+				il_chan_unlink(x->path);
+			}
+		}
+		if (x->ch == NULL &&
+		    il_chan_open(x->path, IL_CHAN_CONTROL, &p, &x->ch, err, sizeof(err)) != 0) {
+			logmsg(c, 0, "--chan %s", err);
+			return -1;
+		}
+		x->hello_due = true;
 	}
-	if (c->ch == NULL &&
-	    il_chan_open(c->o->chan_path, IL_CHAN_CONTROL, &p, &c->ch, err, sizeof(err)) != 0) {
-		logmsg(c, 0, "--chan %s", err);
-		return -1;
-	}
+	c->ch = c->chans[0].ch;
 	c->lfd = il_chan_wake_listen(c->o->sock_path, err, sizeof(err));
 	if (c->lfd < 0) {
 		logmsg(c, 0, "--wake-sock %s", err);
@@ -744,11 +887,11 @@ static int setup(struct ctl *c)
 		arm(c, EV_HA_HB);
 		arm(c, EV_HA_TICK);
 	}
-	c->hello_due = true;
-	logmsg(c, 1, "channel %s incarnation %llu (up %u, down %u slots), wake socket %s%s%s",
-	       c->o->chan_path, (unsigned long long)il_chan_incarnation(c->ch), c->o->up_slots,
-	       c->o->down_slots, c->o->sock_path, c->mgmt_fd >= 0 ? ", management " : "",
-	       c->mgmt_fd >= 0 ? c->o->mgmt_path : "");
+	for (unsigned k = 0; k < c->n_ch; k++)
+		logmsg(c, 1, "channel %s incarnation %llu (up %u, down %u slots), wake socket %s%s%s",
+		       c->chans[k].path, (unsigned long long)il_chan_incarnation(c->chans[k].ch),
+		       c->o->up_slots, c->o->down_slots, c->o->sock_path,
+		       c->mgmt_fd >= 0 ? ", management " : "", c->mgmt_fd >= 0 ? c->o->mgmt_path : "");
 	return 0;
 }
 
@@ -769,8 +912,9 @@ static void teardown(struct ctl *c)
 	if (c->sfd >= 0)
 		close(c->sfd);
 	ha_close(c->ha);
-	/* The channel file stays: the data plane may still be attached. */
-	il_chan_close(c->ch);
+	/* The channel files stay: the data plane may still be attached. */
+	for (unsigned k = 0; k < c->n_ch; k++)
+		il_chan_close(c->chans[k].ch);
 	il_mship_free(&c->ms);
 }
 
@@ -793,10 +937,18 @@ int ctl_run(const struct ctl_opts *o)
 		int rc;
 
 		publish(c);
-		if (!more && il_chan_sleep_prepare(c->ch)) {
+		/* Sleep only if every channel is empty once each has been told
+		 * we are about to (its producer then writes the eventfd). */
+		unsigned prepared = 0;
+		while (!more && prepared < c->n_ch && il_chan_sleep_prepare(c->chans[prepared].ch))
+			prepared++;
+		if (prepared == c->n_ch) {
 			rc = io_uring_submit_and_wait(&c->ring, 1);
-			il_chan_sleep_end(c->ch);
+			for (unsigned k = 0; k < c->n_ch; k++)
+				il_chan_sleep_end(c->chans[k].ch);
 		} else {
+			for (unsigned k = 0; k < prepared; k++)
+				il_chan_sleep_end(c->chans[k].ch);
 			/* Work left: collect completions without waiting. */
 			c->st.sleeps_skipped++;
 			rc = io_uring_submit(&c->ring);

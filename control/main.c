@@ -54,6 +54,7 @@ enum {
 	OPT_HA_LEASE_S,
 	OPT_HA_ATTEMPT_MS,
 	OPT_HA_DEADLINE_MS,
+	OPT_SHARDS,
 };
 
 static const struct option long_opts[] = {
@@ -64,6 +65,7 @@ static const struct option long_opts[] = {
 	{ "down-slots", required_argument, NULL, OPT_DOWN_SLOTS },
 	{ "tick-ms", required_argument, NULL, OPT_TICK_MS },
 	{ "recreate", no_argument, NULL, OPT_RECREATE },
+	{ "shards", required_argument, NULL, OPT_SHARDS },
 	{ "suspect-ms", required_argument, NULL, OPT_SUSPECT_MS },
 	{ "exclude-ms", required_argument, NULL, OPT_EXCLUDE_MS },
 	{ "window", required_argument, NULL, OPT_WINDOW },
@@ -126,6 +128,10 @@ static void usage(FILE *f)
 		"                         (default 0)\n"
 		"      --recreate         replace an existing channel file of other sizes\n"
 		"                         (a data plane attached to it must re-attach)\n"
+		"      --shards N         the data plane runs N shards (shards.lcores, 1..%u):\n"
+		"                         one channel per shard, PATH.0 .. PATH.N-1, one wake\n"
+		"                         socket and one management socket (default: not\n"
+		"                         sharded, one channel at PATH)\n"
 		"\n"
 		"FT-TCP logger (docs/ft-tcp.md), a thread of this process, on with --ftcp-dir:\n"
 		"      --ftcp-dir DIR     the log (one for every protected connection, in\n"
@@ -184,7 +190,7 @@ static void usage(FILE *f)
 		"are removed). Exit status 2: bad arguments; 1: run-time failure. See\n"
 		"docs/control.md.\n",
 		IL_CHAN_MIN_SLOTS, IL_CHAN_MAX_SLOTS, IL_CHAN_UP_SLOTS_DEFAULT,
-		IL_CHAN_DOWN_SLOTS_DEFAULT);
+		IL_CHAN_DOWN_SLOTS_DEFAULT, CTL_MAX_CHANNELS);
 }
 
 static int bad(const char *opt, const char *val, const char *why)
@@ -284,6 +290,9 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 			break;
 		case OPT_RECREATE:
 			o->recreate = true;
+			break;
+		case OPT_SHARDS:
+			rc = parse_u32("--shards", optarg, 1, CTL_MAX_CHANNELS, false, &o->shards);
 			break;
 		case OPT_SUSPECT_MS:
 			rc = parse_u32("--suspect-ms", optarg, 0, 600000, false, &suspect);
@@ -422,6 +431,9 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		return bad("--exclude-ms", v, "must be at least --suspect-ms (the slow detector "
 			   "excludes, the fast one only suspects)");
 	}
+	if (o->shards && o->ha_etcd[0])
+		return bad("--shards", "", "cannot be combined with --ha-etcd: a pair's data "
+			   "plane runs no shards yet (docs/scaling.md)");
 	if (o->ha_etcd[0]) {
 		char v[16];
 

@@ -10,11 +10,12 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 from conftest import INTERLINK, ROOT
-from harness import MemifRig
+from harness import MemifRig, UtoMemifRig
 from test_telemetry import telemetry
 
 GROUPS = "[" + ", ".join(f"{{id: {g}, address: 239.1.1.{g}, shard: {(g - 1) % 2}}}"
@@ -266,3 +267,103 @@ def test_list_shards_prints_the_assignment_before_starting(tmp_path):
 
     p = subprocess.run(base, capture_output=True, text=True, timeout=30)
     assert p.returncode == 0 and "no shards" in p.stdout, p.stdout + p.stderr
+
+
+class UtoShardRig(UtoMemifRig):
+    """configs/uto.yaml (classify, sequencer, control, nak) in two shards, each group's
+    control frames and views on its owner's channel: interlink-control --shards 2 serves
+    /dev/shm/...-chan.0 and .1 (docs/scaling.md 1.5)."""
+
+    def __init__(self, tmp, ctl_args=()):
+        super().__init__(tmp, ["--shards", "2", *ctl_args], app_sets=[
+            'eal=[--no-huge, -m, "1024", --lcores, "0@1,1@1,2@0", --log-level, "lib.eal:error"]',
+            "shards={lcores: [1, 2], assign: config, handoff_slots: 16384}",
+            f"groups={GROUPS}", "ports.in.queues=2", "ports.out.queues=2"])
+        self.app_cpu = "0,1"
+
+    def pktgen_cmd(self, js, *args):
+        cmd = super().pktgen_cmd(js, *args)
+        i = cmd.index("--json")
+        return cmd[:i] + ["--queues", "2", "--link-wait", "30"] + cmd[i:]
+
+    def stop_appliance(self, check=True):
+        try:
+            return super().stop_appliance(check)
+        finally:
+            for k in (0, 1):
+                Path(f"{self.chan}.{k}").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("queue", [0, 1])
+def test_two_shards_each_with_its_control_channel(tmp_path, queue):
+    """UTO in a sharded appliance: pktgen's emulated senders and receivers JOIN, ACK and
+    HEARTBEAT in four groups, two per shard, every frame (control frames too) sent on queue
+    `queue`, so the other shard's control frames are strays handed to their owner. Each
+    shard's control stage talks for its own groups on its own channel; interlink-control
+    --shards 2 keeps one membership and sends each group's views, watermarks and credits
+    down its owner's channel. Asserted: complete, one order per group (pktgen's check),
+    credits obeyed, every message stable at the control process, each group's view and
+    watermark held by its owner's control stage alone, both channels used, nothing dropped
+    for a wrong owner."""
+    window, count = 256, 100000
+    with UtoShardRig(tmp_path, ["--window", str(window), "--exclude-ms", "5000"]) as rig:
+        rc, log, res = rig.run_pktgen("--uto", "--tx-queue", str(queue), "--senders", "2",
+                                      "--receivers", "2", "--groups", "4", "--count",
+                                      str(count), "--rate", "200000", "--quiet", timeout=90)
+        groups = rig.groups()
+        st = rig.status()
+        app = rig.stop_appliance()
+    ctl_log = (tmp_path / "control.log").read_text()
+    assert app is not None, log
+    assert rc == 0 and res is not None and res["pass"], log + ctl_log
+    assert res["delivered"] == res["expected"] == 2 * count, log
+    assert res["disagreements"] == 0 and res["fifo_violations"] == 0, log
+    u = res["uto"]
+    assert u["views"] >= 4 and u["credits"] > 0 and 0 < u["max_unstable"] <= window, u
+    assert u["exclusions"] == 0 and u["all_stable"], u
+    for gi, g in enumerate(OWNER):
+        assert groups.get(g, {}).get("watermark", 0) >= u["group_sent"][gi] + 1, (groups, u)
+    # One control process, two channels, each used by its shard; nobody confused.
+    assert st["channels"] == 2 and st["shard_mismatch"] == 0, st
+    assert st["chan0_msgs"] > 0 and st["chan1_msgs"] > 0, st
+    assert st["chan0_down_enqueued"] > 0 and st["chan1_down_enqueued"] > 0, st
+    assert st["chan0_down_drops"] == st["chan1_down_drops"] == 0, st
+    stages = app["stages"]
+    for name, shard in (("ctrl", 0), ("ctrl@1", 1)):
+        c = stages[name]
+        assert c["shard"] == shard and c["control_attached"] == 1, c
+        assert c["drop_not_owner"] == 0 and c["drop_unknown_group"] == 0, c
+        assert c["down_bad"] == 0 and c["up_ack"] > 0 and c["up_join"] >= 2, c
+        assert c["views"] >= 2 and c["watermarks"] > 0, c
+        # Only its own groups' state: another shard's groups are not reported here.
+        own = sorted(g for g, o in OWNER.items() if o == shard)
+        assert sorted(int(k[5:].split("_")[0]) for k in c
+                      if k.startswith("group") and k.endswith("_watermark")) == own, c
+    # The other shard's control frames were handed over (besides its DATA).
+    sh = {s["shard"]: s for s in app["shards"]}
+    assert sh[1 - queue]["handoff_in"] > u["group_sent"][0] // 2, sh
+    assert sh[0]["drop_handoff_full"] == sh[1]["drop_handoff_full"] == 0, sh
+    print(f"\nqueue {queue}: {res['delivered']} delivered, views {u['views']}, credits "
+          f"{u['credits']}, max unstable {u['max_unstable']}; channel 0: {st['chan0_msgs']} up, "
+          f"{st['chan0_down_enqueued']} down; channel 1: {st['chan1_msgs']} up, "
+          f"{st['chan1_down_enqueued']} down; handed over {sh[1 - queue]['handoff_in']}")
+
+
+def test_control_for_a_sharded_appliance_needs_its_shards(tmp_path):
+    """interlink-control started with --shards 3 beside a data plane of two shards: each
+    shard's HELLO names its shard and the count, and the control process says how to start
+    it (--shards 2) and counts the mismatch."""
+    rig = UtoShardRig(tmp_path)
+    rig.ctl_args = ["--shards", "3"]
+    with rig:
+        st = {}
+        for _ in range(100):
+            st = rig.status()
+            if st.get("shard_mismatch", 0) >= 2:
+                break
+            time.sleep(0.1)
+        rig.stop_appliance()
+    ctl_log = (tmp_path / "control.log").read_text()
+    assert st.get("shard_mismatch", 0) >= 2, st
+    assert "says it is shard 0 of 2; this process serves 3 channels: start it with " \
+           "--shards 2" in ctl_log, ctl_log
