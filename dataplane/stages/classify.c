@@ -1,7 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * classify: parse every frame once, tag it in the mbuf metadata (DATA,
  * NAK, RAW, CONTROL or nothing) for the stages after it, and drop what is
- * malformed, counted by reason. Untagged frames pass through untouched.
+ * malformed, counted by reason. Untagged frames pass through untouched,
+ * or, with `other: drop` (one of several appliances side by side, not the
+ * one that forwards the rest: docs/scaling.md 2.1), are dropped and
+ * counted (drop_other). Interlink frames of a group not configured here
+ * are dropped (drop_unknown_group), except control frames, which pass
+ * unless `unknown_control: drop` (appliances side by side must: each
+ * forwarding the others' STABLE, VIEW... between the switches would loop
+ * them).
  */
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +26,7 @@ enum {
 	CL_C_UNKNOWN_GROUP = IL_V_COUNT,
 	CL_C_RAW_MATCHED,
 	CL_C_DROP_MULTISEG,
+	CL_C_DROP_OTHER,
 	CL_C_COUNT
 };
 
@@ -39,6 +47,8 @@ struct classify {
 	struct il_app *app;
 	uint16_t il_port;
 	uint16_t n_raw;
+	bool drop_other;   /* other: drop */
+	bool drop_unknown_control; /* unknown_control: drop */
 	uint32_t raw_mask; /* slots - 1 */
 	uint64_t raw[];
 };
@@ -140,6 +150,10 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 			continue;
 		}
 		if (v == IL_V_PASS) {
+			if (unlikely(c->drop_other)) {
+				il_drop(st, CL_C_DROP_OTHER, m); /* counted once, as a drop */
+				continue;
+			}
 			st->ctr[v]++;
 			kinds |= IL_KIND_BIT(IL_K_NONE);
 			pkts[out++] = m;
@@ -149,22 +163,29 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 		mt->l4_off = p.l4_off;
 		mt->il_off = p.il_off;
 		if (v == IL_V_UDP) {
-			st->ctr[v]++;
 			int g = c->n_raw ? raw_find(c, raw_key(p.dst_ip, p.dst_port)) : -1;
 			if (g >= 0) {
 				mt->kind = IL_K_RAW;
 				mt->group_idx = (uint16_t)g;
 				st->ctr[CL_C_RAW_MATCHED]++;
+			} else if (unlikely(c->drop_other)) {
+				il_drop(st, CL_C_DROP_OTHER, m);
+				continue;
 			}
+			st->ctr[v]++;
 			kinds |= IL_KIND_BIT(mt->kind);
 			pkts[out++] = m;
 			continue;
 		}
 		if (v == IL_V_CONTROL) {
-			st->ctr[v]++;
 			/* Its group, when configured: a sharded appliance hands
 			 * a group's control frames to the group's owner. */
 			uint16_t cgi = app->group_idx_by_id[p.group_id];
+			if (unlikely(!cgi && c->drop_unknown_control)) {
+				il_drop(st, CL_C_UNKNOWN_GROUP, m);
+				continue;
+			}
+			st->ctr[v]++;
 			mt->group_idx = cgi ? (uint16_t)(cgi - 1) : IL_GROUP_IDX_NONE;
 			mt->kind = IL_K_CONTROL;
 			kinds |= IL_KIND_BIT(IL_K_CONTROL);
@@ -192,10 +213,20 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 static int classify_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app,
 			   char *err, size_t errlen)
 {
-	static const char *const keys[] = {"type", NULL};
+	static const char *const keys[] = {"type", "other", "unknown_control", NULL};
+	const char *other, *unk;
 
-	if (il_cfg_check_keys(p, keys, err, errlen))
+	if (il_cfg_check_keys(p, keys, err, errlen) ||
+	    il_cfg_str(p, "other", "forward", &other, err, errlen) ||
+	    il_cfg_str(p, "unknown_control", "pass", &unk, err, errlen))
 		return -1;
+	if (strcmp(unk, "pass") != 0 && strcmp(unk, "drop") != 0)
+		return ERR("config: key '%s.unknown_control': '%s' is not pass or drop (drop: "
+			   "appliances side by side, docs/scaling.md 2.1)", il_cfg_path(p), unk);
+	if (strcmp(other, "forward") != 0 && strcmp(other, "drop") != 0)
+		return ERR("config: key '%s.other': '%s' is not forward or drop (drop: an appliance "
+			   "beside another that forwards what is not Interlink traffic, "
+			   "docs/scaling.md 2.1)", il_cfg_path(p), other);
 	unsigned n_raw = 0, slots = RAW_MIN_SLOTS;
 	for (unsigned g = 0; g < app->n_groups; g++)
 		n_raw += app->groups[g].raw;
@@ -206,6 +237,8 @@ static int classify_create(struct il_stage *st, const struct il_cfg *p, struct i
 	if (!c)
 		return ERR("out of memory for stage '%s'", st->name);
 	c->app = app;
+	c->drop_other = strcmp(other, "drop") == 0;
+	c->drop_unknown_control = strcmp(unk, "drop") == 0;
 	c->il_port = app->il_udp_port;
 	c->raw_mask = slots - 1;
 	/* The configuration rejects two groups with one filter. */
@@ -231,6 +264,7 @@ static void __attribute__((constructor)) classify_names(void)
 	cl_counter_names[CL_C_UNKNOWN_GROUP] = "drop_unknown_group";
 	cl_counter_names[CL_C_RAW_MATCHED] = "raw_matched";
 	cl_counter_names[CL_C_DROP_MULTISEG] = "drop_multiseg";
+	cl_counter_names[CL_C_DROP_OTHER] = "drop_other";
 }
 
 const struct il_stage_type il_stage_classify = {
