@@ -106,6 +106,7 @@ uint16_t il_shard_drain(struct il_app *app, struct il_worker *w)
 					pkts[k++] = got[i];
 			if (k == 0)
 				continue;
+			w->io.rx_port = ch->rx_port;
 			k = chain_stages_from(&w->io, ch, c, (uint16_t)(ch->handoff_at + 1), pkts, k);
 			chain_tx(&w->io, ch, app, pkts, k);
 		}
@@ -126,6 +127,7 @@ static inline uint16_t run_chain(struct il_worker *w, uint16_t c, struct il_app 
 	io->rx[ch->rx_port] += n;
 	if (n == 0 && !ch->any_poll)
 		return 0;
+	io->rx_port = ch->rx_port;
 	/* The burst is already an array: one tx call for all of it. */
 	n = chain_stages_from(io, ch, c, 0, pkts, n);
 	chain_tx(io, ch, app, pkts, n);

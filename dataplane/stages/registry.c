@@ -16,6 +16,7 @@ extern const struct il_stage_type il_stage_ftcp;
 extern const struct il_stage_type il_stage_control;
 extern const struct il_stage_type il_stage_lec;
 extern const struct il_stage_type il_stage_ha;
+extern const struct il_stage_type il_stage_igmp;
 
 static const struct il_stage_type *const types[] = {
 	&il_stage_classify,
@@ -28,6 +29,7 @@ static const struct il_stage_type *const types[] = {
 	&il_stage_control,
 	&il_stage_lec,
 	&il_stage_ha,
+	&il_stage_igmp,
 };
 
 const struct il_stage_type *il_stage_type_find(const char *name)

@@ -116,6 +116,7 @@ struct il_lcore_io {
 	uint64_t tx_queued[IL_MAX_PORTS];  /* handed to the tx buffer */
 	uint64_t rx[IL_MAX_PORTS];         /* received by this lcore */
 	struct il_shard *shard;            /* its shard (shard.h); NULL without */
+	uint16_t rx_port;                  /* the port of the burst in the chain (app index) */
 	/* Kinds (IL_KIND_BIT) the burst in the chain may hold: every kind
 	 * before classify, which narrows it to those it tagged; a stage that
 	 * does not keep kinds (il_stage_type.kinds_kept) widens it again. */
