@@ -62,14 +62,16 @@ def offloads_off(*ns_and_if):
 class PairRig:
     def __init__(self, tmp: Path, n_hosts, ctl_args=(), ha_args=(), app_sets=(), etcd_n=3,
                  nodes=NODES, ha=True, members_links=False, own_sessions=True,
-                 hb_link=False):
+                 hb_link=False, node_sets=None, snoop_a=False):
         """nodes: the appliances to start; ha False: a single appliance without the pair
         (configs/uto.yaml, no etcd), for comparisons; members_links: a veth pair into each
         bridge for il-uto-members (members()); own_sessions False: the appliances, control
         processes and members in the caller's session (only to show what that does);
         hb_link: each control process in a network namespace of its own (<tag>ca, <tag>cb),
         the pair heartbeat over a veth between the two (hb0, 10.S.4.1 and .2: hb_down() cuts
-        it), etcd reached over a bridge in the root namespace (<tag>M, 10.S.3.254)."""
+        it), etcd reached over a bridge in the root namespace (<tag>M, 10.S.3.254);
+        node_sets: {node: [--set ...]} after app_sets, for that appliance only; snoop_a:
+        switch A snoops IGMP (appliances side by side steered by their reports)."""
         self.nodes, self.use_ha, self.members_links = tuple(nodes), ha, members_links
         self.own = own_sessions
         self.hb_link = hb_link
@@ -79,6 +81,8 @@ class PairRig:
         self.ctl_args = list(ctl_args)
         self.ha_args = list(ha_args)
         self.app_sets = list(app_sets)
+        self.node_sets = {x: list((node_sets or {}).get(x, ())) for x in NODES}
+        self.snoop_a = snoop_a
         self.chan = {x: f"/dev/shm/{self.tag}{x}-chan" for x in NODES}
         self.hb = {x: free_port() for x in NODES}
         self.prefix = f"/il-test/{self.tag}/"
@@ -115,7 +119,15 @@ class PairRig:
     def links_up(self):
         for side in ("A", "B"):
             br = f"{self.tag}{side}"
-            sh("ip", "link", "add", br, "type", "bridge", "mcast_snooping", "0")
+            # A snooping Linux bridge floods multicast while no querier is known: switch A
+            # is its own querier then (as a data-center switch would be, or a router). It
+            # still floods for one query response interval after it becomes one (1 s here,
+            # 10 s by default: the members' reports are awaited), so the interval is set
+            # first.
+            snoop = "1" if side == "A" and self.snoop_a else "0"
+            sh("ip", "link", "add", br, "type", "bridge", "mcast_snooping", snoop,
+               "mcast_query_response_interval", "100")
+            sh("ip", "link", "set", br, "type", "bridge", "mcast_querier", snoop)
             self.links.append(br)
             sh("sysctl", "-qw", f"net.ipv6.conf.{br}.disable_ipv6=1")
             sh("ip", "link", "set", br, "up")
@@ -258,7 +270,7 @@ class PairRig:
                         '"lib.eal:error"]']
         if self.use_ha:
             cmd += ["--set", "stages.ha.standby_idle_us=100"]
-        for s in self.app_sets:
+        for s in self.app_sets + self.node_sets[x]:
             cmd += ["--set", s]
         log = self.tmp / f"app-{x}{self.n_app[x]}.log"
         for attempt in range(3):

@@ -31,12 +31,20 @@ CTL = ["--suspect-ms", "500", "--exclude-ms", "4000", "--window", "256"]
 
 
 class Store:
-    """Replicas 1..n_rep in hosts 1..n_rep, writers after them; every PUT traceable."""
+    """Replicas 1..n_rep in hosts 1..n_rep, writers after them; every PUT traceable.
+    group: another group than the rig's (its id and address, a replica port and a tag for
+    the processes' names and files, and an offset for the members' ids), so that several
+    stores can run side by side."""
 
-    def __init__(self, rig, tmp, n_rep=3, n_wri=2):
+    def __init__(self, rig, tmp, n_rep=3, n_wri=2, group=None):
         self.rig, self.tmp = rig, tmp
-        self.rst = {r: tmp / f"replica{r}.json" for r in range(1, n_rep + 1)}
-        self.rlog = {r: tmp / f"replica{r}.puts" for r in self.rst}
+        self.tag, self.gargs, self.kvport, self.idoff = "", [], 7500, 0
+        if group is not None:
+            gid, addr = group
+            self.tag, self.gargs = f"g{gid}-", ["--group", str(gid), "--mcast", addr]
+            self.kvport, self.idoff = 7500 + gid, 1000 * gid
+        self.rst = {r: tmp / f"{self.tag}replica{r}.json" for r in range(1, n_rep + 1)}
+        self.rlog = {r: tmp / f"{self.tag}replica{r}.puts" for r in self.rst}
         self.n_wri = n_wri
         self.runs, self.writers = [], {}
 
@@ -45,19 +53,21 @@ class Store:
             peers = []
             for q in self.rst:
                 if q != r:
-                    peers += ["--peer", f"{self.rig.tx_ip(q)}:7500"]
-            self.rig.kv(f"replica{r}", r, "replica", "--id", str(self.rig.id_base + 100 + r),
-                        "--keys", str(KEYS), "--listen", f"{self.rig.tx_ip(r)}:7500", *peers,
-                        "--status", str(self.rst[r]), "--log", str(self.rlog[r]))
+                    peers += ["--peer", f"{self.rig.tx_ip(q)}:{self.kvport}"]
+            self.rig.kv(f"{self.tag}replica{r}", r, "replica", "--id",
+                        str(self.rig.id_base + self.idoff + 100 + r), *self.gargs,
+                        "--keys", str(KEYS), "--listen", f"{self.rig.tx_ip(r)}:{self.kvport}",
+                        *peers, "--status", str(self.rst[r]), "--log", str(self.rlog[r]))
         self.rig.wait_for(lambda: all(status(self.rst[r]).get("ready") for r in self.rst), 60,
                           "the replicas to join")
 
     def start_writers(self, count, rate):
         for w in range(1, self.n_wri + 1):
-            run = WriterRun(self.rig.id_base + w, 100 + w, count)
+            run = WriterRun(self.rig.id_base + self.idoff + w, 100 + w, count)
             self.runs.append(run)
-            st = self.tmp / f"writer{w}.json"
-            p = self.rig.kv(f"writer{w}", len(self.rst) + w, "writer", "--id", str(run.wid),
+            st = self.tmp / f"{self.tag}writer{w}.json"
+            p = self.rig.kv(f"{self.tag}writer{w}", len(self.rst) + w, "writer", *self.gargs,
+                            "--id", str(run.wid),
                             "--count", str(count), "--keys", str(KEYS), "--seed", str(run.seed),
                             "--rate", str(rate), "--bursts", "200", "--status", str(st))
             self.writers[w] = (p, run, st)
@@ -88,9 +98,10 @@ class Store:
             return done
         self.rig.wait_for(settled, 90, "every replica to apply every PUT")
         for r in self.rst:
-            self.rig.kv_procs[f"replica{r}"].send_signal(signal.SIGTERM)
+            self.rig.kv_procs[f"{self.tag}replica{r}"].send_signal(signal.SIGTERM)
         for r in self.rst:
-            assert self.rig.kv_procs[f"replica{r}"].wait(timeout=20) == 0, self.rig.logs()
+            assert self.rig.kv_procs[f"{self.tag}replica{r}"].wait(timeout=20) == 0, \
+                self.rig.logs()
         return {r: status(self.rst[r]) for r in self.rst}
 
     def check(self, final):
@@ -105,7 +116,7 @@ class Store:
         """epoch -> the earliest CLOCK_MONOTONIC time a replica U-delivered in it."""
         out = {}
         for r in self.rst:
-            log = self.tmp / f"replica{r}.log"
+            log = self.tmp / f"{self.tag}replica{r}.log"
             for m in re.finditer(r"first delivery in epoch (\d+) at ([0-9.]+)",
                                  log.read_text(errors="replace")):
                 e, t = int(m.group(1)), float(m.group(2))
