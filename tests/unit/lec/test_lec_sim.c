@@ -323,6 +323,42 @@ static int bursts_by_size(void)
 	return 0;
 }
 
+/* Receiver-side against appliance-side LEC (issue 14): the same network,
+ * loss and (r, c), repairs from the members or from an observer at the
+ * peers' rate (lsim_cfg.appliance). No NAK: LEC alone. */
+static int sides(uint32_t n, uint32_t g, uint32_t d)
+{
+	static const double loss[] = { 0.05, 0.10, 0.15, 0.20, 0.25 };
+	struct lsim_cfg sc;
+	struct lsim_res res;
+
+	printf("# %u nodes, each in %u of %u groups, uniform loss\n", n, d, g);
+	printf("side,loss,lost,recovered_pct,immediate,cascade,pair,copies_per_receipt,"
+	       "lat_p50_msgs,lat_p90_msgs\n");
+	for (unsigned i = 0; i < sizeof(loss) / sizeof(loss[0]); i++)
+		for (int app = 0; app < 2; app++) {
+			lsim_cfg_defaults(&sc);
+			topology(&sc, n, g, d);
+			sc.app_lec.max_groups = sc.lec.max_groups;
+			sc.msgs = 40000;
+			sc.tail = 2000;
+			sc.loss.p = loss[i];
+			sc.appliance = app;
+			if (lsim_run(&sc, &res) || res.bad || res.double_delivery)
+				return 1;
+			printf("%s,%.2f,%llu,%.2f,%llu,%llu,%llu,%.3f,%.0f,%.0f\n",
+			       app ? "appliance" : "peers", loss[i], (unsigned long long)res.lost,
+			       100.0 * (double)res.recovered / (double)res.lost,
+			       (unsigned long long)res.sum.recovered_how[IL_LEC_HOW_IMMEDIATE],
+			       (unsigned long long)res.sum.recovered_how[IL_LEC_HOW_CASCADE],
+			       (unsigned long long)res.sum.recovered_how[IL_LEC_HOW_PAIR],
+			       (double)res.repair_copies / (double)res.receipts, res.lat_p50,
+			       res.lat_p90);
+			fflush(stdout);
+		}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -332,6 +368,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_isal_matches_ref),
 	};
 
+	if (argc > 1 && !strcmp(argv[1], "--sides"))
+		return argc == 5 ? sides((uint32_t)atoi(argv[2]), (uint32_t)atoi(argv[3]),
+					 (uint32_t)atoi(argv[4]))
+				 : sides(8, 8, 4);
 	if (argc > 1 && !strcmp(argv[1], "--degrees"))
 		return degrees();
 	if (argc > 1 && !strcmp(argv[1], "--bursts-by-size"))
