@@ -104,6 +104,7 @@ void lsim_cfg_defaults(struct lsim_cfg *sc)
 	sc->app_lec.max_groups = 64;
 	sc->app_lec.plan = IL_LEC_PLAN_GROUPS;
 	sc->app_lec.max_layers = 8;
+	sc->app_lec.layer_stride = true;
 	sc->app_lec.decode = false;
 	sc->app_lec.self_id = IL_LEC_OBSERVER;
 	sc->tail = 500;
