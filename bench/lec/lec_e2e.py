@@ -282,6 +282,8 @@ def main():
                     help="the lec stage's flush_us (loss, cost)")
     ap.add_argument("--app-repairs-to", default=None,
                     help="the lec stage's repairs_to: members (unicast) or group (loss, cost)")
+    ap.add_argument("--app-layer-stride", default=None, choices=("true", "false"),
+                    help="the lec stage's layer_stride (loss, cost)")
     ap.add_argument("--models", default="uniform,bursty,markov", help="loss models (loss)")
     ap.add_argument("--ps", default=None, help="loss rates of the loss part, e.g. 0.01,0.05")
     ap.add_argument("--modes", default="peers,appliance", help="modes of the loss part")
@@ -323,7 +325,9 @@ def main():
 
     app = {k: v for k, v in (("plan", a.app_plan), ("rate", a.app_rate),
                              ("flush_us", a.app_flush_us),
-                             ("repairs_to", a.app_repairs_to)) if v is not None}
+                             ("repairs_to", a.app_repairs_to),
+                             ("layer_stride", None if a.app_layer_stride is None
+                              else a.app_layer_stride == "true")) if v is not None}
     if "loss" in only:
         groups = layout(n, 4, s, 1)
         rate = AGG / (4 * s)

@@ -630,7 +630,8 @@ static uint16_t lec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 static const char *const lec_keys[] = {
 	"type", "control", "tx", "r", "c", "stagger", "groups", "xor_impl", "max_members",
 	"max_bins", "max_links", "max_group_size", "view_poll_us", "fanout", "plan",
-	"max_layers", "flush_us", "auth", "rate", "c_groups", "repairs_to", "group_tx", NULL,
+	"max_layers", "flush_us", "auth", "rate", "c_groups", "repairs_to", "group_tx",
+	"layer_stride", NULL,
 };
 
 static void *lec_stage_alloc(size_t size, size_t align, void *arg)
@@ -735,6 +736,7 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	static const char *const tos[] = { "members", "group", NULL };
 	uint64_t layers, flush_us;
 	int plan, rate, to;
+	bool stride;
 	struct lec_ctx *x = rte_zmalloc("il_lec_stage", sizeof(*x), RTE_CACHE_LINE_SIZE);
 	struct il_lec_cfg lc;
 	const char *ctl, *tx, *gtx;
@@ -770,6 +772,7 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	    il_cfg_enum(p, "rate", rates, LEC_DEFAULT_RATE, &rate, err, errlen) ||
 	    il_cfg_enum(p, "repairs_to", tos, LEC_DEFAULT_TO, &to, err, errlen) ||
 	    il_cfg_str(p, "group_tx", "out", &gtx, err, errlen) ||
+	    il_cfg_bool(p, "layer_stride", true, &stride, err, errlen) ||
 	    parse_c_groups(x, p, err, errlen) ||
 	    parse_groups(x, p, err, errlen))
 		goto fail;
@@ -814,6 +817,7 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	x->c = c;
 	x->rate_peers = rate == 1;
 	lc.max_layers = (uint8_t)layers;
+	lc.layer_stride = stride;
 	lc.xor_impl = (uint8_t)impl;
 	lc.decode = false;
 	lc.defer_xor = true;

@@ -121,6 +121,17 @@ struct il_lec_cfg {
 	                     * message, their rounds out of phase, so each of
 	                     * a member's repairs of a message has other
 	                     * companions. c_G is capped at |G| x max_layers */
+	bool layer_stride; /* layer j of a bin deals its messages in turn over
+	                    * j + 1 instances (false: every layer takes them in
+	                    * order, its rounds out of phase only). Layers in
+	                    * order keep the same neighbours together: all the
+	                    * repairs of a message share most of their
+	                    * companions, so two losses close together are
+	                    * in the same repairs and neither is rebuilt.
+	                    * Strides 1, 2, 3, ... put any two messages in one
+	                    * repair of at most a few layers; the price is
+	                    * rounds that span j + 1 times as many messages
+	                    * (docs/lec.md, "Layers in order, 2026-11-28") */
 	bool decode;      /* keep a message store and decode repairs (true); an
 	                   * encode-only node (false) trusts its caller to pass
 	                   * each message once */

@@ -111,10 +111,12 @@ int il_lec_cfg_check(const struct il_lec_cfg *cfg, char *err, size_t errlen)
 	/* an instance by reference keeps no accumulator, only frame indexes */
 	uint64_t per_inst = cfg->defer_xor || cfg->decode ? 4ull * cfg->r
 							  : lec_round(cfg->max_len, LEC_ALIGN);
-	uint64_t ninst = (uint64_t)cfg->max_bins * cfg->stagger * cfg->max_layers;
+	uint64_t ninst = (uint64_t)cfg->max_bins * cfg->stagger *
+			 lec_pos_insts(cfg->layer_stride, cfg->max_layers);
 
 	if (ninst * per_inst > (1ull << 32))
-		return ERR("lec.max_bins x lec.stagger x lec.max_layers x %s = %llu bytes of bins "
+		return ERR("lec.max_bins x lec.stagger x lec.max_layers (x (max_layers + 1) / 2 "
+			   "with layer_stride) x %s = %llu bytes of bins "
 			   "is too much; allowed: at most 4 GiB",
 			   cfg->defer_xor || cfg->decode ? "4 r" : "lec.max_len",
 			   (unsigned long long)(ninst * per_inst));
@@ -152,7 +154,8 @@ static void layout(struct il_lec *l, struct carve *cv)
 {
 	const struct il_lec_cfg *c = &l->cfg;
 	size_t W = l->W, slot = l->slot_size;
-	size_t ninst = (size_t)c->max_bins * c->stagger * c->max_layers;
+	size_t ninst = (size_t)c->max_bins * c->stagger *
+		       lec_pos_insts(c->layer_stride, c->max_layers);
 
 	l->grp = carve(cv, sizeof(*l->grp) * c->max_groups);
 	for (uint32_t g = 0; g < c->max_groups; g++) {
@@ -274,7 +277,9 @@ struct il_lec *il_lec_create(const struct il_lec_cfg *cfg, const struct il_lec_o
 	l->footprint = cv.off + sizeof(*l);
 	l->by_ref = cfg->defer_xor || cfg->decode;
 	if (l->by_ref) {
-		l->nframe_free = (uint32_t)((size_t)cfg->max_bins * cfg->stagger * cfg->max_layers *
+		l->nframe_free = (uint32_t)((size_t)cfg->max_bins * cfg->stagger *
+						    lec_pos_insts(cfg->layer_stride,
+								  cfg->max_layers) *
 						    cfg->r + 1);
 		for (uint32_t f = 0; f < l->nframe_free; f++)
 			l->frame_free[f] = l->nframe_free - 1 - f;

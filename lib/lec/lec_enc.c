@@ -147,11 +147,14 @@ uint32_t lec_bin_drop(struct il_lec *l, struct lec_bin *b)
 {
 	uint32_t msgs = 0;
 
-	for (uint32_t s = 0; s < (uint32_t)l->cfg.stagger * b->layers; s++) {
+	const uint32_t per = lec_pos_insts(l->cfg.layer_stride, b->layers);
+
+	for (uint32_t s = 0; s < (uint32_t)l->cfg.stagger * per; s++) {
 		struct lec_inst *in = &b->inst[s];
 
-		/* every layer holds the same messages: count them once */
-		if (s % b->layers == 0)
+		/* every layer holds the same messages (layer 0 in one
+		 * instance per position): count them once */
+		if (s % per == 0)
 			msgs += in->n;
 		release(l, in);
 		inst_clear(in);
@@ -202,6 +205,27 @@ static void fire(struct il_lec *l, struct lec_bin *b, struct lec_inst *in, bool 
 	lec_inst_reset(l, b, in);
 }
 
+/* The instance of layer j that takes bin b's next message: the one of the
+ * current stagger position, or with layer_stride the (k mod (j + 1))-th of
+ * its j + 1, k counting the position's messages: layer j's rounds then
+ * hold every (j + 1)-th message of the position, so two messages share a
+ * repair in few layers (docs/lec.md, "Layers in order"). */
+static inline struct lec_inst *layer_inst(const struct il_lec *l, struct lec_bin *b, uint32_t j)
+{
+	if (!l->cfg.layer_stride)
+		return &b->inst[b->rr * b->layers + j];
+	return &b->inst[b->rr * lec_pos_insts(true, b->layers) + j * (j + 1) / 2 +
+			(b->nin / l->cfg.stagger) % (j + 1)];
+}
+
+/* After a message: the next stagger position and message count. */
+static inline void bin_next(const struct il_lec *l, struct lec_bin *b)
+{
+	if (++b->rr == l->cfg.stagger)
+		b->rr = 0;
+	b->nin++;
+}
+
 /* A message's frame, taken when the first instance keeps it. The add
  * loop holds one count of its own until it is done, so an instance that
  * fires meanwhile cannot give the frame back early. */
@@ -230,16 +254,14 @@ static void bins_add_deferred(struct il_lec *l, const struct lec_group *g,
 			      void *cookie, uint64_t now)
 {
 	const uint32_t *lk = l->links + g->link_first;
-	const uint32_t stagger = l->cfg.stagger;
 	uint32_t f = LEC_NONE;
 
 	for (uint32_t k = 0; k < g->link_n; k++) {
 		struct lec_bin *b = &l->bin[lk[k]];
-		struct lec_inst *in = &b->inst[b->rr * b->layers];
 
-		if (++b->rr == stagger)
-			b->rr = 0;
-		for (uint32_t j = 0; j < b->layers; j++, in++) {
+		for (uint32_t j = 0; j < b->layers; j++) {
+			struct lec_inst *in = layer_inst(l, b, j);
+
 			if (in->xor_on) {
 				if (f == LEC_NONE)
 					f = frame_take(l, id, src, len, cookie);
@@ -255,6 +277,7 @@ static void bins_add_deferred(struct il_lec *l, const struct lec_group *g,
 				fire(l, b, in, false);
 		}
 		l->st.bin_adds += b->layers;
+		bin_next(l, b);
 	}
 	if (f != LEC_NONE && --l->frames[f].refs == 0) {
 		/* every instance that kept it has fired already */
@@ -275,11 +298,10 @@ void lec_bins_add(struct il_lec *l, const struct lec_group *g, const struct il_l
 	}
 	for (uint32_t k = 0; k < g->link_n; k++) {
 		struct lec_bin *b = &l->bin[lk[k]];
-		struct lec_inst *in = &b->inst[b->rr * b->layers];
 
-		if (++b->rr == l->cfg.stagger)
-			b->rr = 0;
-		for (uint32_t j = 0; j < b->layers; j++, in++) {
+		for (uint32_t j = 0; j < b->layers; j++) {
+			struct lec_inst *in = layer_inst(l, b, j);
+
 			l->st.bin_adds++;
 			if (in->xor_on) {
 				if (in->nx == 0) {
@@ -300,6 +322,7 @@ void lec_bins_add(struct il_lec *l, const struct lec_group *g, const struct il_l
 			if (++in->n == l->cfg.r)
 				fire(l, b, in, false);
 		}
+		bin_next(l, b);
 	}
 }
 
@@ -320,13 +343,17 @@ static uint32_t flush_if(struct il_lec *l, unsigned min_fill, bool aged, uint64_
 	for (uint32_t d = 0; d < l->nbins; d++) {
 		struct lec_bin *b = &l->bin[l->bin_order[d]];
 
-		for (uint32_t s = 0; s < (uint32_t)l->cfg.stagger * b->layers; s++) {
+		const uint32_t per = lec_pos_insts(l->cfg.layer_stride, b->layers);
+
+		for (uint32_t s = 0; s < (uint32_t)l->cfg.stagger * per; s++) {
 			struct lec_inst *in = &b->inst[s];
 
 			if (!in->xor_on || in->nx < min_fill)
 				continue;
 			if (aged) {
-				uint64_t age = age_ns + age_ns * (s % b->layers) / b->layers;
+				uint64_t age = age_ns + age_ns *
+					lec_inst_layer(l->cfg.layer_stride, s % per) /
+					b->layers;
 				if (now_ns < age || in->t_first > now_ns - age)
 					continue;
 			}

@@ -131,8 +131,11 @@ struct lec_bin {
 	uint8_t layers;            /* instances per stagger position (layers) */
 	bool always;               /* every round draws a target (whole counts >= 1) */
 	uint32_t rr;               /* next stagger position */
+	uint32_t nin;              /* messages in (layer_stride: layer j's turn) */
 	uint32_t tgt_first, tgt_n; /* in regions.tgt of the set in force */
-	struct lec_inst *inst;     /* stagger x layers entries: [rr * layers + j] */
+	struct lec_inst *inst;     /* stagger x lec_pos_insts() entries, by
+	                            * position, then layer (layer_stride: layer
+	                            * j's j + 1 instances from j (j + 1) / 2) */
 };
 
 /* ---- decoder stores ----------------------------------------------------- */
@@ -286,6 +289,25 @@ static inline struct lec_group *lec_group_of(const struct il_lec *l, uint16_t id
 	uint16_t s = l->gmap[id];
 
 	return s ? &l->grp[s - 1] : NULL;
+}
+
+/* Bin instances per stagger position for a bin of `layers` layers: one per
+ * layer, or with cfg.layer_stride j + 1 for layer j. */
+static inline uint32_t lec_pos_insts(bool stride, uint32_t layers)
+{
+	return stride ? layers * (layers + 1) / 2 : layers;
+}
+
+/* The layer of instance i of a position. */
+static inline uint32_t lec_inst_layer(bool stride, uint32_t i)
+{
+	uint32_t j = 0;
+
+	if (!stride)
+		return i;
+	while ((j + 1) * (j + 2) / 2 <= i)
+		j++;
+	return j;
 }
 
 /* lec_core.c */

@@ -31,7 +31,8 @@ int lec_regions_init(struct il_lec *l)
 	l->reg[1].n = 0;
 	l->nbins = 0;
 	l->nlinks = 0;
-	const uint32_t per_bin = (uint32_t)l->cfg.stagger * l->cfg.max_layers;
+	const uint32_t per_bin =
+		(uint32_t)l->cfg.stagger * lec_pos_insts(l->cfg.layer_stride, l->cfg.max_layers);
 
 	for (uint32_t b = 0; b < l->cfg.max_bins; b++) {
 		l->bin[b].inst = &l->inst[(size_t)b * per_bin];
@@ -474,14 +475,17 @@ static void commit(struct il_lec *l, struct lec_regions *nx, uint32_t nent)
 			continue;
 		struct lec_bin *b = &l->bin[l->newbin_slot[d] & 0x7fffffffu];
 
-		for (uint32_t s = 0; s < (uint32_t)l->cfg.stagger * b->layers; s++) {
+		const uint32_t per = lec_pos_insts(l->cfg.layer_stride, b->layers);
+
+		b->nin = 0;
+		for (uint32_t s = 0; s < (uint32_t)l->cfg.stagger * per; s++) {
 			struct lec_inst *in = &b->inst[s];
 
 			lec_inst_reset(l, b, in);
 			/* layer j's rounds start j/layers of a round late, so
 			 * the layers' repairs of a message have other
 			 * companions */
-			in->n = (s % b->layers) * l->cfg.r / b->layers;
+			in->n = lec_inst_layer(l->cfg.layer_stride, s % per) * l->cfg.r / b->layers;
 		}
 	}
 

@@ -41,6 +41,7 @@ struct sim {
 	const struct lsim_cfg *cfg;
 	struct lsim_res *res;
 	struct node *node;
+	struct node app; /* the appliance (cfg->appliance) */
 	uint32_t *gsize;
 	uint32_t *gmem;     /* groups x nodes: member node indices */
 	uint8_t *in_group;  /* nodes x groups */
@@ -97,6 +98,15 @@ void lsim_cfg_defaults(struct lsim_cfg *sc)
 	il_lec_cfg_defaults(&sc->lec);
 	sc->lec.max_len = 1024;
 	sc->lec.max_groups = 64;
+	/* the stage's: one bin per group, layers, references, no decoder */
+	il_lec_cfg_defaults(&sc->app_lec);
+	sc->app_lec.max_len = 1024;
+	sc->app_lec.max_groups = 64;
+	sc->app_lec.plan = IL_LEC_PLAN_GROUPS;
+	sc->app_lec.max_layers = 8;
+	sc->app_lec.layer_stride = true;
+	sc->app_lec.decode = false;
+	sc->app_lec.self_id = IL_LEC_OBSERVER;
 	sc->tail = 500;
 	sc->msg_ns = 1000;
 	sc->seed = 1;
@@ -112,6 +122,7 @@ static void on_send(void *arg, const struct il_lec_repair *rep, const uint32_t *
 
 	s->res->repairs_sent++;
 	s->res->repair_copies += n;
+
 	if (next == s->qhead || n > MAXN) {
 		s->res->queue_overflow++;
 		return;
@@ -224,6 +235,45 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The appliance: every group at the peers' rate (the stage's rate: peers). */
+static int setup_app(struct sim *s)
+{
+	const struct lsim_cfg *c = s->cfg;
+	struct il_lec_ops ops = { .send = on_send, .recovered = on_recovered, .arg = &s->app };
+	struct il_lec_cfg lc = c->app_lec;
+	char err[256];
+
+	s->app.s = s;
+	lc.r = c->lec.r;
+	lc.c = c->lec.c;
+	lc.stagger = c->lec.stagger;
+	lc.xor_impl = c->lec.xor_impl;
+	lc.seed = c->seed * 1000003u;
+	s->app.lec = il_lec_create(&lc, &ops, err, sizeof(err));
+	if (!s->app.lec) {
+		fprintf(stderr, "lsim: appliance: %s\n", err);
+		return -1;
+	}
+	for (uint32_t g = 0; g < c->groups; g++) {
+		uint32_t ids[MAXN], k = s->gsize[g];
+		double cg = (double)k * (c->lec.c < k - 1 ? c->lec.c : (double)(k - 1));
+
+		if (k < 2)
+			continue;
+		for (uint32_t i = 0; i < k; i++)
+			ids[i] = s->gmem[(size_t)g * c->nodes + i] + 1;
+		if (il_lec_group_set(s->app.lec, (uint16_t)g, cg, ids, k, err, sizeof(err))) {
+			fprintf(stderr, "lsim: appliance: %s\n", err);
+			return -1;
+		}
+	}
+	if (il_lec_apply(s->app.lec, err, sizeof(err))) {
+		fprintf(stderr, "lsim: appliance: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
 static int setup(struct sim *s)
 {
 	const struct lsim_cfg *c = s->cfg;
@@ -271,8 +321,9 @@ static int setup(struct sim *s)
 				continue;
 			for (uint32_t i = 0; i < s->gsize[g]; i++)
 				ids[i] = s->gmem[(size_t)g * c->nodes + i] + 1;
-			if (il_lec_group_set(nd->lec, (uint16_t)g, 0, ids, s->gsize[g], err,
-					     sizeof(err))) {
+			if (il_lec_group_set(nd->lec, (uint16_t)g,
+					     c->appliance ? IL_LEC_DECODE_ONLY : 0, ids,
+					     s->gsize[g], err, sizeof(err))) {
 				fprintf(stderr, "lsim: %s\n", err);
 				return -1;
 			}
@@ -283,11 +334,12 @@ static int setup(struct sim *s)
 		}
 	}
 	s->res->footprint = il_lec_footprint(s->node[0].lec);
-	return 0;
+	return c->appliance ? setup_app(s) : 0;
 }
 
 static void teardown(struct sim *s)
 {
+	il_lec_free(s->app.lec);
 	if (s->node) {
 		for (uint32_t k = 0; k < s->cfg->nodes; k++) {
 			il_lec_free(s->node[k].lec);
@@ -398,6 +450,11 @@ int lsim_run(const struct lsim_cfg *sc, struct lsim_res *res)
 				break;
 			}
 		}
+		/* the appliance stamps the frame, then sends it on (above) and
+		 * adds it to its bins: its repairs leave after the data */
+		if (sc->appliance &&
+		    il_lec_data(s.app.lec, &id, payload, len, NULL, now) != IL_LEC_NEW)
+			res->bad++;
 		drain(&s, now);
 	}
 	if (sc->hook)

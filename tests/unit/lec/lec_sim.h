@@ -28,6 +28,14 @@ struct lsim_cfg {
 	                             * fired yet) */
 	uint64_t msg_ns;            /* virtual time per message */
 	uint64_t seed;
+	/* Appliance-side LEC (docs/lec.md, the lec stage): the nodes send no
+	 * repairs (decode only); an observer that receives every message
+	 * without loss repairs them with app_lec (plan, layers), each group
+	 * at the peers' rate, c_G = |G| min(c, |G| - 1), as the stage's
+	 * `rate: peers`. Its repairs reach each target with the target's own
+	 * loss, as a repair to the group's address does. */
+	bool appliance;
+	struct il_lec_cfg app_lec;
 	/* phase 0: everything allocated; phase 1: about to free */
 	void (*hook)(int phase, void *arg);
 	void *hook_arg;

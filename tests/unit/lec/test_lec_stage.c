@@ -369,13 +369,18 @@ static void test_unprotected_and_unknown_addresses_are_counted(void **state)
  * 5: each member owed min(5, 3) = 3 repairs of every frame, as its three
  * peers would send it. Three layers of the group's bin, every repair to
  * all four members, each exact; every frame in three different repairs
- * (other companions) to each member. */
+ * to each member, with other companions: layer_stride (the default) deals
+ * layer j's frames over j + 1 instances, so at r = 4 the three repairs of
+ * a frame have no other frame in common. In order (the layers' rounds
+ * only out of phase, boundaries 0, 1 and 2 of 4) half the frames would
+ * share all three repairs with a neighbour, and a member that lost both
+ * could rebuild neither (docs/lec.md, "Layers in order"). */
 static void test_peers_rate_layers(void **state)
 {
 	static const uint32_t ids[] = { 51, 52, 53, 54 };
 	struct rte_mbuf *p[IL_BURST_CAP], *out[2 * IL_BURST_CAP];
 	static uint8_t inc[5][65];
-	static uint32_t first[5][65][3];
+	static uint64_t with[5][65][3]; /* the frames of each of its repairs */
 	struct rep r;
 	unsigned n = 0;
 
@@ -404,16 +409,23 @@ static void test_peers_rate_layers(void **state)
 				assert_int_equal(r.groups[j], 5);
 				assert_true(s >= 1 && s <= 64);
 				assert_true(inc[t][s] < 3);
-				first[t][s][inc[t][s]++] = (uint32_t)r.seqs[0];
+				for (unsigned q = 0; q < r.count; q++)
+					with[t][s][inc[t][s]] |= 1ull << (r.seqs[q] - 1);
+				inc[t][s]++;
 			}
 			rte_pktmbuf_free(out[k]);
 		}
 	}
+	/* the frames whose rounds have all ended (layer 2's span 12 frames) */
 	for (unsigned t = 1; t <= 4; t++)
-		for (unsigned s = 4; s <= 56; s++) {
+		for (unsigned s = 4; s <= 40; s++) {
+			const uint64_t *w = with[t][s];
+
 			assert_int_equal(inc[t][s], 3);
-			assert_int_not_equal(first[t][s][0], first[t][s][1]);
-			assert_int_not_equal(first[t][s][1], first[t][s][2]);
+			assert_int_not_equal(w[0], w[1]);
+			assert_int_not_equal(w[1], w[2]);
+			assert_int_not_equal(w[0], w[2]);
+			assert_int_equal(w[0] & w[1] & w[2], 1ull << (s - 1));
 		}
 }
 
