@@ -237,13 +237,13 @@ static void on_dp_hello(struct ctl *c, unsigned k, const struct il_cm_hello *h)
 		/* A repeat (e.g. answering our HELLO): nothing lost. */
 		return;
 	}
-	unsigned want = c->n_ch > 1 ? c->n_ch : 0;
+	unsigned want = c->o->shards; /* 0: not sharded */
 	if (h->n_shards != want || (want && h->shard != k)) {
 		c->st.shard_mismatch++;
 		if (h->n_shards == 0)
 			logmsg(c, 0, "channel %s: the data plane runs no shards, but this process "
-			       "was started with --shards %u: its groups' views go down this "
-			       "channel all the same; start it without --shards", x->path, c->n_ch);
+			       "was started with --shards %u; start it without --shards", x->path,
+			       c->n_ch);
 		else
 			logmsg(c, 0, "channel %s: the data plane says it is shard %u of %u; this "
 			       "process serves %u channel%s: start it with --shards %u", x->path,
