@@ -312,9 +312,19 @@ def test_two_shards_each_with_its_control_channel(tmp_path, queue):
                                       str(count), "--rate", "200000", "--quiet", timeout=90)
         groups = rig.groups()
         st = rig.status()
+        scrape = subprocess.run([sys.executable, str(EXPORTER), "--once", "--appliance",
+                                 f"app{rig.tag}", "--chan", rig.chan], capture_output=True,
+                                text=True, timeout=60)
         app = rig.stop_appliance()
     ctl_log = (tmp_path / "control.log").read_text()
     assert app is not None, log
+    # interlink-exporter: one series per channel.
+    assert scrape.returncode == 0, scrape.stderr
+    m = dict(re.findall(r'^(interlink_control_\S*\{[^}]*\}) (\S+)$', scrape.stdout, re.M))
+    assert float(m['interlink_control_state{key="channels"}']) == 2, m
+    for k in (0, 1):
+        assert float(m[f'interlink_control_channel_events_total{{channel="{k}",counter="msgs"}}']) > 0
+        assert float(m[f'interlink_control_channel_state{{channel="{k}",key="dp_incarnation"}}']) >= 1
     assert rc == 0 and res is not None and res["pass"], log + ctl_log
     assert res["delivered"] == res["expected"] == 2 * count, log
     assert res["disagreements"] == 0 and res["fifo_violations"] == 0, log

@@ -5,7 +5,7 @@ means, in docs/operations.md ("Prometheus")."""
 import math
 import re
 
-from interlink_monitor import CONTROL_STATE_KEYS
+from interlink_monitor import CHANNEL_KEY, CHANNEL_STATE_KEYS, CONTROL_STATE_KEYS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DOCS = "docs/operations.md"
@@ -188,7 +188,16 @@ CONTROL_MEMBER_HELP = {
 
 def control_metrics(e, c):
     for k, v in c.status.items():
-        if k in CONTROL_STATE_KEYS:
+        ch = CHANNEL_KEY.match(k)
+        if ch and ch.group(2) in CHANNEL_STATE_KEYS:
+            e.gauge("interlink_control_channel_state", "One shard's channel (interlink-control "
+                    "--shards): the data-plane incarnation on it.", v, channel=int(ch.group(1)),
+                    key=ch.group(2))
+        elif ch:
+            e.counter("interlink_control_channel_events", "One shard's channel "
+                      "(interlink-control --shards): messages up and down, drops.", v,
+                      channel=int(ch.group(1)), counter=ch.group(2))
+        elif k in CONTROL_STATE_KEYS:
             e.gauge("interlink_control_state", "interlink-control's identities and levels "
                     "(incarnation, dp_epoch, groups...).", v, key=k)
         else:

@@ -23,13 +23,16 @@ GAUGE_COUNTERS = frozenset({
 # Keys of interlink-control's `status` that are levels or identities, not running totals.
 CONTROL_STATE_KEYS = frozenset({
     "incarnation", "dp_incarnation", "dp_epoch", "groups", "last_excluded",
-    "last_excluded_quiet_ms",
+    "last_excluded_quiet_ms", "channels",
     # one of a pair (docs/ha.md): role (1 standby, 2 active/cut, 3 active, 4 quiescing),
     # epochs, the record's revision, the peer
     "ha_role", "ha_epoch", "ha_record_epoch", "ha_record_rev", "ha_peer_heard_ms",
     "ha_peer_role",
 })
 GROUP_KEY = re.compile(r"^group(\d+)_(.+)$")
+# interlink-control --shards N: one channel per shard, its lines chan<k>_<key>.
+CHANNEL_KEY = re.compile(r"^chan(\d+)_(.+)$")
+CHANNEL_STATE_KEYS = frozenset({"dp_incarnation"})
 
 
 class SourceError(Exception):
