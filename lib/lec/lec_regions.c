@@ -485,7 +485,16 @@ static void commit(struct il_lec *l, struct lec_regions *nx, uint32_t nent)
 			/* layer j's rounds start j/layers of a round late, so
 			 * the layers' repairs of a message have other
 			 * companions */
-			in->n = lec_inst_layer(l->cfg.layer_stride, s % per) * l->cfg.r / b->layers;
+			uint32_t i = s % per, j = lec_inst_layer(l->cfg.layer_stride, i);
+
+			in->n = j * l->cfg.r / b->layers;
+			if (l->cfg.layer_stride) {
+				/* and the j + 1 instances of layer j fire in turn,
+				 * not together (docs/lec.md, "Layers in order") */
+				uint32_t k = i - j * (j + 1) / 2;
+
+				in->n = (in->n + k * l->cfg.r / (j + 1)) % l->cfg.r;
+			}
 		}
 	}
 

@@ -134,8 +134,13 @@ static void test_appliance_as_peers(void **state)
 	/* as many repairs reach the members either way */
 	assert_true((double)app.repair_copies < 1.05 * (double)in_order.repair_copies);
 	assert_true((double)app.repair_copies > 0.95 * (double)in_order.repair_copies);
-	assert_true(frac(&app) > frac(&peers) - 0.01);
+	/* with a layer's instances firing in turn (not together) the appliance
+	 * recovers more than the peers: 84.6% against 81.3% (82.1% when they
+	 * fired together) */
+	assert_true(frac(&app) > frac(&peers) + 0.02);
 	assert_true(frac(&app) > frac(&in_order) + 0.05);
+	/* and sooner than with the instances together (p50 14 messages) */
+	assert_true(app.lat_p50 <= 13);
 }
 
 /* The AVX2, ISA-L and plain C kernels give the same network the same
