@@ -97,7 +97,7 @@ static const char *const lec_counter_names[LEC_C_COUNT] = {
 #define LEC_DEFAULT_LAYERS 8
 #define LEC_DEFAULT_RATE 1 /* peers */
 #define LEC_DEFAULT_TO 1   /* repairs_to: group */
-#define LEC_DEFAULT_FLUSH_US 25000 /* docs/lec.md, "The flush, settled" */
+#define LEC_DEFAULT_FLUSH_US 15000 /* docs/lec.md, "The flush with strided layers" */
 
 struct lec_acache {
 	uint32_t id;
