@@ -245,10 +245,13 @@ def plots(res, outdir):
                   title="Groups per node (paper Fig. 10)")
         ax[0].legend(fontsize=7)
         for stg, m in ((1, "o"), (6, "s")):
-            b = sorted((r["burst"], r) for r in bur if r["stagger"] == stg)
-            if b:
-                ax[1].plot([x for x, _ in b], [r["lec_pct"] for _, r in b], m + "-",
-                           label=f"8 hosts, stagger {stg}")
+            for mode in ("peers", "appliance"):
+                b = sorted(((r["burst"], r) for r in bur if r["stagger"] == stg and
+                            r.get("mode", "peers") == mode), key=lambda t: t[0])
+                if b:
+                    ax[1].plot([x for x, _ in b], [r["lec_pct"] for _, r in b],
+                               m + ("-" if mode == "peers" else ":"),
+                               label=f"8 hosts, {mode}, stagger {stg}")
             sb = [r for r in sim_bur if int(r["stagger"]) == stg]
             if sb:
                 ax[1].plot([int(r["burst"]) for r in sb], [float(r["recovered_pct"]) for r in sb],
@@ -287,6 +290,8 @@ def main():
     ap.add_argument("--models", default="uniform,bursty,markov", help="loss models (loss)")
     ap.add_argument("--ps", default=None, help="loss rates of the loss part, e.g. 0.01,0.05")
     ap.add_argument("--modes", default="peers,appliance", help="modes of the loss part")
+    ap.add_argument("--burst-modes", default="peers",
+                    help="modes of the burst part (peers, appliance)")
     ap.add_argument("--stagger", type=int, default=1,
                     help="stagger of the loss part's runs (hosts and appliance)")
     ap.add_argument("--hosts", type=int, default=8)
@@ -378,16 +383,18 @@ def main():
         res["burst"] = []
         groups = layout(n, 4, s, 1)
         rate = AGG / (4 * s)
-        for b in (10, 50, 100):
-            for stg in (1, 6):
-                r = kept("burst", burst=b, stagger=stg) or clean_run(
-                    lambda: tmpdir("burst"), a.retries, n, groups, "peers",
-                    loss_spec("bursty", 0.01, b), int(rate * secs * (1 if a.quick else 2)), rate,
-                    a.size, stagger=stg)
-                r.update(burst=b)
-                res["burst"].append(r)
-                print(f"# burst {b} stagger {stg}: {r['lec_pct']}% by LEC, median "
-                      f"{r['lec_ms_p50']} ms", flush=True)
+        for mode in a.burst_modes.split(","):
+            for b in (10, 50, 100):
+                for stg in (1, 6):
+                    r = kept("burst", burst=b, stagger=stg, mode=mode) or clean_run(
+                        lambda: tmpdir("burst"), a.retries, n, groups, mode,
+                        loss_spec("bursty", 0.01, b),
+                        int(rate * secs * (1 if a.quick else 2)), rate, a.size, stagger=stg,
+                        app=app)
+                    r.update(burst=b, mode=mode)
+                    res["burst"].append(r)
+                    print(f"# {mode} burst {b} stagger {stg}: {r['lec_pct']}% by LEC, median "
+                          f"{r['lec_ms_p50']} ms", flush=True)
                 (outdir / "lec_e2e.json").write_text(json.dumps(res, indent=1))
     if "density" in only:
         # appliance-side LEC: Algorithm 1's composite bins or one per group, at the rate of one
