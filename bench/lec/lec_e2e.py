@@ -344,9 +344,14 @@ def main():
             for model in a.models.split(","):
                 for p in (ps if model == "uniform" or a.ps else
                           [q for q in ps if q in (0.01, 0.05, 0.10, 0.25)]):
+                    # Past 16 groups (--hosts past 16) the rig's pool holds no more than
+                    # 16 groups' default histories: cut as in the degree part.
+                    ax = ([f"stages.seq.history={max(256, min(4096, 65536 // len(groups)))}"]
+                          if len(groups) > 16 else [])
                     r = kept("loss", mode=mode, model=model, p=p) or clean_run(
                         lambda: tmpdir("loss"), a.retries, n, groups, mode, loss_spec(model, p),
-                        int(rate * secs), rate, a.size, stagger=a.stagger, app=app)
+                        int(rate * secs), rate, a.size, stagger=a.stagger, app=app,
+                        app_extra=ax)
                     r.update(model=model, p=p, stagger=a.stagger)
                     res["loss"].append(r)
                     print(f"# {mode} {model} {p}: {r['lec_pct']}% by LEC, median "

@@ -290,7 +290,7 @@ class UtoShardRig(UtoMemifRig):
         try:
             return super().stop_appliance(check)
         finally:
-            for k in (0, 1):
+            for k in range(8):  # as many as interlink-control --shards made
                 Path(f"{self.chan}.{k}").unlink(missing_ok=True)
 
 
