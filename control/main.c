@@ -431,9 +431,13 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		return bad("--exclude-ms", v, "must be at least --suspect-ms (the slow detector "
 			   "excludes, the fast one only suspects)");
 	}
-	if (o->shards && o->ha_etcd[0])
-		return bad("--shards", "", "cannot be combined with --ha-etcd: a pair's data "
+	if (o->shards && o->ha_etcd[0]) {
+		char v[16];
+
+		snprintf(v, sizeof(v), "%u", o->shards);
+		return bad("--shards", v, "cannot be combined with --ha-etcd: a pair's data "
 			   "plane runs no shards yet (docs/scaling.md)");
+	}
 	if (o->ha_etcd[0]) {
 		char v[16];
 

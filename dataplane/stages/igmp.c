@@ -30,6 +30,7 @@
 #include <interlink/app.h>
 #include <interlink/csum.h>
 #include <interlink/err.h>
+#include <interlink/frame.h>
 #include <interlink/wire.h>
 
 enum {
@@ -73,17 +74,11 @@ static void report(struct il_stage *st, struct igmp *g, uint32_t group)
 		st->ctr[IG_C_DROP_NO_MBUF]++;
 		return;
 	}
+	uint8_t dst[6];
+
 	memset(f, 0, IGMP_FRAME);
-	/* 01:00:5e and the address's low 23 bits (RFC 1112, 6.4). */
-	f[0] = 0x01;
-	f[1] = 0x00;
-	f[2] = 0x5e;
-	f[3] = (uint8_t)((group >> 16) & 0x7f);
-	f[4] = (uint8_t)(group >> 8);
-	f[5] = (uint8_t)group;
-	memcpy(f + 6, g->app->ports[g->port].mac, 6);
-	il_put16(f + 12, 0x0800);
-	uint8_t *ip = f + 14;
+	il_mcast_mac(dst, group);
+	uint8_t *ip = il_eth_put(f, dst, g->app->ports[g->port].mac, 0x0800);
 	ip[0] = 0x46;          /* IPv4, 24-byte header: the Router Alert option */
 	ip[1] = 0xc0;          /* internetwork control */
 	il_put16(ip + 2, 24 + 8);

@@ -214,7 +214,7 @@ static inline struct lec_inst *layer_inst(const struct il_lec *l, struct lec_bin
 {
 	if (!l->cfg.layer_stride)
 		return &b->inst[b->rr * b->layers + j];
-	return &b->inst[b->rr * lec_pos_insts(true, b->layers) + j * (j + 1) / 2 +
+	return &b->inst[b->rr * lec_pos_insts(true, b->layers) + lec_layer_first(j) +
 			(b->nin / l->cfg.stagger) % (j + 1)];
 }
 

@@ -298,6 +298,13 @@ static inline uint32_t lec_pos_insts(bool stride, uint32_t layers)
 	return stride ? layers * (layers + 1) / 2 : layers;
 }
 
+/* The first of layer j's instances in a position, with cfg.layer_stride:
+ * the layers before it have 1, 2, ..., j instances. */
+static inline uint32_t lec_layer_first(uint32_t j)
+{
+	return lec_pos_insts(true, j);
+}
+
 /* The layer of instance i of a position. */
 static inline uint32_t lec_inst_layer(bool stride, uint32_t i)
 {
@@ -305,7 +312,7 @@ static inline uint32_t lec_inst_layer(bool stride, uint32_t i)
 
 	if (!stride)
 		return i;
-	while ((j + 1) * (j + 2) / 2 <= i)
+	while (lec_layer_first(j + 1) <= i)
 		j++;
 	return j;
 }

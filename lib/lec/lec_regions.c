@@ -491,7 +491,7 @@ static void commit(struct il_lec *l, struct lec_regions *nx, uint32_t nent)
 			if (l->cfg.layer_stride) {
 				/* and the j + 1 instances of layer j fire in turn,
 				 * not together (docs/lec.md, "Layers in order") */
-				uint32_t k = i - j * (j + 1) / 2;
+				uint32_t k = i - lec_layer_first(j);
 
 				in->n = (in->n + k * l->cfg.r / (j + 1)) % l->cfg.r;
 			}

@@ -130,6 +130,11 @@ static void test_command_line(void **state)
 	expect_usage_error((const char *[]){ "-x", NULL }, "unknown option '-x'");
 	expect_usage_error((const char *[]){ "stray", NULL }, "unexpected argument 'stray'");
 	expect_usage_error((const char *[]){ "--chan", "", NULL }, "--chan");
+	expect_usage_error((const char *[]){ "--shards", "9", NULL }, "--shards: '9'");
+	expect_usage_error((const char *[]){ "--shards", "2", "--ha-etcd", "http://127.0.0.1:2379",
+					     "--ha-node", "a", "--ha-listen", "127.0.0.1:1",
+					     "--ha-peer", "127.0.0.1:2", NULL },
+			   "--shards: '2' cannot be combined with --ha-etcd");
 	/* A run-time failure names the option too: exit 1. */
 	assert_int_equal(run_capture((const char *[]){ "--chan", "/nonexistent-dir/x", NULL }, out,
 				     sizeof(out), err, sizeof(err)),
