@@ -703,7 +703,8 @@ static void cut_check(struct ha *h, uint64_t now)
 static bool staged_needs_commit(const struct ha *h)
 {
 	for (unsigned i = 0; i < h->n_staged; i++)
-		if (h->staged[i].type == IL_CM_VIEW || h->staged[i].type == IL_CM_WATERMARK)
+		if ((h->staged[i].type == IL_CM_VIEW && !(h->staged[i].flags & IL_CMF_REPEAT)) ||
+		    h->staged[i].type == IL_CM_WATERMARK)
 			return true;
 	return false;
 }
@@ -727,8 +728,8 @@ static void commit_views(struct ha *h)
 	for (unsigned i = 0; i < h->n_staged && r->n_then < HC_MAX_OPS; i++) {
 		const struct il_cmsg *m = &h->staged[i];
 
-		if (m->type != IL_CM_VIEW)
-			continue;
+		if (m->type != IL_CM_VIEW || (m->flags & IL_CMF_REPEAT))
+			continue; /* a repeat's view is committed already */
 		const struct il_mgroup *g = il_mship_group(h->ms, m->group);
 		struct ha_view v = { .group = m->group, .epoch = h->epoch, .view_id = m->u.view.view_id };
 		char key[192];

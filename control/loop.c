@@ -487,6 +487,7 @@ static size_t reply_status(struct ctl *c, char *r, size_t len)
 	    (unsigned long long)c->ms.st.exclusions, (unsigned long long)c->ms.st.rejoins,
 	    (unsigned long long)c->ms.st.views, (unsigned long long)c->ms.st.credits,
 	    (unsigned long long)c->ms.st.resyncs, (unsigned long long)c->ms.st.epochs);
+	OUT("view_repeats %llu\n", (unsigned long long)c->ms.st.view_repeats);
 	OUT("detector_paused %llu\n", (unsigned long long)c->st.detector_paused);
 	OUT("last_excluded %u\nlast_excluded_quiet_ms %llu\n", c->ms.st.last_excluded,
 	    (unsigned long long)(c->ms.st.last_excluded_quiet / 1000000));

@@ -119,7 +119,14 @@ static int do_join(struct il_mship *m, struct il_mgroup *g, const struct il_cm_m
 		mb->last_heard_ns = now;
 		if (flags & IL_CMF_RESYNC || p->incarnation == mb->incarnation) {
 			/* A repeated JOIN (a retry, or the data plane's state
-			 * after a control restart) only refreshes liveness. */
+			 * after a control restart) refreshes liveness and
+			 * changes no view. A retry while no change is due means
+			 * the VIEW that named it was lost: that view again. */
+			if (!(flags & IL_CMF_RESYNC) && g->view_sent && !g->view_due &&
+			    (g->repeat_ns == 0 || now - g->repeat_ns >= IL_MSHIP_REPEAT_NS)) {
+				g->repeat_due = true;
+				m->views_due = true;
+			}
 			return 1;
 		}
 		/* A new incarnation: it restarted, or it was excluded wrongly
@@ -312,6 +319,7 @@ int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now)
 		/* A control restart: adopt the data plane's view id and
 		 * watermark (what was published before must stay published). */
 		g->view_id = msg->u.resync.view_id;
+		g->view_sent = g->view_id != 0; /* the data plane has it */
 		if (msg->u.resync.stable_seq > g->stab.watermark)
 			g->stab.watermark = msg->u.resync.stable_seq;
 		if (msg->u.resync.stable_seq > g->published)
@@ -645,7 +653,9 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 		}
 		g->rate_kbps = il_mship_wan_update(g, now);
 		bool rate_due = il_mship_rate_moved(g->rate_sent, g->rate_kbps);
-		need += g->final_due;
+		if (g->view_due)
+			g->repeat_due = false; /* the new view goes instead */
+		need += g->final_due + g->repeat_due;
 		need += g->view_due ? 1 + (g->n + IL_CM_VIEW_CHUNK - 1) / IL_CM_VIEW_CHUNK : 0;
 		/* The VIEW carries the window, not the rate: a CREDIT follows
 		 * it in the same batch when the rate moved. */
@@ -668,6 +678,22 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 			o->u.wm.view_id = (uint32_t)g->view_id;
 			g->final_due = false;
 		}
+		if (g->repeat_due) {
+			struct il_cmsg *o = &out[n++];
+
+			memset(o, 0, sizeof(*o));
+			o->type = IL_CM_VIEW;
+			o->flags = IL_CMF_REPEAT;
+			o->len = sizeof(o->u.view);
+			o->group = g->id;
+			o->u.view = (struct il_cm_view){ .epoch = m->epoch,
+							 .view_id = (uint32_t)g->view_id,
+							 .n_members = (uint16_t)g->n,
+							 .window = g->window };
+			g->repeat_due = false;
+			g->repeat_ns = now;
+			m->st.view_repeats++;
+		}
 		if (g->view_due) {
 			/* Every joiner of this view is told the same start: count
 			 * each from there (the watermark is at or below the
@@ -682,6 +708,7 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 			}
 			n += view_msgs(m, g, &out[n]);
 			g->view_due = false;
+			g->view_sent = true;
 			g->commit_wait = m->cfg.commit_views && g->removal_due;
 			g->removal_due = false;
 			g->view_start = 0;

@@ -74,7 +74,15 @@ struct il_mgroup {
 	 * committed to etcd (commit_wait); the watermark is held back until it
 	 * is. Joiners hold nothing back: counting them only lowers it. */
 	bool removal_due, commit_wait;
+	/* A member retried its JOIN though the view naming it went down: the
+	 * VIEW was lost on its way. The view in force goes again, unchanged
+	 * (IL_CMF_REPEAT), at most once per IL_MSHIP_REPEAT_NS. */
+	bool view_sent;          /* a view of this group went down */
+	bool repeat_due;
+	uint64_t repeat_ns;      /* when the last repeat went */
 };
+
+#define IL_MSHIP_REPEAT_NS 20000000ull
 
 struct il_mship_cfg {
 	uint64_t suspect_ns; /* fast detector: suspect after this silence (0: off) */
@@ -96,6 +104,7 @@ struct il_mship_stats {
 	uint64_t nomem;
 	uint64_t suspicions, false_suspicions, exclusions, rejoins;
 	uint64_t views, credits, resyncs, epochs;
+	uint64_t view_repeats; /* views sent again for a retried JOIN */
 	uint32_t last_excluded;       /* member id of the latest exclusion */
 	uint64_t last_excluded_quiet; /* how long it had been silent, ns */
 };

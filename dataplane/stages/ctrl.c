@@ -59,6 +59,9 @@ static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_DROP_REPLAY] = "drop_replay",
 	[CT_C_UP_EPOCH_REPORT] = "up_epoch_report",
 	[CT_C_DROP_NOT_OWNER] = "drop_not_owner",
+	[CT_C_TX_VIEW_REPEAT] = "tx_view_repeat",
+	[CT_C_VIEW_REPEAT_STALE] = "view_repeat_stale",
+	[CT_C_TX_CREDIT_REPEAT] = "tx_credit_repeat",
 };
 
 /* A sharded appliance: each shard's control stage keeps its own groups
@@ -185,6 +188,19 @@ static void apply_down(struct il_stage *st, struct ctrl *c, const struct il_cmsg
 			ctrl_send_stable(st, c, gi, c->seq->epoch, g->wm);
 		break;
 	case IL_CM_VIEW:
+		if (m->flags & IL_CMF_REPEAT) {
+			/* A member retried its JOIN although the view naming it
+			 * was sent: it was lost on the way. The installed view
+			 * again, unchanged (same id, same start); none if
+			 * another is on its way down or in force already. */
+			if (!g->pend && g->view_id != 0 && g->view_id == m->u.view.view_id) {
+				ctrl_view_send(st, c, gi);
+				st->ctr[CT_C_TX_VIEW_REPEAT]++;
+			} else {
+				st->ctr[CT_C_VIEW_REPEAT_STALE]++;
+			}
+			break;
+		}
 		g->pv = m->u.view;
 		g->pend = true;
 		g->pend_got = 0;
@@ -455,6 +471,8 @@ static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *
 						     .rx_ns = rx_ns,
 						     .roles = mm.roles,
 						     .incarnation = mm.incarnation };
+		if (type == IL_T_HEARTBEAT && (mm.roles & IL_ROLE_SENDER))
+			ctrl_credit_heartbeat(st, c, gix - 1u, o->u.member.receiver, rte_rdtsc());
 		if (type == IL_T_JOIN) {
 			struct cgroup *g = &c->g[gix - 1];
 			for (unsigned i = 0; i < g->n_members; i++)

@@ -55,6 +55,9 @@ enum {
 	CT_C_DROP_REPLAY,
 	CT_C_UP_EPOCH_REPORT,
 	CT_C_DROP_NOT_OWNER,
+	CT_C_TX_VIEW_REPEAT,
+	CT_C_VIEW_REPEAT_STALE,
+	CT_C_TX_CREDIT_REPEAT,
 	CT_C_COUNT
 };
 
@@ -74,6 +77,12 @@ struct csender {
 	uint64_t bytes;       /* UDP payload bytes that became stable since the last split */
 	uint32_t share_kbps;  /* its part of the group's rate; 0: none yet */
 	uint32_t share_sent;  /* the share in its last CREDIT frame */
+	/* A grant lost on its way to a sender with nothing in flight would
+	 * leave it waiting for ever: sent again on its HEARTBEATs
+	 * (ctrl_credit_heartbeat). */
+	uint64_t rep_limit;   /* the limit the repeats below are of */
+	uint64_t rep_tsc;     /* not again before this */
+	uint8_t repeats;      /* of rep_limit so far */
 };
 
 struct cgroup {
@@ -151,6 +160,9 @@ void ctrl_send_stable(struct il_stage *st, struct ctrl *c, unsigned gi, uint32_t
 void ctrl_credits_advance(struct il_stage *st, struct ctrl *c, unsigned gi);
 void ctrl_credits_all(struct il_stage *st, struct ctrl *c, unsigned gi, bool only_grown);
 void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi);
+void ctrl_view_send(struct il_stage *st, struct ctrl *c, unsigned gi);
+void ctrl_credit_heartbeat(struct il_stage *st, struct ctrl *c, unsigned gi, uint32_t sender,
+			   uint64_t now_tsc);
 void ctrl_send_resumes(struct il_stage *st, struct ctrl *c, uint64_t now_tsc);
 void ctrl_new_incarnations(struct il_stage *st, struct ctrl *c);
 void ctrl_rate_split(struct il_stage *st, struct ctrl *c, unsigned gi, uint64_t now_tsc);

@@ -5,6 +5,7 @@
  */
 #include <string.h>
 
+#include <rte_cycles.h>
 #include <rte_mbuf.h>
 
 #include <interlink/app.h>
@@ -305,9 +306,15 @@ void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi)
 	if (g->pv.epoch == c->seq->epoch && g->view_start < g->wm)
 		g->view_start = g->wm;
 	st->ctr[CT_C_VIEWS]++;
+	ctrl_view_send(st, c, gi);
+	ctrl_credits_all(st, c, gi, false);
+}
 
-	/* The VIEW frame: members, then each sender's next sender_seq at the
-	 * view's start, as far as one frame holds them. */
+/* The VIEW frame of the installed view: members, then each sender's next
+ * sender_seq at the view's start, as far as one frame holds them. */
+void ctrl_view_send(struct il_stage *st, struct ctrl *c, unsigned gi)
+{
+	struct cgroup *g = &c->g[gi];
 	uint16_t room = (uint16_t)(c->app->frame_max - IL_UDP_HDRS_LEN - IL_HDR_LEN - IL_VIEW_LEN -
 				   il_stage_auth_room(&c->auth));
 	uint16_t nm = g->n_members, ns = g->n_senders;
@@ -333,7 +340,51 @@ void ctrl_view_install(struct il_stage *st, struct ctrl *c, unsigned gi)
 	}
 	frame_send(st, c, mb);
 	st->ctr[CT_C_TX_VIEW]++;
-	ctrl_credits_all(st, c, gi, false);
+}
+
+/* A sender's HEARTBEAT. A grant is sent once, and a sender that used its
+ * whole window waits for the next: if that one is lost while nothing of
+ * the sender's is in flight (all it sent is stable, so no watermark will
+ * move for it and bring another grant), it would wait for ever, sending
+ * only HEARTBEATs. So while a sender has nothing in flight and sends
+ * nothing, its last grant goes again on its HEARTBEATs, at most
+ * CTRL_CREDIT_REPEATS times, 20 ms after the grant and then at doubling
+ * intervals. An idle sender looks the same from here: it costs those few
+ * frames per grant, and grants come only after it sent. */
+#define CTRL_CREDIT_REPEATS 3
+#define CTRL_CREDIT_REPEAT_MS 20
+
+void ctrl_credit_heartbeat(struct il_stage *st, struct ctrl *c, unsigned gi, uint32_t sender,
+			   uint64_t now_tsc)
+{
+	struct cgroup *g = &c->g[gi];
+	struct csender *cs = NULL;
+
+	if (g->window == 0 || !g->active)
+		return;
+	for (unsigned i = 0; i < g->n_senders; i++)
+		if (g->s[i].id == sender)
+			cs = &g->s[i];
+	if (cs == NULL || cs->limit_sent == 0)
+		return; /* not a sender of the view, or never granted anything */
+	const struct il_seq_fifo *f = il_seq_fifo_get(c->seq, gi, sender, false);
+	uint64_t next = f != NULL && f->next != 0 ? f->next : cs->stable_next;
+
+	if (next != cs->stable_next || cs->limit_sent <= next)
+		return; /* frames in flight (their stability brings a grant), or no room granted */
+	if (cs->rep_limit != cs->limit_sent) {
+		/* A new grant: its repeats start 20 ms after it. */
+		cs->rep_limit = cs->limit_sent;
+		cs->repeats = 0;
+		cs->rep_tsc = now_tsc + rte_get_tsc_hz() / 1000 * CTRL_CREDIT_REPEAT_MS;
+		return;
+	}
+	if (cs->repeats >= CTRL_CREDIT_REPEATS || now_tsc < cs->rep_tsc)
+		return;
+	credit_frame(st, c, gi, cs, cs->limit_sent, 0);
+	cs->repeats++;
+	cs->rep_tsc = now_tsc + (rte_get_tsc_hz() / 1000 * CTRL_CREDIT_REPEAT_MS << cs->repeats);
+	st->ctr[CT_C_TX_CREDIT_REPEAT]++;
 }
 
 /* A share moved enough to be worth a CREDIT (1/16, as the control process

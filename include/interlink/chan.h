@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define IL_CHAN_MAGIC 0x314e414843324c49ULL /* "IL2CHAN1" little-endian */
-#define IL_CHAN_LAYOUT_VERSION 6u
+#define IL_CHAN_LAYOUT_VERSION 7u
 #define IL_CHAN_MSG_SIZE 64u
 #define IL_CHAN_PATH_DEFAULT "/dev/shm/interlink-chan"
 #define IL_CHAN_UP_SLOTS_DEFAULT 16384u
@@ -126,6 +126,10 @@ struct il_cm_member {
 /* il_cmsg.flags of an up JOIN: re-sent state after a control restart
  * (a member of view resync.view_id, not a view change). */
 #define IL_CMF_RESYNC 0x1u
+/* il_cmsg.flags of a down IL_CM_VIEW: send the view in force again,
+ * unchanged (a member retried its JOIN: the VIEW naming it was lost). Only
+ * view_id is read; no IL_CM_VIEW_MEMBERS follow. */
+#define IL_CMF_REPEAT 0x2u
 
 struct il_cm_watermark {
 	uint32_t epoch;      /* may name an older epoch: the final watermark of
@@ -269,7 +273,7 @@ struct il_cmsg {
 	uint16_t type;  /* enum il_cm_type */
 	uint16_t len;   /* payload bytes in use */
 	uint16_t group; /* group id, 0 where not applicable */
-	uint16_t flags; /* reserved, zero */
+	uint16_t flags; /* IL_CMF_*, zero where none applies */
 	union {
 		struct il_cm_hello hello;
 		struct il_cm_ack ack;

@@ -1,0 +1,141 @@
+"""A control frame lost on its way to a host must not wedge a group (issue 14's 64 groups per
+host found it: VIEWs lost to a full "out" ring left joiners retrying their JOIN for ever).
+
+The real appliance (configs/uto.yaml on veth pairs) and interlink-control, as in
+test_control_uto.py; the members are Scapy frames sent on the veths' far ends, so a frame can
+be "lost" deterministically: the member just acts as if it never came.
+
+- A VIEW lost: the joiner's retried JOIN (same incarnation) gets the same view again (same
+  view id, same start); a retry whose view is still on its way gets nothing new.
+- A CREDIT lost: a sender that used its whole window and whose grant was lost sends
+  HEARTBEATs only; the appliance sends the grant again."""
+import os
+import time
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.sendrecv import AsyncSniffer, sendp
+
+from interlink_scapy import ILAck, ILCredit, ILMember, ILView, Interlink, bind_port, il_data
+from test_control_uto import UtoRig
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (veth pairs)")
+
+T_DATA, T_ACK, T_JOIN, T_HEARTBEAT, T_VIEW, T_CREDIT = 1, 4, 6, 8, 9, 10
+WINDOW = 64
+CTL = ["--suspect-ms", "2000", "--exclude-ms", "10000", "--window", str(WINDOW)]
+
+
+class Member:
+    """A member on the rig's veths: frames into "in", everything "out" sends kept."""
+
+    def __init__(self, rig, mid, roles, inc=1, src="10.9.0.1"):
+        self.rig, self.mid, self.roles, self.inc, self.src = rig, mid, roles, inc, src
+        bind_port(rig.port)
+        self.got = []  # AsyncSniffer's results come only when it stops
+        self.sn = AsyncSniffer(iface=f"{rig.tag}b1", store=False, prn=self.got.append,
+                               lfilter=lambda p: Interlink in p and
+                               p[Interlink].group_id == rig.group and
+                               p[Interlink].type in (T_DATA, T_VIEW, T_CREDIT))
+        self.sn.start()
+        time.sleep(0.3)
+
+    def send(self, il):
+        f = Ether(src="02:00:00:00:09:01", dst="01:00:5e:00:00:01") / \
+            IP(src=self.src, dst=self.rig.mcast) / UDP(sport=self.rig.port,
+                                                      dport=self.rig.port) / il
+        sendp(f, iface=f"{self.rig.tag}b0", verbose=False)
+
+    def member_msg(self, t):
+        self.send(Interlink(type=t, group_id=self.rig.group, sender_id=self.mid) /
+                  ILMember(roles=self.roles, incarnation=self.inc))
+
+    def seen(self, t):
+        return [p[Interlink] for p in list(self.got) if p[Interlink].type == t]
+
+    def views(self):
+        return [(v.global_seq, v[ILView].view_id) for v in self.seen(T_VIEW)
+                if self.mid in [m.member_id for m in v[ILView].members]]
+
+    def epoch(self):
+        return self.seen(T_VIEW)[-1].epoch
+
+    def credits(self):
+        return [c[ILCredit].limit_seq for c in self.seen(T_CREDIT) if c.sender_id == self.mid]
+
+    def wait(self, cond, what, timeout=10.0):
+        end = time.time() + timeout
+        while time.time() < end:
+            if cond():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}; control log:\n" +
+                             (self.rig.tmp / "control.log").read_text()[-2000:])
+
+    def stop(self):
+        self.sn.stop()
+
+
+def test_a_lost_view_is_sent_again_when_the_joiner_retries(tmp_path):
+    with UtoRig(tmp_path, CTL) as rig:
+        m = Member(rig, 7001, roles=2)
+        try:
+            m.member_msg(T_JOIN)
+            m.wait(lambda: m.views(), "the joiner's VIEW")
+            first = m.views()[0]
+            # The joiner never got it: it sends its JOIN again, as libinterlink does every
+            # join_retry_ms, and again.
+            for _ in range(3):
+                time.sleep(0.1)
+                m.member_msg(T_JOIN)
+            m.wait(lambda: len(m.views()) >= 2, "the VIEW sent again", timeout=3)
+            # The same view: its id and start did not move, no view change was made for a
+            # retry (a retry is not a rejoin).
+            assert set(m.views()) == {first}, m.views()
+            st = rig.status()
+            assert st.get("view_repeats", 0) >= 1, st
+        finally:
+            m.stop()
+    ctrl = rig.summary()["stages"]["ctrl"]
+    assert ctrl["tx_view_repeat"] >= 1 and ctrl["views"] == 1, ctrl
+
+
+def test_a_lost_credit_is_sent_again_to_a_blocked_sender(tmp_path):
+    with UtoRig(tmp_path, CTL) as rig:
+        s = Member(rig, 7002, roles=3)  # sender and receiver: its own ACKs move the watermark
+        try:
+            s.member_msg(T_JOIN)
+            s.wait(lambda: s.views() and s.credits(), "the sender's VIEW and first CREDIT")
+            view_id = s.views()[-1][1]
+            start = s.views()[-1][0]
+            # Its first report (an ACK of nothing yet) opens the window from W/8 to W.
+            s.send(Interlink(type=T_ACK, group_id=rig.group, sender_id=s.mid, epoch=s.epoch(),
+                             global_seq=start) / ILAck(view_id=view_id))
+            s.wait(lambda: max(s.credits()) == 1 + WINDOW, "the whole window granted")
+            time.sleep(0.2)
+            # The whole window, 16 messages a frame.
+            for k in range(0, WINDOW, 16):
+                s.send(il_data(rig.group, s.mid, 1 + k, [b"m%d" % (k + j) for j in range(16)]))
+            s.wait(lambda: sum(d.msg_count for d in s.seen(T_DATA)) >= WINDOW,
+                   "the window's messages stamped")
+            top = max(d.global_seq + d.msg_count for d in s.seen(T_DATA))
+            # It holds them all: the watermark moves past them and a new grant follows,
+            # which this sender "loses" (it goes on as if it never came).
+            n_before = len(s.credits())
+            s.send(Interlink(type=T_ACK, group_id=rig.group, sender_id=s.mid, epoch=s.epoch(),
+                             global_seq=top) / ILAck(view_id=view_id))
+            s.wait(lambda: len(s.credits()) > n_before, "the grant after the watermark moved")
+            grant = max(s.credits())
+            assert grant == 1 + 2 * WINDOW, s.credits()
+            n_grant = len(s.credits())
+            # Blocked, it only sends HEARTBEATs (every 20 ms, as libinterlink does).
+            end = time.time() + 2
+            while time.time() < end and len(s.credits()) == n_grant:
+                s.member_msg(T_HEARTBEAT)
+                time.sleep(0.02)
+            assert len(s.credits()) > n_grant, "the lost grant was never sent again"
+            assert max(s.credits()) == grant, s.credits()
+        finally:
+            s.stop()
+    assert rig.summary()["stages"]["ctrl"]["tx_credit_repeat"] >= 1
