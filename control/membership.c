@@ -108,6 +108,21 @@ static void view_change(struct il_mship *m, struct il_mgroup *g, uint16_t reason
 	mark_pending(m, g);
 }
 
+/* A member's message says it lacks the view in force: a JOIN retried
+ * after the view naming it went down, or a HEARTBEAT of one the view in
+ * force excluded (alive after all, it would go on believing itself a
+ * member). The VIEW was lost on its way: it goes again, unchanged, unless
+ * a change is due (the new view goes instead), at most once per
+ * IL_MSHIP_REPEAT_NS. */
+static void repeat_view(struct il_mship *m, struct il_mgroup *g, uint64_t now)
+{
+	if (g->view_sent && !g->view_due &&
+	    (g->repeat_ns == 0 || now - g->repeat_ns >= IL_MSHIP_REPEAT_NS)) {
+		g->repeat_due = true;
+		m->views_due = true;
+	}
+}
+
 static int do_join(struct il_mship *m, struct il_mgroup *g, const struct il_cm_member *p,
 		   uint16_t flags, uint64_t now)
 {
@@ -120,13 +135,10 @@ static int do_join(struct il_mship *m, struct il_mgroup *g, const struct il_cm_m
 		if (flags & IL_CMF_RESYNC || p->incarnation == mb->incarnation) {
 			/* A repeated JOIN (a retry, or the data plane's state
 			 * after a control restart) refreshes liveness and
-			 * changes no view. A retry while no change is due means
-			 * the VIEW that named it was lost: that view again. */
-			if (!(flags & IL_CMF_RESYNC) && g->view_sent && !g->view_due &&
-			    (g->repeat_ns == 0 || now - g->repeat_ns >= IL_MSHIP_REPEAT_NS)) {
-				g->repeat_due = true;
-				m->views_due = true;
-			}
+			 * changes no view. A retry means the VIEW that named it
+			 * was lost. */
+			if (!(flags & IL_CMF_RESYNC))
+				repeat_view(m, g, now);
 			return 1;
 		}
 		/* A new incarnation: it restarted, or it was excluded wrongly
@@ -339,6 +351,11 @@ int il_mship_apply(struct il_mship *m, const struct il_cmsg *msg, uint64_t now)
 		i = g != NULL ? member_find(g, p->receiver) : -1;
 		if (i < 0) {
 			m->st.unknown_member++;
+			/* Excluded while alive, or joining (its JOIN brings a
+			 * change, or was lost and is retried): a copy of the
+			 * view in force tells the first one it is out. */
+			if (g != NULL)
+				repeat_view(m, g, now);
 			return 1;
 		}
 		heard(m, &g->m[i], now);

@@ -74,9 +74,10 @@ struct il_mgroup {
 	 * committed to etcd (commit_wait); the watermark is held back until it
 	 * is. Joiners hold nothing back: counting them only lowers it. */
 	bool removal_due, commit_wait;
-	/* A member retried its JOIN though the view naming it went down: the
-	 * VIEW was lost on its way. The view in force goes again, unchanged
-	 * (IL_CMF_REPEAT), at most once per IL_MSHIP_REPEAT_NS. */
+	/* A member retried its JOIN though the view naming it went down, or
+	 * an excluded one is heard: the VIEW was lost on its way. The view in
+	 * force goes again, unchanged (IL_CMF_REPEAT), at most once per
+	 * IL_MSHIP_REPEAT_NS. */
 	bool view_sent;          /* a view of this group went down */
 	bool repeat_due;
 	uint64_t repeat_ns;      /* when the last repeat went */

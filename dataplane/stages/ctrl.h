@@ -80,6 +80,9 @@ struct csender {
 	/* A grant lost on its way to a sender with nothing in flight would
 	 * leave it waiting for ever: sent again on its HEARTBEATs
 	 * (ctrl_credit_heartbeat). */
+	uint64_t granted[4];  /* the last limits granted (ring): a sender with
+			       * nothing in flight is waiting only at one */
+	uint8_t granted_i;
 	uint64_t rep_limit;   /* the limit the repeats below are of */
 	uint64_t rep_tsc;     /* not again before this */
 	uint8_t repeats;      /* of rep_limit so far */

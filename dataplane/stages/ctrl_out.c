@@ -129,8 +129,10 @@ static void send_credit_resume(struct il_stage *st, struct ctrl *c, unsigned gi,
 	uint64_t limit = resume ? (g->window ? s->limit_sent : 0) : s->stable_next + g->window;
 
 	credit_frame(st, c, gi, s, limit, resume);
-	if (!resume)
+	if (!resume) {
 		s->limit_sent = limit;
+		s->granted[s->granted_i++ & 3] = limit;
+	}
 }
 
 static void send_credit(struct il_stage *st, struct ctrl *c, unsigned gi, struct csender *s)
@@ -346,11 +348,12 @@ void ctrl_view_send(struct il_stage *st, struct ctrl *c, unsigned gi)
  * whole window waits for the next: if that one is lost while nothing of
  * the sender's is in flight (all it sent is stable, so no watermark will
  * move for it and bring another grant), it would wait for ever, sending
- * only HEARTBEATs. So while a sender has nothing in flight and sends
- * nothing, its last grant goes again on its HEARTBEATs, at most
- * CTRL_CREDIT_REPEATS times, 20 ms after the grant and then at doubling
- * intervals. An idle sender looks the same from here: it costs those few
- * frames per grant, and grants come only after it sent. */
+ * only HEARTBEATs. Such a sender stands exactly at a limit it was granted
+ * earlier (or has sent nothing yet, waiting for its first). So while a
+ * sender has nothing in flight, stands at one of its last four limits or
+ * has not sent, and a higher limit was granted, that grant goes again on
+ * its HEARTBEATs, at most CTRL_CREDIT_REPEATS times, 20 ms after the grant
+ * and then at doubling intervals. A sender idle anywhere else needs none. */
 #define CTRL_CREDIT_REPEATS 3
 #define CTRL_CREDIT_REPEAT_MS 20
 
@@ -372,6 +375,11 @@ void ctrl_credit_heartbeat(struct il_stage *st, struct ctrl *c, unsigned gi, uin
 
 	if (next != cs->stable_next || cs->limit_sent <= next)
 		return; /* frames in flight (their stability brings a grant), or no room granted */
+	bool waiting = f == NULL || f->next == 0;
+	for (unsigned k = 0; k < 4 && !waiting; k++)
+		waiting = cs->granted[k] == next;
+	if (!waiting)
+		return; /* room under a grant it has: idle by choice */
 	if (cs->rep_limit != cs->limit_sent) {
 		/* A new grant: its repeats start 20 ms after it. */
 		cs->rep_limit = cs->limit_sent;

@@ -139,3 +139,30 @@ def test_a_lost_credit_is_sent_again_to_a_blocked_sender(tmp_path):
         finally:
             s.stop()
     assert rig.summary()["stages"]["ctrl"]["tx_credit_repeat"] >= 1
+
+
+def test_a_lost_exclusion_is_told_again_when_the_excluded_member_is_heard(tmp_path):
+    ctl = ["--suspect-ms", "200", "--exclude-ms", "500", "--window", str(WINDOW)]
+    with UtoRig(tmp_path, ctl) as rig:
+        m = Member(rig, 7003, roles=2)
+        try:
+            m.member_msg(T_JOIN)
+            m.wait(lambda: m.views(), "the joiner's VIEW")
+            joined = m.views()[0][1]
+            # Silent past --exclude-ms: a view without it goes down, which it "loses".
+            m.wait(lambda: any(v[ILView].view_id > joined for v in m.seen(T_VIEW)),
+                   "the VIEW that excludes it")
+            out = [v[ILView].view_id for v in m.seen(T_VIEW) if v[ILView].view_id > joined]
+            assert all(7003 not in [x.member_id for x in v[ILView].members]
+                       for v in m.seen(T_VIEW) if v[ILView].view_id > joined)
+            n = len(out)
+            # Alive after all, it goes on with its HEARTBEATs, believing itself a member.
+            end = time.time() + 2
+            while time.time() < end and len(m.seen(T_VIEW)) - 1 == n:
+                m.member_msg(T_HEARTBEAT)
+                time.sleep(0.02)
+            again = [v[ILView].view_id for v in m.seen(T_VIEW) if v[ILView].view_id > joined]
+            assert len(again) > n, "the excluded member was never told again"
+            assert set(again) == {out[-1]}, again  # the same view, not a new one
+        finally:
+            m.stop()
