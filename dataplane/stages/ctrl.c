@@ -62,6 +62,7 @@ static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_TX_VIEW_REPEAT] = "tx_view_repeat",
 	[CT_C_VIEW_REPEAT_STALE] = "view_repeat_stale",
 	[CT_C_TX_CREDIT_REPEAT] = "tx_credit_repeat",
+	[CT_C_TX_CREDIT_DUP] = "tx_credit_dup",
 };
 
 /* A sharded appliance: each shard's control stage keeps its own groups

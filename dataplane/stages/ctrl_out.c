@@ -154,7 +154,23 @@ void ctrl_send_resumes(struct il_stage *st, struct ctrl *c, uint64_t now_tsc)
 		for (unsigned i = 0; sg->n_fifo && i < IL_SEQ_FIFO_SLOTS; i++) {
 			struct il_seq_fifo *f = &sg->fifo[i];
 
-			if (!f->used || !f->notify)
+			if (!f->used)
+				continue;
+			if (f->dup) {
+				/* A frame stamped already came again: its sender
+				 * does not know it stable, so the grant that says
+				 * so was lost. It goes again (with a window). */
+				struct csender *cs;
+
+				f->dup = false;
+				if (c->g[gi].window != 0 && now_tsc - f->dup_tsc >= c->resume_tsc &&
+				    (cs = sender_get(st, &c->g[gi], f->id)) != NULL) {
+					send_credit(st, c, gi, cs);
+					f->dup_tsc = now_tsc;
+					st->ctr[CT_C_TX_CREDIT_DUP]++;
+				}
+			}
+			if (!f->notify)
 				continue;
 			f->notify = false;
 			if (f->told_next == f->next && now_tsc - f->told_tsc < c->resume_tsc)

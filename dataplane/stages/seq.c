@@ -426,8 +426,14 @@ static inline int fifo_check(struct il_seq *s, struct il_stage *st, struct rte_m
 		}
 		return 0;
 	}
-	if (sseq < f->next && sseq + il_get16(h + IL_OFF_MSG_COUNT) <= f->next)
+	if (sseq < f->next && sseq + il_get16(h + IL_OFF_MSG_COUNT) <= f->next) {
+		/* Sent again by a sender that does not know it stable (its
+		 * grant, which says so, was lost): the control stage sends
+		 * the grant again (at most every resume_interval_us). */
+		f->dup = true;
+		s->resume_due = true;
 		return SEQ_C_DROP_FIFO_DUP;
+	}
 	/* A gap, or a re-sent frame packed across our next: either way the
 	 * sender must go on from exactly `next`. */
 	f->notify = true;

@@ -40,6 +40,9 @@ struct il_seq_fifo {
 	uint64_t next;        /* next sender_seq expected; 0: learn from the next frame */
 	bool used;
 	bool notify;          /* refused a frame: the control stage tells it `next` */
+	bool dup;             /* refused a re-sent frame stamped already: the sender does
+			       * not know it stable, the control stage grants again */
+	uint64_t dup_tsc;     /* control stage: when it last did for a dup */
 	bool mark;            /* a new incarnation: its next stamped frame gets FIFO_START */
 	bool ctl_reset;       /* ... and the control stage must forget its old credits */
 	uint64_t join_seq;    /* the group's next global seq at that JOIN: frames below

@@ -166,3 +166,38 @@ def test_a_lost_exclusion_is_told_again_when_the_excluded_member_is_heard(tmp_pa
             assert set(again) == {out[-1]}, again  # the same view, not a new one
         finally:
             m.stop()
+
+
+def test_a_lost_grant_is_sent_again_to_a_sender_that_sends_its_tail_again(tmp_path):
+    """The grant that tells a sender its last messages are stable is lost: it does not know
+    them stable and, after resend_ms, sends them again (libinterlink's go-back-N). The
+    sequencer refuses them (stamped already) and the grant goes again."""
+    with UtoRig(tmp_path, CTL) as rig:
+        s = Member(rig, 7004, roles=3)
+        try:
+            s.member_msg(T_JOIN)
+            s.wait(lambda: s.views() and s.credits(), "the sender's VIEW and first CREDIT")
+            view_id, start = s.views()[-1][1], s.views()[-1][0]
+            s.send(Interlink(type=T_ACK, group_id=rig.group, sender_id=s.mid, epoch=s.epoch(),
+                             global_seq=start) / ILAck(view_id=view_id))
+            s.wait(lambda: max(s.credits()) == 1 + WINDOW, "the whole window granted")
+            tail = il_data(rig.group, s.mid, 1, [b"t%d" % j for j in range(5)])
+            s.send(tail)
+            s.wait(lambda: s.seen(T_DATA), "the tail stamped")
+            top = max(d.global_seq + d.msg_count for d in s.seen(T_DATA))
+            s.send(Interlink(type=T_ACK, group_id=rig.group, sender_id=s.mid, epoch=s.epoch(),
+                             global_seq=top) / ILAck(view_id=view_id))
+            # Five stable messages are less than W/8: the grant that says so goes on the
+            # group's next idle tick. It is lost.
+            s.wait(lambda: max(s.credits()) == 6 + WINDOW, "the grant for the tail")
+            time.sleep(0.3)
+            n = len(s.credits())
+            s.send(tail)  # the tail again: it does not know it stable
+            s.wait(lambda: len(s.credits()) > n, "the grant sent again", timeout=3)
+            assert s.credits()[n:] == [6 + WINDOW], s.credits()
+            assert len([d for d in s.seen(T_DATA)]) == 1  # refused: stamped once
+        finally:
+            s.stop()
+    ctrl = rig.summary()["stages"]["ctrl"]
+    assert ctrl["tx_credit_dup"] == 1, ctrl
+    assert rig.summary()["stages"]["seq"]["drop_fifo_dup"] == 1
