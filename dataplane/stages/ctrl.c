@@ -63,6 +63,7 @@ static const char *const ct_counter_names[CT_C_COUNT] = {
 	[CT_C_VIEW_REPEAT_STALE] = "view_repeat_stale",
 	[CT_C_TX_CREDIT_REPEAT] = "tx_credit_repeat",
 	[CT_C_TX_CREDIT_DUP] = "tx_credit_dup",
+	[CT_C_EMIT_DEFERRED] = "emit_deferred",
 };
 
 /* A sharded appliance: each shard's control stage keeps its own groups
@@ -337,12 +338,18 @@ static void housekeeping(struct il_stage *st, struct ctrl *c)
  * final watermark of a dead incarnation again, credits not yet granted. */
 static void stable_tick(struct il_stage *st, struct ctrl *c)
 {
-	for (unsigned gi = 0; gi < c->app->n_groups; gi++) {
+	for (; c->tick_gi < c->app->n_groups; c->tick_gi++) {
+		unsigned gi = c->tick_gi;
 		struct cgroup *g = &c->g[gi];
 		const struct il_seq_group *sg = &c->seq->groups[gi];
 
 		if (!g->active)
 			continue;
+		if (!ctrl_room(st, 3u + g->n_senders)) {
+			/* The rest of the tick in the next poll. */
+			st->ctr[CT_C_EMIT_DEFERRED]++;
+			return;
+		}
 		if (g->view_id && g->n_receivers == 0 && sg->next > g->wm) {
 			/* A view without receivers waits for nobody: all that is
 			 * stamped is stable (the control process cannot know how
@@ -361,6 +368,8 @@ static void stable_tick(struct il_stage *st, struct ctrl *c)
 			ctrl_send_stable(st, c, gi, g->final_epoch, g->final_wm);
 		}
 	}
+	c->tick_gi = 0;
+	c->tick_busy = false;
 }
 
 static inline bool up_msg(struct il_stage *st, struct ctrl *c, struct rte_mbuf *mb,
@@ -580,19 +589,33 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
 	if (c->last_call && now - c->last_call > c->max_gap)
 		c->max_gap = now - c->last_call;
 	c->last_call = now;
-	if (now >= c->next_drain) {
-		struct il_cmsg down[DOWN_BURST];
-		unsigned k;
-
+	if (now >= c->next_drain || c->i_held < c->n_held) {
+		/* At most 4 bursts a poll; a message is applied only with room
+		 * for all it may send, else it waits for the next poll. */
 		c->next_drain = now + c->drain_tsc;
-		for (int b = 0; b < 4 && (k = il_chan_recv_burst(c->ch, down, DOWN_BURST)); b++)
-			for (unsigned i = 0; i < k; i++)
-				apply_down(st, c, &down[i]);
+		for (int b = 0;;) {
+			if (c->i_held == c->n_held) {
+				if (b == 4)
+					break;
+				c->i_held = 0;
+				c->n_held = il_chan_recv_burst(c->ch, c->held, DOWN_BURST);
+				if (c->n_held == 0)
+					break;
+				b++;
+			}
+			if (!ctrl_room(st, CTRL_EMIT_RESERVE)) {
+				st->ctr[CT_C_EMIT_DEFERRED]++;
+				break;
+			}
+			apply_down(st, c, &c->held[c->i_held++]);
+		}
 	}
-	if (now >= c->next_stable) {
+	if (now >= c->next_stable && !c->tick_busy) {
 		c->next_stable = now + c->stable_tsc;
-		stable_tick(st, c);
+		c->tick_busy = true;
 	}
+	if (c->tick_busy)
+		stable_tick(st, c);
 	if (now >= c->next_house) {
 		c->next_house = now + c->house_tsc;
 		housekeeping(st, c);

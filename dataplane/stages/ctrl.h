@@ -59,6 +59,7 @@ enum {
 	CT_C_VIEW_REPEAT_STALE,
 	CT_C_TX_CREDIT_REPEAT,
 	CT_C_TX_CREDIT_DUP,
+	CT_C_EMIT_DEFERRED,
 	CT_C_COUNT
 };
 
@@ -150,7 +151,24 @@ struct ctrl {
 	/* One appliance of a pair (docs/ha.md): its ha stage, which this stage
 	 * hands ROLE, AUTHORITY and QUIESCE; NULL otherwise. */
 	struct il_ha *ha;
+	/* A poll may emit at most 2 * IL_BURST_CAP frames (il_emit_room):
+	 * down messages taken off the channel but not applied for want of
+	 * room, and a stable tick cut short at group tick_gi, go on in the
+	 * next poll instead of being dropped as tx_full. */
+	struct il_cmsg held[DOWN_BURST];
+	unsigned n_held, i_held;
+	unsigned tick_gi;
+	bool tick_busy;
 };
+
+/* The most one down message or one group's stable tick may emit: a VIEW
+ * or STABLE, a grant to every sender, a final STABLE. */
+#define CTRL_EMIT_RESERVE (3u + CTL_MAX_SENDERS)
+
+static inline bool ctrl_room(const struct il_stage *st, unsigned need)
+{
+	return st->io == NULL || il_emit_room(st) >= need;
+}
 
 /* ctrl.c: the view in force of configured group gi, for a stage on the
  * same lcore (lec): its id (0: none yet) and up to max members with their
