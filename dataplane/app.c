@@ -968,9 +968,30 @@ void il_app_flush(struct il_app *app)
 							app->workers[w].io.txb[p]);
 }
 
+int il_app_send_now(struct il_app *app, uint16_t port, struct rte_mbuf *m)
+{
+	if (!app->tx_mute && port < app->n_ports &&
+	    rte_eth_tx_burst(app->ports[port].port_id, 0, &m, 1) == 1)
+		return 0;
+	rte_pktmbuf_free(m);
+	return -1;
+}
+
+void il_app_last_words(struct il_app *app)
+{
+	if (app->last_words_said)
+		return;
+	app->last_words_said = true;
+	/* The workers are done: queue 0 of every port is free. */
+	for (unsigned s = 0; s < app->n_stages; s++)
+		if (app->stages[s]->type->stop)
+			app->stages[s]->type->stop(app->stages[s]);
+}
+
 void il_app_stop(struct il_app *app)
 {
 	il_app_flush(app);
+	il_app_last_words(app);
 	for (unsigned p = 0; p < app->n_ports; p++)
 		il_port_stop(&app->ports[p]);
 	for (unsigned s = 0; s < app->n_stages; s++) {

@@ -347,6 +347,7 @@ int main(int argc, char **argv)
 	rte_eal_mp_wait_lcore();
 	double elapsed = (double)(rte_rdtsc() - app.start_tsc) / (double)hz;
 	il_app_flush(&app);
+	il_app_last_words(&app); /* before the summary, which counts them */
 	il_stage_logs(&app, stderr);
 	il_summary(&app, elapsed,
 		   app.first_rx_tsc ? (double)(app.last_rx_tsc - app.first_rx_tsc) / (double)hz : 0,

@@ -8,7 +8,8 @@
  * Reports go out at start, every interval_ms (well within a snooping
  * switch's membership timeout: 260 s by default in IGMPv2 and in Linux
  * bridges), and right after a query is seen on the chain (a general query:
- * every group; a group-specific one: that group). The addresses reported
+ * every group; a group-specific one: that group), and a leave for each
+ * when the appliance stops (to 224.0.0.2). The addresses reported
  * are those the hosts send to: each group's address, and a raw-mode
  * group's raw.dst when it is multicast.
  *
@@ -38,6 +39,7 @@ enum {
 	IG_C_QUERIES,
 	IG_C_DROP_NO_MBUF,
 	IG_C_DROP_FOREIGN_REPORTS,
+	IG_C_LEAVES,
 	IG_C_COUNT
 };
 
@@ -46,11 +48,14 @@ static const char *const ig_counter_names[IG_C_COUNT] = {
 	[IG_C_QUERIES] = "queries",
 	[IG_C_DROP_NO_MBUF] = "drop_no_mbuf",
 	[IG_C_DROP_FOREIGN_REPORTS] = "drop_foreign_reports",
+	[IG_C_LEAVES] = "leaves",
 };
 
 #define IGMP_FRAME 60     /* 14 + 24 (IPv4 with Router Alert) + 8, padded */
 #define IGMP_QUERY 0x11
 #define IGMP_V2_REPORT 0x16
+#define IGMP_LEAVE 0x17
+#define IGMP_ALL_ROUTERS 0xe0000002u /* 224.0.0.2: where leaves go (RFC 2236, 3) */
 
 struct igmp {
 	struct il_app *app;
@@ -65,19 +70,22 @@ static bool is_mcast(uint32_t a)
 	return (a >> 28) == 0xe && (a >> 8) != 0xe00000; /* 224/4, not 224.0.0/24 */
 }
 
-static void report(struct il_stage *st, struct igmp *g, uint32_t group)
+/* An IGMPv2 message of `type` about `group`, to `to` (the group itself
+ * for a report, all routers for a leave); NULL without an mbuf (counted). */
+static struct rte_mbuf *igmp_msg(struct il_stage *st, struct igmp *g, uint8_t type, uint32_t to,
+				 uint32_t group)
 {
 	uint8_t *f;
 	struct rte_mbuf *m = il_app_frame_alloc(g->app, IGMP_FRAME, &f);
 
 	if (m == NULL) {
 		st->ctr[IG_C_DROP_NO_MBUF]++;
-		return;
+		return NULL;
 	}
 	uint8_t dst[6];
 
 	memset(f, 0, IGMP_FRAME);
-	il_mcast_mac(dst, group);
+	il_mcast_mac(dst, to);
 	uint8_t *ip = il_eth_put(f, dst, g->app->ports[g->port].mac, 0x0800);
 	ip[0] = 0x46;          /* IPv4, 24-byte header: the Router Alert option */
 	ip[1] = 0xc0;          /* internetwork control */
@@ -85,17 +93,26 @@ static void report(struct il_stage *st, struct igmp *g, uint32_t group)
 	ip[8] = 1;             /* TTL 1 (RFC 2236, 2) */
 	ip[9] = 2;             /* IGMP */
 	il_put32(ip + 12, g->app->appliance_ip);
-	il_put32(ip + 16, group);
+	il_put32(ip + 16, to);
 	ip[20] = 0x94;         /* Router Alert (RFC 2113) */
 	ip[21] = 4;
 	/* The checksums are sums of the raw memory words: stored as they are. */
 	uint16_t ck = il_ipv4_hdr_csum(ip);
 	memcpy(ip + 10, &ck, 2);
 	uint8_t *ig = ip + 24;
-	ig[0] = IGMP_V2_REPORT;
+	ig[0] = type;
 	il_put32(ig + 4, group);
 	ck = (uint16_t)~il_csum_fold(il_csum_sum(ig, 8, 0));
 	memcpy(ig + 2, &ck, 2);
+	return m;
+}
+
+static void report(struct il_stage *st, struct igmp *g, uint32_t group)
+{
+	struct rte_mbuf *m = igmp_msg(st, g, IGMP_V2_REPORT, group, group);
+
+	if (m == NULL)
+		return;
 	il_emit(st, g->port, m);
 	st->ctr[IG_C_REPORTS]++;
 }
@@ -214,6 +231,24 @@ static int igmp_create(struct il_stage *st, const struct il_cfg *p, struct il_ap
 	return 0;
 }
 
+/* The appliance stops: a leave for every address it reported, so that a
+ * snooping switch stops delivering its groups here at once rather than
+ * when the membership times out (260 s by default): another appliance
+ * that takes a group over is then the only one that gets it. */
+static void igmp_stop(struct il_stage *st)
+{
+	struct igmp *g = st->ctx;
+
+	if (g == NULL || st->ctr[IG_C_REPORTS] == 0)
+		return; /* reported nothing; a muted appliance sends none (il_app_send_now) */
+	for (unsigned i = 0; i < g->n_addr; i++) {
+		struct rte_mbuf *m = igmp_msg(st, g, IGMP_LEAVE, IGMP_ALL_ROUTERS, g->addr[i]);
+
+		if (m != NULL && il_app_send_now(g->app, g->port, m) == 0)
+			st->ctr[IG_C_LEAVES]++;
+	}
+}
+
 static void igmp_destroy(struct il_stage *st)
 {
 	rte_free(st->ctx);
@@ -238,6 +273,7 @@ const struct il_stage_type il_stage_igmp = {
 	.process = igmp_process,
 	.poll = true,
 	.destroy = igmp_destroy,
+	.stop = igmp_stop,
 	.state = igmp_state,
 	.kinds_kept = true,
 };

@@ -120,6 +120,7 @@ struct il_app {
 	/* An appliance of a pair that is not the active one with authority
 	 * (the ha stage, docs/ha.md): the pipeline sends nothing. */
 	volatile bool tx_mute;
+	bool last_words_said; /* il_app_last_words() ran */
 	/* One of a pair: its role (enum il_ha_role, chan.h; 0: not a pair),
 	 * written by the ha stage; `epoch` is then the epoch it owns (0 while
 	 * standby). The main lcore reads both for the status line. */
@@ -141,6 +142,12 @@ int il_app_start(struct il_app *app, char *err, size_t errlen);
 /* Push out whatever the workers left in their tx buffers. */
 void il_app_flush(struct il_app *app);
 void il_app_stop(struct il_app *app);
+/* Once the workers have stopped, the stages' last words (il_stage_type.stop),
+ * once (il_app_stop says them if nobody did before). */
+void il_app_last_words(struct il_app *app);
+/* A stage's last words (il_stage_type.stop): m out on port's queue 0 now,
+ * or freed (a muted appliance sends nothing). Returns 0 if it went. */
+int il_app_send_now(struct il_app *app, uint16_t port, struct rte_mbuf *m);
 
 int il_app_port_index(const struct il_app *app, const char *name);
 struct il_stage *il_app_stage(const struct il_app *app, const char *name);

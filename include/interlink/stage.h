@@ -160,6 +160,10 @@ struct il_stage_type {
 	/* Call process() on every poll iteration, even with n == 0. */
 	bool poll;
 	void (*destroy)(struct il_stage *st);
+	/* Optional: last words. Called once when the appliance stops, after
+	 * its workers have, with the ports still up: frames go out at once
+	 * with il_app_send_now() (an IGMP leave for each group reported). */
+	void (*stop)(struct il_stage *st);
 	/* Optional: state beyond the counters (queue depths, per-group
 	 * sequence numbers...), each value handed to the sink as it is read. */
 	void (*state)(const struct il_stage *st, struct il_state_sink *sink);

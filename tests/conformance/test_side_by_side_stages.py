@@ -57,6 +57,27 @@ def test_igmp_reports_every_group_address_well_formed(run_pcap):
     assert r.summary["stages"]["igmp"]["reports"] == 3
 
 
+def test_igmp_leaves_every_group_address_when_the_appliance_stops(run_pcap):
+    r = run_pcap([data()], sets=IGMP_SETS)
+    igmp = [p for p in r.back if IGMP in p]
+    leaves = [p for p in igmp if p[IGMP].type == 0x17]
+    # After the reports, the last frames sent on "in": a leave per reported address, to all
+    # routers (RFC 2236, 3), from the appliance, TTL 1, Router Alert, both checksums right.
+    assert sorted(p[IGMP].gaddr for p in leaves) == ["239.1.1.1", "239.1.1.100", "239.1.1.2"]
+    assert [p[IGMP].type for p in igmp][-3:] == [0x17] * 3
+    for p in leaves:
+        ip = p[IP]
+        assert ip.dst == "224.0.0.2" and ip.src == "192.0.2.1" and ip.ttl == 1, p.summary()
+        assert p[Ether].dst == "01:00:5e:00:00:02"
+        assert bytes(ip.options[0]) == b"\x94\x04\x00\x00"
+        q = Ether(bytes(p))
+        del q[IP].chksum
+        del q[IGMP].chksum
+        q = Ether(bytes(q))
+        assert q[IP].chksum == ip.chksum and q[IGMP].chksum == p[IGMP].chksum
+    assert r.summary["stages"]["igmp"]["leaves"] == 3
+
+
 def test_igmp_answers_a_query_and_keeps_reports_from_the_other_side(run_pcap):
     # A general query from switch A, after the first round (two bursts of frames later): a
     # second round. A host's report and leave from switch B: not forwarded to switch A;

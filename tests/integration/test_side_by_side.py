@@ -10,9 +10,11 @@ groups at once, through the real binaries, hosts in network namespaces.
 Asserted: in each group every PUT a writer was told was stable is applied exactly once and
 every replica ends with the same state; tcpdump on each appliance's "in" link saw its IGMP
 reports and not one frame of the other appliance's group; everything b sent into switch A was
-its own IGMP reports (it forwards nothing else); b dropped the other traffic it saw, counted."""
+its own IGMP reports (it forwards nothing else); b dropped the other traffic it saw, counted;
+when b stops, its IGMP leave makes switch A drop b's port from group 3 within seconds."""
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -58,6 +60,18 @@ def csum_ok(b):
     return s == 0xFFFF
 
 
+def mdb_ports(br, addr):
+    """The ports a Linux bridge delivers multicast group addr to (its snooping table)."""
+    out = subprocess.run(["bridge", "-j", "mdb", "show", "dev", br], capture_output=True,
+                         text=True, check=True).stdout
+    ports = set()
+    for d in json.loads(out or "[]"):
+        for e in d.get("mdb", []):
+            if e.get("grp") == addr:
+                ports.add(e.get("port"))
+    return ports
+
+
 def ip_dst(fr):
     return ".".join(str(b) for b in fr[30:34]) if len(fr) >= 34 and fr[12:14] == b"\x08\x00" \
         else None
@@ -91,6 +105,18 @@ def test_two_appliances_own_different_groups(tmp_path):
                         rig.tx_ip(1)], check=True, timeout=30)
         time.sleep(0.5)
         b_mac = bytes.fromhex(mac(rig.ifc("b", "i", 0)).replace(":", ""))
+        # b stops: its IGMP leave makes switch A forget its port for group 3 at once (after
+        # the bridge's group-specific queries, about 2 s), not when the membership times
+        # out (260 s): a group moved to another appliance reaches only the new owner.
+        port_b, addr_b = rig.ifc("b", "i", 1), GROUPS["b"][1]
+        assert port_b in mdb_ports(f"{rig.tag}A", addr_b), mdb_ports(f"{rig.tag}A", addr_b)
+        rig.app["b"].send_signal(signal.SIGTERM)
+        rig.app["b"].wait(timeout=20)
+        end = time.time() + 10
+        while port_b in mdb_ports(f"{rig.tag}A", addr_b) and time.time() < end:
+            time.sleep(0.1)
+        left_s = 10 - (end - time.time())
+        assert port_b not in mdb_ports(f"{rig.tag}A", addr_b), "switch A still has b's port"
     apps = {x: json.loads((tmp_path / f"app-{x}1.json").read_text()) for x in GROUPS}
     for x, (gid, addr) in GROUPS.items():
         other = GROUPS["b" if x == "a" else "a"][1]
@@ -121,9 +147,11 @@ def test_two_appliances_own_different_groups(tmp_path):
     assert apps["a"]["stages"]["classify"]["udp"] >= 20, apps["a"]["stages"]["classify"]
     # The receivers' own membership reports (sent on switch B) were kept from switch A.
     assert apps["a"]["stages"]["igmp"]["drop_foreign_reports"] > 0, apps["a"]["stages"]["igmp"]
+    assert apps["b"]["stages"]["igmp"]["leaves"] == 1, apps["b"]["stages"]["igmp"]
     print(f"\ntwo appliances: group 1 by a, group 3 by b; {totals['a']} and {totals['b']} PUTs "
           f"applied once each; reports a {apps['a']['stages']['igmp']['reports']}, b "
           f"{apps['b']['stages']['igmp']['reports']}; b dropped "
           f"{apps['b']['stages']['classify']['drop_other']} other frames, sent only its "
-          f"{len(b_frames)} reports into switch A")
+          f"{len(b_frames)} reports into switch A; its leave cleared switch A's entry in "
+          f"{left_s:.1f} s")
 
