@@ -112,12 +112,12 @@ static void view_change(struct il_mship *m, struct il_mgroup *g, uint16_t reason
  * after the view naming it went down, or a HEARTBEAT of one the view in
  * force excluded (alive after all, it would go on believing itself a
  * member). The VIEW was lost on its way: it goes again, unchanged, unless
- * a change is due (the new view goes instead), at most once per
- * IL_MSHIP_REPEAT_NS. */
+ * a change is due (the new view goes instead), and not within
+ * IL_MSHIP_REPEAT_NS of the last copy (a retry sent before that copy
+ * arrived crossed it on the way). */
 static void repeat_view(struct il_mship *m, struct il_mgroup *g, uint64_t now)
 {
-	if (g->view_sent && !g->view_due &&
-	    (g->repeat_ns == 0 || now - g->repeat_ns >= IL_MSHIP_REPEAT_NS)) {
+	if (g->view_sent && !g->view_due && now - g->sent_ns >= IL_MSHIP_REPEAT_NS) {
 		g->repeat_due = true;
 		m->views_due = true;
 	}
@@ -708,7 +708,7 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 							 .n_members = (uint16_t)g->n,
 							 .window = g->window };
 			g->repeat_due = false;
-			g->repeat_ns = now;
+			g->sent_ns = now;
 			m->st.view_repeats++;
 		}
 		if (g->view_due) {
@@ -726,6 +726,7 @@ unsigned il_mship_collect_views(struct il_mship *m, struct il_cmsg *out, unsigne
 			n += view_msgs(m, g, &out[n]);
 			g->view_due = false;
 			g->view_sent = true;
+			g->sent_ns = now;
 			g->commit_wait = m->cfg.commit_views && g->removal_due;
 			g->removal_due = false;
 			g->view_start = 0;

@@ -80,7 +80,7 @@ struct il_mgroup {
 	 * IL_MSHIP_REPEAT_NS. */
 	bool view_sent;          /* a view of this group went down */
 	bool repeat_due;
-	uint64_t repeat_ns;      /* when the last repeat went */
+	uint64_t sent_ns;        /* when the last view (or repeat) went */
 };
 
 #define IL_MSHIP_REPEAT_NS 20000000ull
