@@ -72,6 +72,16 @@ FZ_HARNESS static void check_views(const struct il_cmsg *out, unsigned n, unsign
 		}
 		const struct il_mgroup *g = il_mship_group(&ms, m->group);
 		FZ_CHECK(g != NULL, "a view of group %u that does not exist", m->group);
+		if (m->flags & IL_CMF_REPEAT) {
+			/* The view in force again: its id only, no members follow. */
+			FZ_CHECK(m->u.view.view_id == (uint32_t)g->view_id,
+				 "repeat of view %u, in force %lu", m->u.view.view_id,
+				 (unsigned long)g->view_id);
+			FZ_CHECK(i == n || out[i].type != IL_CM_VIEW_MEMBERS ||
+					 out[i].group != m->group,
+				 "members after a repeat of group %u", m->group);
+			continue;
+		}
 		unsigned got = 0;
 		while (got < m->u.view.n_members) {
 			FZ_CHECK(i < n, "view of %u members cut after %u", m->u.view.n_members, got);
