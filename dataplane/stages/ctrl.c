@@ -630,7 +630,8 @@ static uint16_t ctrl_process(struct il_stage *st, struct rte_mbuf **pkts, uint16
  * the sequencer restarted at 1 already; every group here starts afresh
  * (no view, watermark 0: the control process sends the first views once
  * the cut of the previous epoch is committed) and is told of the epoch at
- * once, and every stable interval while idle: the announcement. */
+ * once (a stable tick, over as many polls as its groups need), and every
+ * stable interval while idle: the announcement. */
 void ctrl_epoch_restart(struct il_stage *st, struct ctrl *c)
 {
 	for (unsigned gi = 0; gi < c->app->n_groups; gi++) {
@@ -647,8 +648,13 @@ void ctrl_epoch_restart(struct il_stage *st, struct ctrl *c)
 			memset(slots, 0, sizeof(*slots) * CTL_SENDLOG_SLOTS);
 			il_tfrc_sendlog_init(&g->log, slots, CTL_SENDLOG_SLOTS - 1);
 		}
-		ctrl_send_stable(st, c, gi, c->seq->epoch, 0);
 	}
+	/* The announcement: a STABLE of the new epoch (watermark 0) for each
+	 * group, sent by a stable tick started now, which spreads hundreds of
+	 * groups over polls rather than dropping what one poll cannot send. */
+	c->tick_gi = 0;
+	c->tick_busy = true;
+	(void)st;
 }
 
 /* Standby: nothing of ours is sent (the pipeline is muted anyway). */
