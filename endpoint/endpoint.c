@@ -521,30 +521,45 @@ static uint64_t sleep_budget_ns(struct il_ep *ep, uint64_t max_ns)
 	return t;
 }
 
-int il_ep_poll(struct il_ep *ep, unsigned timeout_us)
+/* Everything that completed so far, handled; then what became deliverable. */
+static unsigned drain_cq(struct il_ep *ep, uint64_t now)
 {
 	struct io_uring_cqe *cqe;
-	struct __kernel_timespec ts;
-	uint64_t now = ep_now_ns();
 	unsigned head, n = 0;
-	int rc;
 
-	ep_timers(ep, now);
-	uint64_t wait = sleep_budget_ns(ep, (uint64_t)timeout_us * 1000u);
-	ts.tv_sec = (long long)(wait / 1000000000u);
-	ts.tv_nsec = (long long)(wait % 1000000000u);
-	rc = io_uring_submit_and_wait_timeout(&ep->ring, &cqe, 1, &ts, NULL);
-	if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
-		return rc;
-	now = ep_now_ns();
 	io_uring_for_each_cqe(&ep->ring, head, cqe) {
 		handle_cqe(ep, cqe, now);
 		n++;
 	}
 	io_uring_cq_advance(&ep->ring, n);
-	for (unsigned i = 0; i < ep->n_slots; i++)
-		if (ep->g[i].used)
-			ep_deliver(ep, &ep->g[i]);
+	if (n)
+		for (unsigned i = 0; i < ep->n_slots; i++)
+			if (ep->g[i].used)
+				ep_deliver(ep, &ep->g[i]);
+	return n;
+}
+
+int il_ep_poll(struct il_ep *ep, unsigned timeout_us)
+{
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts;
+	uint64_t now = ep_now_ns();
+	unsigned n;
+	int rc;
+
+	/* What arrived while we were away (descheduled, or busy in the
+	 * application) goes before the timers: a VIEW, a repair or a missing
+	 * frame already here must not be answered by a JOIN retry or a NAK. */
+	n = drain_cq(ep, now);
+	ep_timers(ep, now);
+	uint64_t wait = n ? 0 : sleep_budget_ns(ep, (uint64_t)timeout_us * 1000u);
+	ts.tv_sec = (long long)(wait / 1000000000u);
+	ts.tv_nsec = (long long)(wait % 1000000000u);
+	rc = io_uring_submit_and_wait_timeout(&ep->ring, &cqe, n ? 0 : 1, &ts, NULL);
+	if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
+		return rc;
+	now = ep_now_ns();
+	n += drain_cq(ep, now);
 	ep_timers(ep, now);
 	io_uring_submit(&ep->ring); /* receives re-armed, sends queued */
 	return (int)n;
