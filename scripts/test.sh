@@ -22,6 +22,23 @@ step "unit tests (release)"
 meson test -C build --print-errorlogs --num-processes 1 --no-suite conformance \
   --no-suite integration
 
+step "every benchmark starts (its cases listed; bench_scale one short round)"
+# Nothing is timed here: a benchmark that cannot set itself up (a config its
+# stages now refuse, an EAL too small for them) fails the step instead of
+# waiting for the next person who measures.
+for b in $(find build/bench -type f -executable -name 'bench_*' | sort); do
+  case "$b" in
+    */bench_scale) args=(--seconds 0.1 --rounds 1) ;;
+    *) args=(--benchmark_list_tests) ;;
+  esac
+  if ! out=$(timeout 120 "$b" "${args[@]}" 2>&1); then
+    printf '%s\n' "$out" | tail -n 20
+    echo "$b did not start" >&2
+    exit 1
+  fi
+  printf '%-40s ok\n' "$b"
+done
+
 step "unit tests (ASan + UBSan)"
 if [ ! -f build-san/build.ninja ]; then
   meson setup build-san -Dsanitize=true -Dbench=false --buildtype=debugoptimized >/dev/null

@@ -477,7 +477,7 @@ int main(int argc, char **argv)
 	g_sock = "/tmp/il-bench-lec-stage-" + std::to_string(getpid()) + ".sock";
 	std::string prefix = "il-bench-lec-stage-" + std::to_string(getpid());
 	std::string mif = "net_memif0,role=server,socket=" + g_sock;
-	const char *eal[] = { argv[0], "--no-huge", "-m", "1024", "--no-pci", "--lcores", "0,1",
+	const char *eal[] = { argv[0], "--no-huge", "-m", "4096", "--no-pci", "--lcores", "0,1",
 			      "--file-prefix", prefix.c_str(), "--log-level", "lib.eal:error",
 			      "--vdev", "net_ring0", "--vdev", "net_ring1", "--vdev", "net_ring2",
 			      "--vdev", mif.c_str() };
