@@ -31,6 +31,9 @@
 // group leaves once, to the group's address (on "out"), instead of a copy per
 // receiver. copies_per_pkt counts frames sent either way.
 //
+// LEC_BENCH_STRIDE=true|false sets every lec stage's layer_stride (unset: the
+// stage's default, true).
+//
 // LEC_BENCH_C=<c> in the environment sets every lec stage's c (default 5):
 // c = 0.01 builds almost no repair (the per-packet floor), c = 1 one copy per
 // repair (the fixed cost of a repair), c = 5 the target's (8, 5).
@@ -121,6 +124,8 @@ std::string lec_stage(const std::string &name, unsigned layout, const char *tx, 
 	std::string c = b;
 	if (getenv("LEC_BENCH_TO"))
 		c += std::string("repairs_to: ") + getenv("LEC_BENCH_TO") + ", ";
+	if (getenv("LEC_BENCH_STRIDE"))
+		c += std::string("layer_stride: ") + getenv("LEC_BENCH_STRIDE") + ", ";
 	if (LEC_BENCH_PLANS > 1)
 		c += std::string(kPlanKeys[plan]) + ", ";
 	c += "groups: [";
