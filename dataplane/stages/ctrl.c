@@ -345,7 +345,9 @@ static void stable_tick(struct il_stage *st, struct ctrl *c)
 
 		if (!g->active)
 			continue;
-		if (!ctrl_room(st, 3u + g->n_senders)) {
+		/* A STABLE and a grant per sender for a view without
+		 * receivers, the same again for an idle group, a final STABLE. */
+		if (!ctrl_room(st, 3u + 2u * g->n_senders)) {
 			/* The rest of the tick in the next poll. */
 			st->ctr[CT_C_EMIT_DEFERRED]++;
 			return;

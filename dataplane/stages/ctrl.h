@@ -161,8 +161,8 @@ struct ctrl {
 	bool tick_busy;
 };
 
-/* The most one down message or one group's stable tick may emit: a VIEW
- * or STABLE, a grant to every sender, a final STABLE. */
+/* The most one down message may emit: a VIEW or STABLE, a grant to every
+ * sender, a final STABLE (a stable tick checks its own group's need). */
 #define CTRL_EMIT_RESERVE (3u + CTL_MAX_SENDERS)
 
 static inline bool ctrl_room(const struct il_stage *st, unsigned need)
