@@ -76,8 +76,8 @@ struct il_mgroup {
 	bool removal_due, commit_wait;
 	/* A member retried its JOIN though the view naming it went down, or
 	 * an excluded one is heard: the VIEW was lost on its way. The view in
-	 * force goes again, unchanged (IL_CMF_REPEAT), at most once per
-	 * IL_MSHIP_REPEAT_NS. */
+	 * force goes again, unchanged (IL_CMF_REPEAT), not within
+	 * IL_MSHIP_REPEAT_NS of the group's last view or repeat. */
 	bool view_sent;          /* a view of this group went down */
 	bool repeat_due;
 	uint64_t sent_ns;        /* when the last view (or repeat) went */
@@ -105,7 +105,7 @@ struct il_mship_stats {
 	uint64_t nomem;
 	uint64_t suspicions, false_suspicions, exclusions, rejoins;
 	uint64_t views, credits, resyncs, epochs;
-	uint64_t view_repeats; /* views sent again for a retried JOIN */
+	uint64_t view_repeats; /* views sent again (a retried JOIN, an excluded member heard) */
 	uint32_t last_excluded;       /* member id of the latest exclusion */
 	uint64_t last_excluded_quiet; /* how long it had been silent, ns */
 };
