@@ -521,8 +521,10 @@ static uint64_t sleep_budget_ns(struct il_ep *ep, uint64_t max_ns)
 	return t;
 }
 
-/* Everything that completed so far, handled; then what became deliverable. */
-static unsigned drain_cq(struct il_ep *ep, uint64_t now)
+/* Everything that completed so far, handled; then what became deliverable
+ * (always: the timers may have made messages deliverable too, a gap given
+ * up or a cut settled). */
+static unsigned drain_cq(struct il_ep *ep, uint64_t now, bool always)
 {
 	struct io_uring_cqe *cqe;
 	unsigned head, n = 0;
@@ -532,7 +534,7 @@ static unsigned drain_cq(struct il_ep *ep, uint64_t now)
 		n++;
 	}
 	io_uring_cq_advance(&ep->ring, n);
-	if (n)
+	if (n || always)
 		for (unsigned i = 0; i < ep->n_slots; i++)
 			if (ep->g[i].used)
 				ep_deliver(ep, &ep->g[i]);
@@ -550,7 +552,7 @@ int il_ep_poll(struct il_ep *ep, unsigned timeout_us)
 	/* What arrived while we were away (descheduled, or busy in the
 	 * application) goes before the timers: a VIEW, a repair or a missing
 	 * frame already here must not be answered by a JOIN retry or a NAK. */
-	n = drain_cq(ep, now);
+	n = drain_cq(ep, now, false);
 	ep_timers(ep, now);
 	uint64_t wait = n ? 0 : sleep_budget_ns(ep, (uint64_t)timeout_us * 1000u);
 	ts.tv_sec = (long long)(wait / 1000000000u);
@@ -559,7 +561,7 @@ int il_ep_poll(struct il_ep *ep, unsigned timeout_us)
 	if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
 		return rc;
 	now = ep_now_ns();
-	n += drain_cq(ep, now);
+	n += drain_cq(ep, now, true);
 	ep_timers(ep, now);
 	io_uring_submit(&ep->ring); /* receives re-armed, sends queued */
 	return (int)n;
