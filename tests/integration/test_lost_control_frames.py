@@ -6,9 +6,16 @@ test_control_uto.py; the members are Scapy frames sent on the veths' far ends, s
 be "lost" deterministically: the member just acts as if it never came.
 
 - A VIEW lost: the joiner's retried JOIN (same incarnation) gets the same view again (same
-  view id, same start); a retry whose view is still on its way gets nothing new.
+  view id, same start), and no view change is made (test_membership.c checks that a retry
+  within 20 ms of the view, which crossed it, gets nothing).
 - A CREDIT lost: a sender that used its whole window and whose grant was lost sends
-  HEARTBEATs only; the appliance sends the grant again."""
+  HEARTBEATs only; the appliance sends the grant again.
+- An exclusion lost: a member excluded while alive, whose VIEW without it was lost, is heard
+  again (HEARTBEATs) and gets that view again.
+- A last grant lost: a sender sends its stable tail again; the sequencer refuses it (stamped
+  already) and the grant goes again.
+- None dropped at the source: with 256 groups the control stage puts off what one poll cannot
+  send instead of dropping it as tx_full."""
 import os
 import time
 
