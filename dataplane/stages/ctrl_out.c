@@ -73,11 +73,20 @@ void ctrl_send_stable(struct il_stage *st, struct ctrl *c, unsigned gi, uint32_t
 	st->ctr[CT_C_TX_STABLE]++;
 }
 
-static struct csender *sender_get(struct il_stage *st, struct cgroup *g, uint32_t id)
+static struct csender *sender_find(struct cgroup *g, uint32_t id)
 {
 	for (unsigned i = 0; i < g->n_senders; i++)
 		if (g->s[i].id == id)
 			return &g->s[i];
+	return NULL;
+}
+
+static struct csender *sender_get(struct il_stage *st, struct cgroup *g, uint32_t id)
+{
+	struct csender *found = sender_find(g, id);
+
+	if (found != NULL)
+		return found;
 	if (g->n_senders == CTL_MAX_SENDERS) {
 		st->ctr[CT_C_SENDER_TABLE_FULL]++;
 		return NULL;
@@ -377,13 +386,10 @@ void ctrl_credit_heartbeat(struct il_stage *st, struct ctrl *c, unsigned gi, uin
 			   uint64_t now_tsc)
 {
 	struct cgroup *g = &c->g[gi];
-	struct csender *cs = NULL;
+	struct csender *cs = sender_find(g, sender);
 
 	if (g->window == 0 || !g->active)
 		return;
-	for (unsigned i = 0; i < g->n_senders; i++)
-		if (g->s[i].id == sender)
-			cs = &g->s[i];
 	if (cs == NULL || cs->limit_sent == 0)
 		return; /* not a sender of the view, or never granted anything */
 	const struct il_seq_fifo *f = il_seq_fifo_get(c->seq, gi, sender, false);
