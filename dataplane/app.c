@@ -10,6 +10,7 @@
 
 #include <rte_eal.h>
 #include <rte_lcore.h>
+#include <rte_pause.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 
@@ -429,6 +430,7 @@ static int create_stages(struct il_app *app, char *err, size_t errlen)
 		st->type = t;
 		st->app = app;
 		st->lcore = -1;
+		st->service_lcore = -1;
 		st->shard = app->n_shards ? 0 : -1;
 		st->kinds = t->kinds;
 		app->stages[app->n_stages++] = st;
@@ -503,6 +505,47 @@ static int check_lcore(const struct il_app *app, unsigned lc, const char *key, c
 	return ERR("config: key '%s': %u is not a worker lcore (main lcore %u runs the status "
 		   "line; enabled workers: %s; add lcores with eal: [--lcores, ...])", key, lc,
 		   rte_get_main_lcore(), off ? avail : "none");
+}
+
+int il_app_check_service_lcore(const struct il_app *app, const struct il_stage *st,
+			       unsigned lc, const char *key, char *err, size_t errlen)
+{
+	if (check_lcore(app, lc, key, err, errlen))
+		return -1;
+	for (unsigned w = 0; w < app->n_workers; w++)
+		if (app->workers[w].lcore_id == lc)
+			return ERR("config: key '%s': lcore %u runs chains (pipeline[%u]): a "
+				   "service lcore is one no chain uses", key, lc, w);
+	for (unsigned s = 0; s < app->n_stages; s++)
+		if (app->stages[s] != st && app->stages[s]->service_lcore == (int)lc)
+			return ERR("config: key '%s': lcore %u already serves stage '%s'", key, lc,
+				   app->stages[s]->name);
+	return 0;
+}
+
+/* The loop of a stage's service lcore (il_stage_type.service). */
+static int service_main(void *arg)
+{
+	struct il_stage *st = arg;
+
+	while (!st->app->quit)
+		if (!st->type->service(st))
+			rte_pause();
+	return 0;
+}
+
+unsigned il_app_launch_services(struct il_app *app)
+{
+	unsigned n = 0;
+
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		struct il_stage *st = app->stages[s];
+
+		if (st->service_lcore >= 0 && st->lcore >= 0 && st->type->service &&
+		    rte_eal_remote_launch(service_main, st, (unsigned)st->service_lcore) == 0)
+			n++;
+	}
+	return n;
 }
 
 /* Shard k's copy of stage `orig`, on lcore lc: "name@k", made from the same
@@ -904,6 +947,18 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 		return -1;
 	if (place_stages(app, false, err, errlen))
 		return -1;
+	for (unsigned s = 0; s < app->n_stages; s++) {
+		const struct il_stage *st = app->stages[s];
+		char key[IL_NAME_LEN + 48];
+
+		if (st->service_lcore < 0)
+			continue;
+		snprintf(key, sizeof(key), "stages.%s.%s", st->name,
+			 st->type->service_key ? st->type->service_key : "lcore");
+		if (il_app_check_service_lcore(app, st, (unsigned)st->service_lcore, key, err,
+					       errlen))
+			return -1;
+	}
 	for (unsigned s = 0; s < app->n_stages; s++)
 		if (app->stages[s]->lcore < 0)
 			fprintf(stderr, "interlink: warning: stage '%s' is not placed on any chain\n",

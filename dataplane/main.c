@@ -317,6 +317,7 @@ int main(int argc, char **argv)
 	app.start_tsc = rte_rdtsc();
 	for (unsigned w = 0; w < app.n_workers; w++)
 		rte_eal_remote_launch(il_worker_main, &app, app.workers[w].lcore_id);
+	il_app_launch_services(&app);
 
 	uint64_t last_status = app.start_tsc, last_rx = 0, last_rx_change = app.start_tsc;
 	while (!app.quit) {

@@ -34,6 +34,8 @@
 #include <rte_hash.h>
 #include <rte_jhash.h>
 #include <rte_malloc.h>
+#include <rte_ring.h>
+#include <rte_errno.h>
 
 #include <interlink/app.h>
 #include <interlink/err.h>
@@ -66,6 +68,12 @@ enum {
 			      * counter did not verify: nothing learnt from it */
 	LEC_C_REPAIR_GROUP,  /* repairs_to: group: frames sent once to a group's
 			      * address instead of a copy per receiver */
+	/* repair_lcore (the chain lcore's counters; every other one is the
+	 * repair lcore's then) */
+	LEC_C_HANDED,        /* frames handed to the repair lcore */
+	LEC_C_DROP_BUSY,     /* frames not handed over: its ring was full (they
+			      * go out unprotected; NAKs repair them) */
+	LEC_C_DROP_BACK,     /* repairs the repair lcore could not hand back (ring full) */
 	LEC_C_COUNT
 };
 
@@ -87,6 +95,9 @@ static const char *const lec_counter_names[LEC_C_COUNT] = {
 	[LEC_C_DROP_VIEW] = "drop_view",
 	[LEC_C_DROP_UNAUTH] = "drop_unauth",
 	[LEC_C_REPAIR_GROUP] = "repairs_to_group",
+	[LEC_C_HANDED] = "handed_over",
+	[LEC_C_DROP_BUSY] = "drop_repair_lcore_busy",
+	[LEC_C_DROP_BACK] = "drop_repair_back_full",
 };
 
 #define LEC_REGION_KEYS 64 /* regions reported one by one; the rest summed */
@@ -98,6 +109,18 @@ static const char *const lec_counter_names[LEC_C_COUNT] = {
 #define LEC_DEFAULT_RATE 1 /* peers */
 #define LEC_DEFAULT_TO 1   /* repairs_to: group */
 #define LEC_DEFAULT_FLUSH_US 15000 /* docs/lec.md, "The flush with strided layers" */
+#define LEC_DEFAULT_RING 4096
+#define LEC_NOTE_PORT 0xfffe /* m->port of a view note (an rx mbuf names an ethdev) */
+#define LEC_SVC_OUT 64       /* repairs the repair lcore gathers before handing back */
+
+/* A view in force, handed from the chain lcore to the repair lcore in an
+ * mbuf of its own, in order with the frames (repair_lcore). */
+struct lec_note {
+	uint16_t gi, n;
+	uint32_t view_id;
+	uint32_t ids[CTL_MAX_MEMBERS];
+	uint32_t roles[CTL_MAX_MEMBERS];
+};
 
 struct lec_acache {
 	uint32_t id;
@@ -156,6 +179,25 @@ struct lec_ctx {
 	struct il_stage_auth auth;
 	const struct il_auth_keyring *keys;
 	struct il_auth_replay *replay;
+	/* repair_lcore (docs/lec.md, "A repair lcore"): everything above but
+	 * the chain lcore's counters is the repair lcore's; the chain lcore
+	 * hands it every DATA, control and NAK frame (a reference each) and
+	 * the views in force (notes), in order, and sends the repairs it hands
+	 * back. */
+	int svc;                     /* the repair lcore; -1: all on the chain lcore */
+	uint32_t ring_slots;
+	struct rte_ring *to_svc;     /* frames and notes: chain -> repair lcore (SP/SC) */
+	struct rte_ring *from_svc;   /* repairs: repair lcore -> chain (SP/SC) */
+	/* the chain lcore's */
+	uint32_t fview_id[IL_MAX_GROUPS]; /* views handed over */
+	uint64_t fnext_view;
+	uint32_t fvin[CTL_MAX_MEMBERS], froles[CTL_MAX_MEMBERS];
+	/* the repair lcore's */
+	struct rte_mbuf *out[LEC_SVC_OUT]; /* repairs to hand back (m->port: the port) */
+	uint16_t n_out;
+	bool plan_due;               /* notes applied to the groups, not to the plan yet */
+	uint32_t cmd_seen;           /* the appliance's runtime command last seen */
+	uint64_t svc_frames, svc_busy_tsc, svc_bursts; /* its work: frames, TSC busy */
 };
 
 /* ---- the LEC core's callbacks ------------------------------------------ */
@@ -208,7 +250,7 @@ static inline int32_t addr_find(struct lec_ctx *x, uint32_t id)
 /* Repairs need no order with the burst (they go to the hosts' TX side, and
  * a receiver keeps a repair that comes before its data): after the burst
  * while there is room, else straight into the port's tx buffer. */
-static inline void lec_out(struct lec_ctx *x, uint16_t port, struct rte_mbuf *m)
+static inline void lec_emit(struct lec_ctx *x, uint16_t port, struct rte_mbuf *m)
 {
 	if (likely(il_emit_room(x->st) > 0)) {
 		il_emit(x->st, port, m);
@@ -216,6 +258,31 @@ static inline void lec_out(struct lec_ctx *x, uint16_t port, struct rte_mbuf *m)
 		x->st->ctr[LEC_C_TX_DIRECT]++;
 		il_tx(x->st->io, port, m);
 	}
+}
+
+/* The repair lcore's repairs, handed back to the chain lcore in bursts. */
+static void svc_hand_back(struct lec_ctx *x)
+{
+	unsigned k = x->n_out ? rte_ring_enqueue_burst(x->from_svc, (void **)x->out, x->n_out,
+						       NULL) : 0;
+
+	if (unlikely(k < x->n_out)) {
+		x->st->ctr[LEC_C_DROP_BACK] += x->n_out - k;
+		rte_pktmbuf_free_bulk(x->out + k, x->n_out - k);
+	}
+	x->n_out = 0;
+}
+
+static inline void lec_out(struct lec_ctx *x, uint16_t port, struct rte_mbuf *m)
+{
+	if (x->svc < 0) {
+		lec_emit(x, port, m);
+		return;
+	}
+	m->port = port; /* the app port it goes out of */
+	x->out[x->n_out++] = m;
+	if (unlikely(x->n_out == LEC_SVC_OUT))
+		svc_hand_back(x);
 }
 
 /* repairs_to: group: the group whose every receiver is a target of this
@@ -568,6 +635,61 @@ static void view_from_frame(struct lec_ctx *x, const uint8_t *h, uint32_t len,
 
 /* ---- the stage ------------------------------------------------------------ */
 
+/* The flush timer: bins older than flush_us fire short. */
+static inline void lec_timers(struct lec_ctx *x, uint64_t now)
+{
+	if (unlikely(now >= x->next_flush)) {
+		x->next_flush = now + x->flush_tsc / 4;
+		if (x->flush_tsc)
+			il_lec_flush_aged(x->l, now, x->flush_tsc);
+		else
+			x->next_flush = UINT64_MAX;
+	}
+}
+
+/* One frame: a stamped DATA frame into the bins, a member's frame to learn
+ * its address, a VIEW frame (no control stage named). */
+static inline void lec_frame(struct lec_ctx *x, struct rte_mbuf *m, uint64_t now)
+{
+	struct il_stage *st = x->st;
+	const struct il_meta *mt = il_meta(m);
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+
+	if (likely(mt->kind == IL_K_DATA)) {
+		const uint8_t *h = f + mt->il_off;
+		uint32_t len = il_get16(f + mt->l4_off + 4) - IL_UDP_HLEN;
+		unsigned gi = mt->group_idx;
+
+		st->ctr[LEC_C_DATA]++;
+		if (unlikely(!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || !x->want[gi] ||
+			     x->view_id[gi] == 0 || m->nb_segs != 1)) {
+			st->ctr[LEC_C_UNPROTECTED]++;
+			return;
+		}
+		if (unlikely(len > x->max_len)) {
+			st->ctr[LEC_C_TOO_LONG]++;
+			x->too_long[gi]++;
+			return;
+		}
+		const struct il_lec_id id = { .seq = il_get64(h + IL_OFF_GLOBAL_SEQ),
+					      .epoch = il_get32(h + IL_OFF_EPOCH),
+					      .group = x->app->groups[gi].id };
+
+		il_lec_data(x->l, &id, h, len, m, now);
+		st->ctr[LEC_C_PROTECTED]++;
+		x->frames[gi]++;
+	} else if (mt->kind == IL_K_CONTROL || mt->kind == IL_K_NAK) {
+		const uint8_t *h = f + mt->il_off;
+		uint8_t t = h[IL_OFF_TYPE];
+
+		if (t == IL_T_JOIN || t == IL_T_HEARTBEAT || t == IL_T_ACK || t == IL_T_NAK)
+			learn(x, m, f, mt);
+		else if (t == IL_T_VIEW && x->ctl == NULL)
+			view_from_frame(x, h, il_get16(f + mt->l4_off + 4) - IL_UDP_HLEN, mt);
+	}
+}
+
+/* Everything on the chain lcore (no repair_lcore). */
 static uint16_t lec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct lec_ctx *x = st->ctx;
@@ -576,62 +698,191 @@ static uint16_t lec_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 
 	if (x->ctl != NULL && unlikely(now >= x->next_view))
 		views_from_ctl(x, now);
-	if (unlikely(now >= x->next_flush)) {
-		x->next_flush = now + x->flush_tsc / 4;
-		if (x->flush_tsc)
-			il_lec_flush_aged(x->l, now, x->flush_tsc);
-		else
-			x->next_flush = UINT64_MAX;
+	lec_timers(x, now);
+	for (uint16_t i = 0; i < n; i++) {
+		if (i + 1 < n)
+			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+		lec_frame(x, pkts[i], now);
+	}
+	return n; /* everything passes, unchanged */
+}
+
+/* ---- a repair lcore (repair_lcore) --------------------------------------- */
+
+/* Chain lcore: the control stage's views that changed since the last poll,
+ * each a note in the ring ahead of the burst's frames. A note that finds
+ * no mbuf or no room is made again at the next poll. */
+static void front_views(struct lec_ctx *x, uint64_t now)
+{
+	x->fnext_view = now + x->view_tsc;
+	for (unsigned gi = 0; gi < x->app->n_groups; gi++) {
+		uint32_t vid;
+		uint16_t n;
+		struct rte_mbuf *m;
+		struct lec_note *nt;
+
+		if (!x->want[gi])
+			continue;
+		n = ctrl_view_get(x->ctl, gi, &vid, x->fvin, x->froles, CTL_MAX_MEMBERS);
+		if (vid == 0 || vid == x->fview_id[gi])
+			continue;
+		m = rte_pktmbuf_alloc(x->st->pool);
+		nt = m ? (struct lec_note *)rte_pktmbuf_append(m, sizeof(*nt)) : NULL;
+		if (nt == NULL) {
+			rte_pktmbuf_free(m);
+			return;
+		}
+		m->port = LEC_NOTE_PORT;
+		nt->gi = (uint16_t)gi;
+		nt->n = n;
+		nt->view_id = vid;
+		memcpy(nt->ids, x->fvin, n * sizeof(uint32_t));
+		memcpy(nt->roles, x->froles, n * sizeof(uint32_t));
+		if (rte_ring_enqueue(x->to_svc, m) != 0) {
+			rte_pktmbuf_free(m);
+			return;
+		}
+		x->fview_id[gi] = vid;
+	}
+}
+
+/* Chain lcore, with a repair lcore: send the repairs it handed back, hand
+ * it the burst's DATA, control and NAK frames (a reference each: the frame
+ * goes on down the chain as well) and the views that changed. Its own
+ * work per frame is a reference count and a ring slot. */
+static uint16_t lec_front(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct lec_ctx *x = st->ctx;
+	struct rte_mbuf *back[IL_BURST], *hand[IL_BURST_CAP];
+	unsigned k, j = 0;
+
+	k = rte_ring_dequeue_burst(x->from_svc, (void **)back, IL_BURST, NULL);
+	for (unsigned i = 0; i < k; i++)
+		lec_emit(x, back[i]->port, back[i]);
+	if (x->ctl != NULL) {
+		const uint64_t now = rte_rdtsc();
+
+		if (unlikely(now >= x->fnext_view))
+			front_views(x, now);
 	}
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
-		const struct il_meta *mt = il_meta(m);
-		uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+		uint8_t kind = il_meta(m)->kind;
 
-		if (i + 1 < n)
-			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
-		if (likely(mt->kind == IL_K_DATA)) {
-			const uint8_t *h = f + mt->il_off;
-			uint32_t len = il_get16(f + mt->l4_off + 4) - IL_UDP_HLEN;
-			unsigned gi = mt->group_idx;
-
-			st->ctr[LEC_C_DATA]++;
-			if (unlikely(!(h[IL_OFF_FLAGS] & IL_F_STAMPED) || !x->want[gi] ||
-				     x->view_id[gi] == 0 || m->nb_segs != 1)) {
-				st->ctr[LEC_C_UNPROTECTED]++;
-				continue;
-			}
-			if (unlikely(len > x->max_len)) {
-				st->ctr[LEC_C_TOO_LONG]++;
-				x->too_long[gi]++;
-				continue;
-			}
-			const struct il_lec_id id = { .seq = il_get64(h + IL_OFF_GLOBAL_SEQ),
-						      .epoch = il_get32(h + IL_OFF_EPOCH),
-						      .group = x->app->groups[gi].id };
-
-			il_lec_data(x->l, &id, h, len, m, now);
-			st->ctr[LEC_C_PROTECTED]++;
-			x->frames[gi]++;
-		} else if (mt->kind == IL_K_CONTROL || mt->kind == IL_K_NAK) {
-			const uint8_t *h = f + mt->il_off;
-			uint8_t t = h[IL_OFF_TYPE];
-
-			if (t == IL_T_JOIN || t == IL_T_HEARTBEAT || t == IL_T_ACK || t == IL_T_NAK)
-				learn(x, m, f, mt);
-			else if (t == IL_T_VIEW && x->ctl == NULL)
-				view_from_frame(x, h, il_get16(f + mt->l4_off + 4) - IL_UDP_HLEN,
-						mt);
+		if (likely(kind == IL_K_DATA || kind == IL_K_CONTROL || kind == IL_K_NAK)) {
+			rte_mbuf_refcnt_update(m, 1);
+			hand[j++] = m;
 		}
 	}
+	if (j == 0)
+		return n;
+	k = rte_ring_enqueue_burst(x->to_svc, (void **)hand, j, NULL);
+	st->ctr[LEC_C_HANDED] += k;
+	if (unlikely(k < j)) {
+		/* the repair lcore is behind: these go out unprotected */
+		st->ctr[LEC_C_DROP_BUSY] += j - k;
+		for (unsigned i = k; i < j; i++)
+			rte_pktmbuf_free(hand[i]); /* our reference only */
+	}
 	return n; /* everything passes, unchanged */
+}
+
+/* Repair lcore: a note's view into LEC (the plan is made again before the
+ * next frame, once for a run of notes). */
+static void svc_note(struct lec_ctx *x, const struct lec_note *nt)
+{
+	if (nt->gi < x->app->n_groups && x->want[nt->gi] &&
+	    view_set(x, nt->gi, nt->view_id, nt->ids, nt->roles, nt->n))
+		x->plan_due = true;
+}
+
+/* The repair lcore's loop body: the frames and notes handed over, the
+ * flush timer, the repairs handed back. */
+static int lec_service(struct il_stage *st)
+{
+	struct lec_ctx *x = st->ctx;
+	struct rte_mbuf *got[IL_BURST];
+	const uint64_t now = rte_rdtsc();
+	unsigned n;
+	uint32_t cmd = __atomic_load_n(&x->app->rt.seq, __ATOMIC_RELAXED);
+
+	if (unlikely(cmd != x->cmd_seen)) {
+		/* a counter reset: the chain lcore's loop zeroes the stage's
+		 * counters, this one those it writes itself (a reset racing an
+		 * increment here would otherwise be lost) */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (x->app->rt.kind == IL_RT_RESET) {
+			for (unsigned i = 0; i < LEC_C_COUNT; i++)
+				if (i != LEC_C_HANDED && i != LEC_C_DROP_BUSY && i != LEC_C_TX_DIRECT)
+					st->ctr[i] = 0;
+			x->svc_frames = x->svc_busy_tsc = x->svc_bursts = 0;
+		}
+		x->cmd_seen = cmd;
+	}
+	lec_timers(x, now);
+	n = rte_ring_dequeue_burst(x->to_svc, (void **)got, IL_BURST, NULL);
+	/* the mbufs come from the chain lcore's cache: their headers first */
+	for (unsigned i = 0; i < n; i++) {
+		rte_prefetch0(got[i]);
+		rte_prefetch0(il_meta(got[i]));
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct rte_mbuf *m = got[i];
+
+		if (i + 1 < n)
+			rte_prefetch0(rte_pktmbuf_mtod(got[i + 1], void *));
+		if (unlikely(m->port == LEC_NOTE_PORT)) {
+			svc_note(x, rte_pktmbuf_mtod(m, const struct lec_note *));
+			continue;
+		}
+		if (unlikely(x->plan_due)) {
+			x->plan_due = false;
+			views_apply(x);
+		}
+		lec_frame(x, m, now);
+	}
+	if (unlikely(x->plan_due)) {
+		x->plan_due = false;
+		views_apply(x);
+	}
+	if (n) {
+		/* the chain lcore's references (the bins took their own) */
+		rte_pktmbuf_free_bulk(got, n);
+		x->svc_frames += n;
+		x->svc_bursts++;
+		x->svc_busy_tsc += rte_rdtsc() - now;
+	}
+	if (x->n_out)
+		svc_hand_back(x);
+	return n != 0;
+}
+
+/* Stopped (the repair lcore too): repairs it handed back that the chain
+ * lcore did not send yet go out now. */
+static void lec_stop(struct il_stage *st)
+{
+	struct lec_ctx *x = st->ctx;
+	struct rte_mbuf *m;
+
+	if (x == NULL || x->from_svc == NULL)
+		return;
+	svc_hand_back(x);
+	while (rte_ring_dequeue(x->from_svc, (void **)&m) == 0)
+		il_app_send_now(x->app, m->port, m);
+}
+
+static uint16_t lec_process_any(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
+{
+	const struct lec_ctx *x = st->ctx;
+
+	return x->svc >= 0 ? lec_front(st, pkts, n) : lec_process(st, pkts, n);
 }
 
 static const char *const lec_keys[] = {
 	"type", "control", "tx", "r", "c", "stagger", "groups", "xor_impl", "max_members",
 	"max_bins", "max_links", "max_group_size", "view_poll_us", "fanout", "plan",
 	"max_layers", "flush_us", "auth", "rate", "c_groups", "repairs_to", "group_tx",
-	"layer_stride", NULL,
+	"layer_stride", "repair_lcore", "repair_ring", NULL,
 };
 
 static void *lec_stage_alloc(size_t size, size_t align, void *arg)
@@ -652,6 +903,15 @@ static void lec_destroy(struct il_stage *st)
 
 	if (x == NULL)
 		return;
+	struct rte_ring *rings[2] = { x->to_svc, x->from_svc };
+	struct rte_mbuf *m;
+
+	for (unsigned i = 0; i < 2; i++) {
+		while (rings[i] && rte_ring_dequeue(rings[i], (void **)&m) == 0)
+			rte_pktmbuf_free(m);
+		rte_ring_free(rings[i]);
+	}
+	rte_pktmbuf_free_bulk(x->out, x->n_out);
 	il_lec_free(x->l); /* gives back the references the bins hold */
 	il_stage_auth_free(&x->auth);
 	if (x->replay != x->auth.replay)
@@ -740,7 +1000,7 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	struct lec_ctx *x = rte_zmalloc("il_lec_stage", sizeof(*x), RTE_CACHE_LINE_SIZE);
 	struct il_lec_cfg lc;
 	const char *ctl, *tx, *gtx;
-	uint64_t r, stagger, members, bins, links, gsize, poll_us;
+	uint64_t r, stagger, members, bins, links, gsize, poll_us, svc = 0, ring;
 	double c;
 	int impl;
 	char msg[512];
@@ -773,6 +1033,9 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	    il_cfg_enum(p, "repairs_to", tos, LEC_DEFAULT_TO, &to, err, errlen) ||
 	    il_cfg_str(p, "group_tx", "out", &gtx, err, errlen) ||
 	    il_cfg_bool(p, "layer_stride", true, &stride, err, errlen) ||
+	    (il_cfg_get(p, "repair_lcore") != NULL &&
+	     il_cfg_u64(p, "repair_lcore", 0, 0, RTE_MAX_LCORE - 1, &svc, err, errlen)) ||
+	    il_cfg_u64(p, "repair_ring", LEC_DEFAULT_RING, 64, 1u << 20, &ring, err, errlen) ||
 	    parse_c_groups(x, p, err, errlen) ||
 	    parse_groups(x, p, err, errlen))
 		goto fail;
@@ -783,6 +1046,9 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		goto fail;
 	}
 	x->tx = (uint16_t)ti;
+	x->svc = il_cfg_get(p, "repair_lcore") != NULL ? (int)svc : -1;
+	st->service_lcore = x->svc;
+	x->ring_slots = (uint32_t)ring;
 	x->to_group = to == 1;
 	if (x->to_group) {
 		int gt = il_app_port_index(app, gtx);
@@ -931,7 +1197,29 @@ static int lec_bind(struct il_stage *st, char *err, size_t errlen)
 	if (need > room)
 		return ERR("stage '%s': repair frames of %u bytes do not fit the pool's %u-byte "
 			   "mbufs", st->name, need, room);
+	if (x->svc >= 0) {
+		char name[RTE_RING_NAMESIZE];
+		const unsigned flags = RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ;
+		const int sock = (int)rte_lcore_to_socket_id((unsigned)x->svc);
+
+		snprintf(name, sizeof(name), "il_lec_to_%.16s", st->name);
+		x->to_svc = rte_ring_create(name, x->ring_slots, sock, flags);
+		snprintf(name, sizeof(name), "il_lec_back_%.14s", st->name);
+		x->from_svc = x->to_svc ? rte_ring_create(name, x->ring_slots, sock, flags) : NULL;
+		if (x->from_svc == NULL)
+			return ERR("stage '%s': cannot create the repair lcore's rings of %u slots "
+				   "(%s)", st->name, x->ring_slots, rte_strerror(rte_errno));
+		x->cmd_seen = __atomic_load_n(&x->app->rt.seq, __ATOMIC_ACQUIRE);
+	}
 	return 0;
+}
+
+/* With a repair lcore: the frames its two rings may hold. */
+static uint32_t lec_mbufs_held(const struct il_stage *st)
+{
+	const struct lec_ctx *x = st->ctx;
+
+	return x != NULL && x->svc >= 0 ? 2 * x->ring_slots : 0;
 }
 
 /* Per group and per region, beyond the counters. */
@@ -964,6 +1252,14 @@ static void lec_state(const struct il_stage *st, struct il_state_sink *out)
 	il_state_put(out, -1, "drop_bin_view", s->drop_bin_view);
 	il_state_put(out, -1, "drop_repair_view", s->drop_repair_view);
 	il_state_put(out, -1, "c_capped", s->c_capped);
+	if (x->svc >= 0) {
+		il_state_put(out, -1, "repair_lcore", (uint64_t)x->svc);
+		il_state_put(out, -1, "repair_lcore_frames", x->svc_frames);
+		il_state_put(out, -1, "repair_lcore_busy_cycles", x->svc_busy_tsc);
+		il_state_put(out, -1, "repair_lcore_bursts", x->svc_bursts);
+		il_state_put(out, -1, "repair_ring_used", rte_ring_count(x->to_svc));
+		il_state_put(out, -1, "repair_back_used", rte_ring_count(x->from_svc));
+	}
 	for (unsigned gi = 0; gi < x->app->n_groups; gi++) {
 		if (!x->want[gi])
 			continue;
@@ -996,9 +1292,13 @@ const struct il_stage_type il_stage_lec = {
 	.n_counters = LEC_C_COUNT,
 	.create = lec_create,
 	.bind = lec_bind,
-	.process = lec_process,
+	.process = lec_process_any,
 	.destroy = lec_destroy,
+	.stop = lec_stop,
 	.state = lec_state,
+	.service = lec_service,
+	.service_key = "repair_lcore",
+	.mbufs_held = lec_mbufs_held,
 	.poll = true, /* views and the flush timer when no traffic comes */
 	.meta_needs = IL_META_TAGS,
 };

@@ -148,6 +148,14 @@ void il_app_last_words(struct il_app *app);
 /* A stage's last words (il_stage_type.stop): m out on port's queue 0 now,
  * or freed (a muted appliance sends nothing). Returns 0 if it went. */
 int il_app_send_now(struct il_app *app, uint16_t port, struct rte_mbuf *m);
+/* Service lcores (il_stage_type.service): lc, named by config key `key`
+ * of stage st, is an enabled worker lcore that runs no chain and serves no
+ * other stage (errors name the key). il_app_start checks every stage's. */
+int il_app_check_service_lcore(const struct il_app *app, const struct il_stage *st,
+			       unsigned lc, const char *key, char *err, size_t errlen);
+/* Launch the service loop of every placed stage that has one, after the
+ * workers; they stop with them (app->quit). Returns how many. */
+unsigned il_app_launch_services(struct il_app *app);
 
 int il_app_port_index(const struct il_app *app, const char *name);
 struct il_stage *il_app_stage(const struct il_app *app, const char *name);

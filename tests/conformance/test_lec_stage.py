@@ -47,7 +47,27 @@ LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5, plan: regions, rate: node, re
        "{rx: out, stages: [classify, nak], tx: in}]}]", "epoch=77"]
 
 
-def test_appliance_repairs_are_exact_and_go_to_members(run_pcap):
+# repair_lcore: the bins, the XOR and the repairs' frames on lcore 2 (sharing a CPU with the
+# main lcore, which sleeps), the chain's lcore handing it references (docs/lec.md, "A repair
+# lcore"); every check below holds for both.
+REPAIR_LCORE = ["stages.lec.repair_lcore=2",
+                'eal=[--no-huge, -m, "512", --lcores, "0@0,1@1,2@0", --log-level, "lib.eal:error"]']
+WHERE = pytest.mark.parametrize("where", ["chain", "repair_lcore"])
+
+
+def handed_over(st, where, frames):
+    """With a repair lcore every DATA, control and NAK frame was handed to it, none refused."""
+    if where == "chain":
+        assert st["handed_over"] == 0 and "repair_lcore" not in st
+    else:
+        assert st["repair_lcore"] == 2 and st["drop_repair_lcore_busy"] == 0
+        # (no control stage here: no view notes, views come as VIEW frames)
+        assert st["handed_over"] == frames == st["repair_lcore_frames"]
+        assert st["drop_repair_back_full"] == 0 and st["repair_ring_used"] == 0
+
+
+@WHERE
+def test_appliance_repairs_are_exact_and_go_to_members(run_pcap, where):
     ins = [view_frame(g, m) for g, m in VIEWS.items()]
     ins += [heartbeat(1 if i < 14 else 2, i) for i in (11, 12, 13, 14)]
     # 96 DATA frames, the two groups interleaved, of many lengths (packed, too)
@@ -55,7 +75,7 @@ def test_appliance_repairs_are_exact_and_go_to_members(run_pcap):
         g = 1 + i % 2
         ins.append(data_frame(g, 1, i // 2 + 1,
                               [bytes([i]) * (1 + (i * 37) % 900)] + ([b"x" * 5] if i % 7 else [])))
-    r = run_pcap(ins, sets=LEC)
+    r = run_pcap(ins, sets=LEC + (REPAIR_LCORE if where != "chain" else []))
     stamped = {}
     for p in r.out:
         if Interlink in p and p[Interlink].type == 1:
@@ -66,6 +86,7 @@ def test_appliance_repairs_are_exact_and_go_to_members(run_pcap):
     st = r.summary["stages"]["lec"]
     print(f"fan-out by reference: {st['fanout_by_reference']}")
     assert st["protected"] == 96 and st["addr_learnt"] == 4 and st["views"] == 2
+    handed_over(st, where, len(ins))
     assert len(repairs) == st["repair_copies"] > 0
     assert st["drop_no_addr"] == 0
     groups_of = {m: {g for g, ms in VIEWS.items() if m in ms} for m in (11, 12, 13, 14)}
@@ -106,7 +127,8 @@ GROUP_LEC = ["stages.lec={type: lec, tx: in, r: 8, c: 5}",  # repairs_to: group,
              "tx: out}, {rx: out, stages: [classify, nak], tx: in}]}]", "epoch=77"]
 
 
-def test_repairs_to_group_go_once_to_the_group(run_pcap):
+@WHERE
+def test_repairs_to_group_go_once_to_the_group(run_pcap, where):
     """repairs_to: group (the default) with the defaults (one bin per group at the peers'
     rate): groups of 3
     receivers at c = 5 owe each receiver min(5, 2) = 2 repairs of every frame, so each layer's
@@ -117,7 +139,7 @@ def test_repairs_to_group_go_once_to_the_group(run_pcap):
     for i in range(96):
         g = 1 + i % 2
         ins.append(data_frame(g, 1, i // 2 + 1, [bytes([i]) * (1 + (i * 37) % 900)]))
-    r = run_pcap(ins, sets=GROUP_LEC)
+    r = run_pcap(ins, sets=GROUP_LEC + (REPAIR_LCORE if where != "chain" else []))
     stamped, repairs, order = {}, [], []
     for p in r.out:
         if Interlink not in p:
@@ -134,6 +156,7 @@ def test_repairs_to_group_go_once_to_the_group(run_pcap):
         assert seqs == sorted(seqs)
     st = r.summary["stages"]["lec"]
     assert st["protected"] == 96 and st["addr_learnt"] == 0
+    handed_over(st, where, len(ins))
     assert not [p for p in r.back if Interlink in p and p[Interlink].type == 12]
     assert st["repair_copies"] == 0 and st["drop_no_addr"] == 0
     assert len(repairs) == st["repairs_to_group"] == st["repairs"] > 0
@@ -163,6 +186,12 @@ def test_repairs_to_group_go_once_to_the_group(run_pcap):
      "'stages.lec.group_tx': 'nowhere' is not a configured port"),
     ("{type: lec, repairs_to: everyone}",
      "'stages.lec.repairs_to': 'everyone' is not one of: members, group"),
+    ("{type: lec, repair_lcore: 1}",
+     "'stages.lec.repair_lcore': lcore 1 runs chains (pipeline[0])"),
+    ("{type: lec, repair_lcore: 0}", "'stages.lec.repair_lcore': 0 is not a worker lcore"),
+    ("{type: lec, repair_lcore: 7}", "'stages.lec.repair_lcore': 7 is not a worker lcore"),
+    ("{type: lec, repair_lcore: x}", "'stages.lec.repair_lcore'"),
+    ("{type: lec, repair_lcore: 2, repair_ring: 8}", "'stages.lec.repair_ring'"),
 ])
 def test_repairs_to_config_errors_name_the_key(run_pcap, lec, msg):
     r = run_pcap([], sets=[f"stages.lec={lec}"] + GROUP_LEC[1:], expect_rc=2)

@@ -21,17 +21,22 @@ LEC_HOST = BUILD / "tools" / "il-lec-host"
 # and before the control stage (it learns members' addresses from their JOINs, HEARTBEATs
 # and ACKs, which the control stage consumes); views from the control stage.
 def lec_stage_sets(r=8, c=5.0, stagger=1, groups=None, plan=None, rate=None, flush_us=None,
-                   repairs_to=None, layer_stride=None):
+                   repairs_to=None, layer_stride=None, repair_lcore=False):
     g = f", groups: [{', '.join(str(x) for x in groups)}]" if groups else ""
     g += f", repairs_to: {repairs_to}" if repairs_to else ""
     g += f", plan: {plan}" if plan else ""
     g += f", rate: {rate}" if rate else ""
     g += f", flush_us: {flush_us}" if flush_us is not None else ""
     g += f", layer_stride: {str(layer_stride).lower()}" if layer_stride is not None else ""
+    # repair_lcore: the bins, XOR and repairs on lcore 2 (docs/lec.md, "A repair lcore"),
+    # sharing CPU 0 with the main lcore, which sleeps between status lines
+    g += ", repair_lcore: 2" if repair_lcore else ""
+    eal = ['eal=[--no-huge, -m, "1024", --lcores, "0@0,1@1,2@0", --log-level, '
+           '"lib.eal:error"]'] if repair_lcore else []
     return [f"stages.lec={{type: lec, control: ctrl, tx: in, r: {r}, c: {c}, "
             f"stagger: {stagger}{g}}}",
             "pipeline=[{lcore: 1, chains: [{rx: in, stages: [classify, seq, lec, ctrl, nak], "
-            "tx: out}, {rx: out, stages: [classify, nak], tx: in}]}]"]
+            "tx: out}, {rx: out, stages: [classify, nak], tx: in}]}]", *eal]
 
 
 class LecRig(HostsRig):

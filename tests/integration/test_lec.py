@@ -36,15 +36,19 @@ def check_exactly_once_in_order(rig, res, count):
     assert all(len(h) == 1 for h in hashes.values()), hashes
 
 
-@pytest.mark.parametrize("mode", ["peers", "appliance", "both", "appliance-members"])
+@pytest.mark.parametrize("mode", ["peers", "appliance", "both", "appliance-members",
+                                  "appliance-lcore"])
 def test_overlapping_groups_every_message_once_in_order(tmp_path, mode):
     """appliance: the stage's defaults, repairs_to: group (groups of 3 at c = 5: each repair
     is for every receiver of its group, so it goes once to the group's address, where the
-    hosts' data arrives); appliance-members: a unicast copy to each receiver instead."""
+    hosts' data arrives); appliance-members: a unicast copy to each receiver instead;
+    appliance-lcore: the defaults with the repairs built on a repair lcore (the views reach
+    it as notes from the control stage's lcore)."""
     count = 1500
     to_group = mode != "appliance-members"
+    lcore = mode == "appliance-lcore"
     mode = mode.split("-")[0]
-    app_sets = lec_stage_sets(repairs_to=None if to_group else "members") \
+    app_sets = lec_stage_sets(repairs_to=None if to_group else "members", repair_lcore=lcore) \
         if mode in ("appliance", "both") else []
     with LecRig(tmp_path, 4, GROUPS, CTL, app_sets) as rig:
         exp = {n: len(h) * count for n, h in GROUPS.items()}
@@ -92,6 +96,15 @@ def test_overlapping_groups_every_message_once_in_order(tmp_path, mode):
         assert sent > 0.2 * st["protected"] and st["drop_nombuf"] == 0
         if to_group:
             assert st["repair_copies"] == 0 and st["repairs_to_group"] == st["repairs"]
+        if lcore:
+            # every frame handed over, the views as notes (one per view of each of the 4
+            # groups at least), nothing refused either way
+            assert st["repair_lcore"] == 2 and st["drop_repair_lcore_busy"] == 0
+            assert st["handed_over"] >= st["data_frames"] + 4 * 4
+            assert st["repair_lcore_frames"] >= st["handed_over"] + st["views"]
+            assert st["drop_repair_back_full"] == 0
+        else:
+            assert st["handed_over"] == 0
 
 
 def test_appliance_copies_share_one_message(tmp_path):
