@@ -430,7 +430,6 @@ static int create_stages(struct il_app *app, char *err, size_t errlen)
 		st->type = t;
 		st->app = app;
 		st->lcore = -1;
-		st->service_lcore = -1;
 		st->shard = app->n_shards ? 0 : -1;
 		st->kinds = t->kinds;
 		app->stages[app->n_stages++] = st;
@@ -517,7 +516,8 @@ int il_app_check_service_lcore(const struct il_app *app, const struct il_stage *
 			return ERR("config: key '%s': lcore %u runs chains (pipeline[%u]): a "
 				   "service lcore is one no chain uses", key, lc, w);
 	for (unsigned s = 0; s < app->n_stages; s++)
-		if (app->stages[s] != st && app->stages[s]->service_lcore == (int)lc)
+		if (app->stages[s] != st && app->stages[s]->has_service &&
+		    app->stages[s]->service_lcore == lc)
 			return ERR("config: key '%s': lcore %u already serves stage '%s'", key, lc,
 				   app->stages[s]->name);
 	return 0;
@@ -541,8 +541,8 @@ unsigned il_app_launch_services(struct il_app *app)
 	for (unsigned s = 0; s < app->n_stages; s++) {
 		struct il_stage *st = app->stages[s];
 
-		if (st->service_lcore >= 0 && st->lcore >= 0 && st->type->service &&
-		    rte_eal_remote_launch(service_main, st, (unsigned)st->service_lcore) == 0)
+		if (st->has_service && st->lcore >= 0 && st->type->service &&
+		    rte_eal_remote_launch(service_main, st, st->service_lcore) == 0)
 			n++;
 	}
 	return n;
@@ -951,11 +951,11 @@ int il_app_start(struct il_app *app, char *err, size_t errlen)
 		const struct il_stage *st = app->stages[s];
 		char key[IL_NAME_LEN + 48];
 
-		if (st->service_lcore < 0)
+		if (!st->has_service)
 			continue;
 		snprintf(key, sizeof(key), "stages.%s.%s", st->name,
 			 st->type->service_key ? st->type->service_key : "lcore");
-		if (il_app_check_service_lcore(app, st, (unsigned)st->service_lcore, key, err,
+		if (il_app_check_service_lcore(app, st, st->service_lcore, key, err,
 					       errlen))
 			return -1;
 	}

@@ -1047,7 +1047,8 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	}
 	x->tx = (uint16_t)ti;
 	x->svc = il_cfg_get(p, "repair_lcore") != NULL ? (int)svc : -1;
-	st->service_lcore = x->svc;
+	st->has_service = x->svc >= 0;
+	st->service_lcore = x->svc >= 0 ? (unsigned)x->svc : 0;
 	x->ring_slots = (uint32_t)ring;
 	x->to_group = to == 1;
 	if (x->to_group) {

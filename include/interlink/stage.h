@@ -199,8 +199,8 @@ struct il_stage_type {
 	 * what is allowed; -1 leaves the stage as it was). */
 	int (*set)(struct il_stage *st, const struct il_cfg *params, char *err, size_t errlen);
 	/* Optional: work the stage does on an lcore of its own, its service
-	 * lcore (il_stage.service_lcore, set by create from the stage's own
-	 * config; -1: none, and this is never called). Called in a loop on that
+	 * lcore (il_stage.service_lcore and has_service, set by create from the
+	 * stage's own config; without, this is never called). Called in a loop on that
 	 * lcore from the start of the poll loops until the appliance stops;
 	 * returns whether it found work. It shares with the stage's chain lcore
 	 * only what the stage hands over itself (rings); it sends nothing on a
@@ -226,7 +226,8 @@ struct il_stage {
 	uint64_t tsc_busy;      /* cycles in process() with packets (IL_STAGE_CYCLES) */
 	uint64_t tsc_poll;      /* cycles in process() polled without packets: timers
 				 * and housekeeping, not a cost per packet */
-	int service_lcore;      /* type->service runs there; -1: none */
+	bool has_service;       /* type->service runs on service_lcore */
+	unsigned service_lcore;
 };
 
 /* Queue a packet on app port index `port`, directly. A full tx ring frees
