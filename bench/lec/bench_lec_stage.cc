@@ -38,14 +38,30 @@
 // c = 0.01 builds almost no repair (the per-packet floor), c = 1 one copy per
 // repair (the fixed cost of a repair), c = 5 the target's (8, 5).
 //
+//   BM_LecRepairLcore/layout
+//       the defaults (one bin per group at the peers' rate, headers chained)
+//       with repair_lcore (docs/lec.md, "A repair lcore"): the stage's work on
+//       the chain lcore (the bench thread: a reference and a ring slot per
+//       frame, the repairs handed back sent) in TSC cycles per packet of the
+//       median burst, and the repair lcore's (a second CPU: bins, XOR,
+//       repairs' frames) from its own busy cycles over its frames. After each
+//       burst the bench waits (untimed) for the repair lcore to take it all,
+//       so the chain lcore is timed with a ring that has room: what it costs
+//       while LEC keeps up. svc_mpps is what the repair lcore sustains.
+//       Needs two CPUs (without, it reports an error and times nothing).
+//   BM_Forward/layout/lec:4 is BM_Forward with that stage.
+//
 //   ./build/bench/lec/bench_lec_stage --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <ctime>
+#include <sched.h>
 #include <cstdio>
 #include <unistd.h>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -55,6 +71,7 @@ extern "C" {
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_pause.h>
 
 #include <interlink/app.h>
 #include <interlink/frame.h>
@@ -108,6 +125,8 @@ il_app g_app;
 il_stage *g_cl, *g_sq;
 il_stage *g_lec[3][2][3]; // [layout][0: whole copies, 1: headers chained][variant]
 il_stage *g_fwd[3][3];    // [layout][variant]: the stages BM_Forward's chains run
+il_stage *g_off[3];       // [layout]: the defaults with repair_lcore 2 + layout
+bool g_two_cpus;
 uint16_t g_port_in, g_port_out, g_port_rep, g_out_idx;
 std::string g_sock;
 std::vector<uint32_t> g_members[kMaxGroups + 1];
@@ -140,7 +159,7 @@ std::string config()
 	// on it may send copies of a repair as headers chained to one message.
 	std::string c = "name: benchlec\n"
 			"ports: { in: { device: net_ring0 }, out: { device: net_ring1 },\n"
-			"         rep: { device: net_ring2 },\n"
+			"         rep: { device: net_ring2 }, off: { device: net_ring3 },\n"
 			"         mif: { device: \"net_memif0,role=server,socket=" + g_sock + "\" } }\n"
 			"groups: [";
 	for (unsigned g = 1; g <= kMaxGroups; g++) {
@@ -168,6 +187,17 @@ std::string config()
 		chains += ", { rx: " + std::string(i == 0 ? "rep" : i == 1 ? "out" : "mif") +
 			  ", stages: [cl" + std::to_string(i) + ", " + chain + "], tx: out }";
 	}
+	// the defaults with a repair lcore each (launched by the benchmark that times it)
+	std::string off;
+	for (unsigned i = 0; i < 3; i++) {
+		std::string n = "off" + std::to_string(kLayouts[i]);
+		std::string st = lec_stage(n, i, "mif", true, 2);
+		st.insert(st.size() - 3, ", repair_lcore: " + std::to_string(2 + i));
+		c += st;
+		off += ", " + n;
+	}
+	c += "  cl3: { type: classify }\n";
+	chains += ", { rx: off, stages: [cl3" + off + "], tx: out }";
 	c += "pipeline: [ { lcore: 1, chains: [" + chains + "] } ]\n"
 	     "pool_size: 100000\n";
 	return c;
@@ -238,10 +268,17 @@ void setup_views()
 			for (auto &f : l)
 				for (unsigned p = 0; p < LEC_BENCH_PLANS; p++)
 					n = f[p]->type->process(f[p], burst, n);
+		for (il_stage *o : g_off)
+			n = o->type->process(o, burst, n);
 		rte_pktmbuf_free_bulk(burst, n);
 	}
+	// the repair lcores are not running yet: their work on this thread
+	for (il_stage *o : g_off)
+		while (o->type->service(o))
+			;
 	free_emitted();
 }
+
 
 uint64_t counter(const il_stage *st, const char *name)
 {
@@ -253,6 +290,7 @@ uint64_t counter(const il_stage *st, const char *name)
 
 struct Seen {
 	uint64_t xor_ops = 0, copy_ops = 0, bin_adds = 0, holds = 0, copies = 0, repairs = 0;
+	uint64_t svc_frames = 0, svc_busy = 0; // the repair lcore's
 	void take(const il_stage *st)
 	{
 		// the core's counters, through the stage's state
@@ -272,12 +310,54 @@ struct Seen {
 				s->bin_adds = val;
 			else if (!strcmp(key, "holds"))
 				s->holds = val;
+			else if (!strcmp(key, "repair_lcore_frames"))
+				s->svc_frames = val;
+			else if (!strcmp(key, "repair_lcore_busy_cycles"))
+				s->svc_busy = val;
 		};
 		st->type->state(st, &sink);
 		copies = counter(st, "repair_copies") + counter(st, "repairs_to_group");
 		repairs = counter(st, "repairs");
 	}
 };
+
+// A stage's repair lcore, running while a benchmark times it.
+std::atomic<bool> g_svc_stop;
+
+int svc_loop(void *arg)
+{
+	auto *st = static_cast<il_stage *>(arg);
+	while (!g_svc_stop.load(std::memory_order_relaxed))
+		st->type->service(st);
+	return 0;
+}
+
+struct Service {
+	il_stage *st;
+	explicit Service(il_stage *s) : st(s)
+	{
+		g_svc_stop = false;
+		rte_eal_remote_launch(svc_loop, st, st->service_lcore);
+	}
+	~Service()
+	{
+		g_svc_stop = true;
+		rte_eal_wait_lcore(st->service_lcore);
+	}
+};
+
+// Until the repair lcore has taken every frame handed to it (untimed).
+void wait_taken(il_stage *st)
+{
+	const uint64_t want = counter(st, "handed_over");
+	for (;;) {
+		Seen s;
+		s.take(st);
+		if (s.svc_frames >= want)
+			return;
+		rte_delay_us_block(20); // not a line of its state read more often than this
+	}
+}
 
 // 256 frame templates of one message of `size` bytes, groups drawn at random.
 std::vector<std::vector<uint8_t>> templates(unsigned groups, unsigned size)
@@ -398,6 +478,73 @@ void BM_LecStage(benchmark::State &state)
 		state.SkipWithError("frames went unprotected: views or addresses missing");
 }
 
+// range(0): layout. The defaults with a repair lcore, 1 KB, headers chained.
+void BM_LecRepairLcore(benchmark::State &state)
+{
+	const unsigned li = unsigned(state.range(0));
+	if (!g_two_cpus) {
+		state.SkipWithError("needs two CPUs (a repair lcore beside the bench thread)");
+		for (auto _ : state)
+			;
+		return;
+	}
+	il_stage *lec = g_off[li];
+	const auto tmpl = templates(kLayouts[li], 1024);
+	Seen s0;
+	s0.take(lec);
+	const uint64_t prot0 = counter(lec, "protected"), busy0 = counter(lec,
+		"drop_repair_lcore_busy");
+	rte_mbuf *burst[IL_BURST_CAP];
+	std::vector<uint64_t> cyc;
+	uint64_t n = 0;
+	unsigned pos = 0;
+	const double hz = double(rte_get_tsc_hz());
+	cyc.reserve(1 << 20);
+	{
+		Service svc(lec);
+		for (auto _ : state) {
+			if (!fill_burst(state, burst, tmpl, pos))
+				break;
+			uint16_t k = g_cl->type->process(g_cl, burst, kBurst);
+			k = g_sq->type->process(g_sq, burst, k);
+			uint64_t t0 = rte_rdtsc();
+			k = lec->type->process(lec, burst, k);
+			uint64_t t1 = rte_rdtsc();
+			cyc.push_back(t1 - t0);
+			state.SetIterationTime(double(t1 - t0) / hz);
+			rte_pktmbuf_free_bulk(burst, k); // tx completion: the frames' other reference
+			free_emitted();
+			n += k;
+			wait_taken(lec);
+		}
+		wait_taken(lec);
+	}
+	state.SetItemsProcessed(int64_t(n));
+	state.SetBytesProcessed(int64_t(n * 1024));
+	Seen s1;
+	s1.take(lec);
+	const double c = median(cyc) / kBurst;
+	state.counters["lec_cyc"] = c;
+	state.counters["lec_ns"] = c * 1e9 / hz;
+	const double svc = s1.svc_frames > s0.svc_frames ?
+		double(s1.svc_busy - s0.svc_busy) / double(s1.svc_frames - s0.svc_frames) : 0;
+	state.counters["svc_cyc"] = svc;
+	state.counters["svc_ns"] = svc * 1e9 / hz;
+	state.counters["svc_mpps"] = svc > 0 ? hz / svc / 1e6 : 0;
+	state.counters["groups"] = kLayouts[li];
+	report_work(state, lec, s0, prot0);
+	if (counter(lec, "drop_repair_lcore_busy") != busy0)
+		state.SkipWithError("the repair lcore's ring was full");
+	else if (double(counter(lec, "protected") - prot0) < double(n))
+		state.SkipWithError("frames went unprotected: views or addresses missing");
+}
+
+BENCHMARK(BM_LecRepairLcore)
+	->ArgsProduct({ { 0, 1, 2 } })
+	->ArgNames({ "layout" })
+	->UseManualTime()
+	->Unit(benchmark::kNanosecond);
+
 BENCHMARK(BM_LecStage)
 	->ArgsProduct({ { 0, 1, 2 }, { 64, 1024 }, { 0, 1 }, { 0, 1, 2 } })
 	->ArgNames({ "layout", "size", "chained", "plan" })
@@ -408,13 +555,19 @@ BENCHMARK(BM_LecStage)
 void BM_Forward(benchmark::State &state)
 {
 	const unsigned li = unsigned(state.range(0)), variant = unsigned(state.range(1));
-	if (variant > LEC_BENCH_PLANS) {
+	if (variant == 4 && !g_two_cpus) {
+		state.SkipWithError("needs two CPUs (a repair lcore beside the bench thread)");
+		for (auto _ : state)
+			;
+		return;
+	}
+	if (variant > LEC_BENCH_PLANS && variant != 4) {
 		state.SkipWithError("no such plan in this build");
 		for (auto _ : state)
 			;
 		return;
 	}
-	il_stage *lec = variant ? g_fwd[li][variant - 1] : nullptr;
+	il_stage *lec = variant == 4 ? g_off[li] : variant ? g_fwd[li][variant - 1] : nullptr;
 	const auto tmpl = templates(kLayouts[li], 1024);
 	il_lcore_io *io = g_cl->io;
 	Seen s0;
@@ -429,6 +582,7 @@ void BM_Forward(benchmark::State &state)
 	unsigned pos = 0;
 	const double hz = double(rte_get_tsc_hz());
 	cyc.reserve(1 << 20);
+	std::unique_ptr<Service> svc(variant == 4 ? new Service(lec) : nullptr);
 	for (auto _ : state) {
 		if (!fill_burst(state, burst, tmpl, pos))
 			break;
@@ -458,7 +612,10 @@ void BM_Forward(benchmark::State &state)
 			rte_pktmbuf_free_bulk(pkts, d);
 		while ((d = rte_eth_rx_burst(g_port_rep, 0, pkts, IL_BURST)) > 0)
 			rte_pktmbuf_free_bulk(pkts, d);
+		if (svc)
+			wait_taken(lec); // what it costs while LEC keeps up
 	}
+	svc.reset();
 	state.SetItemsProcessed(int64_t(n));
 	const double c = median(cyc) / kBurst;
 	state.counters["fwd_cyc"] = c;
@@ -469,7 +626,7 @@ void BM_Forward(benchmark::State &state)
 }
 
 BENCHMARK(BM_Forward)
-	->ArgsProduct({ { 0, 1, 2 }, { 0, 1, 2, 3 } })
+	->ArgsProduct({ { 0, 1, 2 }, { 0, 1, 2, 3, 4 } })
 	->ArgNames({ "layout", "lec" })
 	->UseManualTime()
 	->Unit(benchmark::kNanosecond);
@@ -482,9 +639,24 @@ int main(int argc, char **argv)
 	g_sock = "/tmp/il-bench-lec-stage-" + std::to_string(getpid()) + ".sock";
 	std::string prefix = "il-bench-lec-stage-" + std::to_string(getpid());
 	std::string mif = "net_memif0,role=server,socket=" + g_sock;
-	const char *eal[] = { argv[0], "--no-huge", "-m", "4096", "--no-pci", "--lcores", "0,1",
+	// lcores 0 (this thread) and 1 on the first CPU allowed, the repair lcores
+	// (2..4) on the second
+	cpu_set_t cpus;
+	int cpu[2] = { 0, 0 }, ncpu = 0;
+	sched_getaffinity(0, sizeof(cpus), &cpus);
+	for (int c = 0; c < CPU_SETSIZE && ncpu < 2; c++)
+		if (CPU_ISSET(c, &cpus))
+			cpu[ncpu++] = c;
+	g_two_cpus = ncpu == 2;
+	if (!g_two_cpus)
+		cpu[1] = cpu[0];
+	char lcores[96];
+	snprintf(lcores, sizeof(lcores), "0@%d,1@%d,2@%d,3@%d,4@%d", cpu[0], cpu[0], cpu[1],
+		 cpu[1], cpu[1]);
+	const char *eal[] = { argv[0], "--no-huge", "-m", "4096", "--no-pci", "--lcores", lcores,
 			      "--file-prefix", prefix.c_str(), "--log-level", "lib.eal:error",
 			      "--vdev", "net_ring0", "--vdev", "net_ring1", "--vdev", "net_ring2",
+			      "--vdev", "net_ring3",
 			      "--vdev", mif.c_str() };
 	int neal = int(sizeof(eal) / sizeof(eal[0]));
 	if (rte_eal_init(neal, const_cast<char **>(eal)) < 0) {
@@ -509,6 +681,8 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < 3; i++)
 		for (unsigned p = 0; p < LEC_BENCH_PLANS; p++)
 			g_fwd[i][p] = g_lec[i][1][p];
+	for (unsigned i = 0; i < 3; i++)
+		g_off[i] = il_app_stage(&g_app, ("off" + std::to_string(kLayouts[i])).c_str());
 	g_out_idx = uint16_t(il_app_port_index(&g_app, "out"));
 	g_port_in = g_app.ports[il_app_port_index(&g_app, "in")].port_id;
 	g_port_out = g_app.ports[il_app_port_index(&g_app, "out")].port_id;
