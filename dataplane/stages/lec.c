@@ -786,12 +786,17 @@ static uint16_t lec_front(struct il_stage *st, struct rte_mbuf **pkts, uint16_t 
 	void *back[IL_BURST];
 	unsigned k, j = 0;
 
-	k = rte_ring_dequeue_burst(x->from_svc, back, IL_BURST, NULL);
-	for (unsigned i = 0; i < k; i++) {
-		uint16_t port;
-		struct rte_mbuf *m = port_untag(back[i], &port);
+	/* as many as this poll may emit (a data frame may bring several) */
+	for (uint16_t room = il_emit_room(st); room > 0; room = (uint16_t)(room - k)) {
+		k = rte_ring_dequeue_burst(x->from_svc, back, RTE_MIN(room, IL_BURST), NULL);
+		for (unsigned i = 0; i < k; i++) {
+			uint16_t port;
+			struct rte_mbuf *m = port_untag(back[i], &port);
 
-		lec_emit(x, port, m);
+			lec_emit(x, port, m);
+		}
+		if (k < IL_BURST)
+			break;
 	}
 	if (x->ctl != NULL) {
 		const uint64_t now = rte_rdtsc();

@@ -27,7 +27,7 @@
 #include "seq.h"
 
 static struct il_app app;
-static struct il_stage *cl, *sq, *lc, *lp;
+static struct il_stage *cl, *sq, *lc, *lp, *lo;
 
 /* r = 4 so that bins fill quickly; c = 5 (capped at a group's size).
  * "lec" runs Algorithm 1 at one node's rate; "lecp" the defaults (one bin
@@ -52,10 +52,14 @@ static const char *cfg_text =
 	"  lec: { type: lec, tx: in, r: 4, c: 5, plan: regions, rate: node, groups: [1, 2, 3],\n"
 	"         repairs_to: members }\n"
 	"  lecp: { type: lec, tx: in, r: 4, c: 5, groups: [5], repairs_to: members }\n"
+	/* as "lec", for group 4, with a repair lcore (the tests call its
+	 * service on this thread) and rings of 64 */
+	"  leco: { type: lec, tx: in, r: 4, c: 5, plan: regions, rate: node, groups: [4],\n"
+	"          repairs_to: members, repair_lcore: 2, repair_ring: 64 }\n"
 	"pipeline:\n"
 	"  - lcore: 1\n"
 	"    chains:\n"
-	"      - { rx: in, stages: [classify, seq, lec, lecp], tx: out }\n";
+	"      - { rx: in, stages: [classify, seq, lec, lecp, leco], tx: out }\n";
 
 /* Stamped frames kept by (group, global_seq), as receivers get them. */
 #define MAXF 4096
@@ -67,13 +71,18 @@ static struct {
 } kept[MAXF];
 static unsigned nkept;
 
-static uint64_t ctr(const char *name)
+static uint64_t ctr_of(const struct il_stage *st, const char *name)
 {
-	for (unsigned i = 0; i < lc->type->n_counters; i++)
-		if (!strcmp(lc->type->counter_names[i], name))
-			return lc->ctr[i];
+	for (unsigned i = 0; i < st->type->n_counters; i++)
+		if (!strcmp(st->type->counter_names[i], name))
+			return st->ctr[i];
 	fail_msg("no counter %s", name);
 	return 0;
+}
+
+static uint64_t ctr(const char *name)
+{
+	return ctr_of(lc, name);
 }
 
 static struct rte_mbuf *msg_frame(uint32_t src, uint16_t group, uint8_t type, uint32_t sender,
@@ -429,11 +438,132 @@ static void test_peers_rate_layers(void **state)
 		}
 }
 
+/* With a repair lcore: the chain lcore's part (front) hands frames over;
+ * the repair lcore's (its service, called here) builds; the next poll of
+ * the chain lcore sends what it handed back. Returns the repairs emitted. */
+static unsigned run_o(struct rte_mbuf **p, uint16_t n, struct rte_mbuf **out, bool serve)
+{
+	struct il_lcore_io *io = lo->io;
+	unsigned k = 0;
+
+	n = cl->type->process(cl, p, n);
+	n = sq->type->process(sq, p, n);
+	assert_int_equal(lo->type->process(lo, p, n), n); /* everything passes */
+	for (uint16_t i = 0; i < n; i++) {
+		const uint8_t *f = rte_pktmbuf_mtod(p[i], const uint8_t *);
+		struct il_parsed pr;
+
+		if (il_parse_frame(f, rte_pktmbuf_data_len(p[i]), 7400, &pr) == IL_V_DATA &&
+		    nkept < MAXF) {
+			kept[nkept].group = pr.group_id;
+			kept[nkept].seq = il_get64(f + pr.il_off + IL_OFF_GLOBAL_SEQ);
+			kept[nkept].len = pr.payload_len;
+			memcpy(kept[nkept].b, f + pr.il_off, pr.payload_len);
+			nkept++;
+		}
+	}
+	rte_pktmbuf_free_bulk(p, n); /* tx completion: the frames' other reference */
+	if (serve) {
+		while (lo->type->service(lo))
+			;
+		lo->type->process(lo, p, 0); /* the chain lcore's next poll */
+	}
+	for (uint16_t i = 0; i < io->n_defer; i++) {
+		assert_int_equal(io->defer_port[i], 0);
+		out[k++] = io->defer[i];
+	}
+	io->n_defer = 0;
+	return k;
+}
+
+/* The one-group case of the first test through a repair lcore: the same
+ * repairs (8 of 4 frames, each to all four members, exact), every frame
+ * handed over once, and no reference left behind once the bins fired:
+ * the bins took over the reference the chain lcore handed over. */
+static void test_repair_lcore_builds_the_same_repairs(void **state)
+{
+	static const uint32_t ids[] = { 41, 42, 43, 44 };
+	struct rte_mbuf *p[IL_BURST_CAP], *out[2 * IL_BURST_CAP], *sent[64];
+	struct rep r;
+	unsigned n = 0, copies[45] = { 0 };
+	const struct il_seq *sqc = sq->ctx;
+
+	(void)state;
+	reset();
+	p[n++] = view(4, 1, ids, 4);
+	for (unsigned i = 0; i < 4; i++)
+		p[n++] = heartbeat(4, ids[i]);
+	assert_int_equal(run_o(p, (uint16_t)n, out, true), 0);
+	assert_int_equal(ctr_of(lo, "handed_over"), 5);
+	assert_int_equal(ctr_of(lo, "addr_learnt"), 4);
+	assert_int_equal(ctr_of(lo, "views"), 1);
+	for (unsigned b = 0; b < 2; b++) {
+		for (unsigned i = 0; i < 32; i++) {
+			p[i] = data(4, 5, b * 32 + i + 1, 20 + (b * 32 + i) * 13 % 900);
+			sent[b * 32 + i] = p[i];
+			rte_mbuf_refcnt_update(p[i], 1); /* ours, to look at after */
+		}
+		/* the front alone emits nothing: the repairs are the repair lcore's */
+		assert_int_equal(run_o(p, 32, out, false), 0);
+		assert_int_equal(ctr_of(lo, "repairs"), b * 8);
+		unsigned nout = run_o(p, 0, out, true);
+
+		assert_int_equal(nout, 32); /* 8 repairs x 4 members */
+		for (unsigned k = 0; k < nout; k++) {
+			check_repair(out[k], &r);
+			assert_int_equal(r.count, 4);
+			assert_true(r.dst_ip >= 0x0a000129u && r.dst_ip <= 0x0a00012cu);
+			copies[r.dst_ip & 0xff]++;
+			rte_pktmbuf_free(out[k]);
+		}
+	}
+	for (unsigned i = 41; i <= 44; i++)
+		assert_int_equal(copies[i], 16);
+	assert_int_equal(ctr_of(lo, "handed_over"), 5 + 64);
+	assert_int_equal(ctr_of(lo, "protected"), 64);
+	assert_int_equal(ctr_of(lo, "drop_repair_lcore_busy"), 0);
+	for (unsigned i = 0; i < 64; i++) {
+		unsigned held = 0;
+
+		for (unsigned gi = 0; gi < app.n_groups; gi++)
+			for (uint32_t k = 0; k < sqc->groups[gi].n; k++)
+				held += il_seq_hist_at(sqc, gi, k)->m == sent[i];
+		assert_int_equal(rte_mbuf_refcnt_read(sent[i]), 1 + held);
+		rte_pktmbuf_free(sent[i]);
+	}
+}
+
+/* A repair lcore that falls behind: what finds its ring (64 slots) full
+ * goes on unprotected and counted, every frame still forwarded; once it
+ * catches up it builds the repairs of what it got. */
+static void test_repair_lcore_busy_frames_pass_unprotected(void **state)
+{
+	struct rte_mbuf *p[IL_BURST_CAP], *out[2 * IL_BURST_CAP];
+	const uint64_t busy = ctr_of(lo, "drop_repair_lcore_busy"),
+		       handed = ctr_of(lo, "handed_over"), prot = ctr_of(lo, "protected");
+
+	(void)state;
+	reset();
+	for (unsigned b = 0; b < 3; b++) {
+		for (unsigned i = 0; i < 32; i++)
+			p[i] = data(4, 6, b * 32 + i + 1, 64);
+		assert_int_equal(run_o(p, 32, out, false), 0);
+	}
+	assert_int_equal(ctr_of(lo, "handed_over") - handed, 64);
+	assert_int_equal(ctr_of(lo, "drop_repair_lcore_busy") - busy, 32);
+	unsigned nout = run_o(p, 0, out, true);
+
+	assert_int_equal(ctr_of(lo, "protected") - prot, 64);
+	assert_int_equal(nout, 64); /* 16 repairs x 4 members */
+	for (unsigned k = 0; k < nout; k++)
+		rte_pktmbuf_free(out[k]);
+}
+
 int main(int argc, char **argv)
 {
 	char err[512];
 	(void)argc;
-	char *eal[] = { argv[0], "--no-huge", "-m", "256", "--no-pci", "--lcores", "0,1",
+	char *eal[] = { argv[0], "--no-huge", "-m", "256", "--no-pci", "--lcores", "0@0,1@0,2@0",
 			"--file-prefix", "il-lec-stage-test", "--log-level", "lib.eal:error",
 			"--vdev", "net_ring0", "--vdev", "net_ring1", NULL };
 	if (rte_eal_init(15, eal) < 0) {
@@ -450,11 +580,14 @@ int main(int argc, char **argv)
 	sq = il_app_stage(&app, "seq");
 	lc = il_app_stage(&app, "lec");
 	lp = il_app_stage(&app, "lecp");
+	lo = il_app_stage(&app, "leco");
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_one_group_repairs_are_exact_and_addressed),
 		cmocka_unit_test(test_composite_repairs_only_to_members_of_all_their_groups),
 		cmocka_unit_test(test_unprotected_and_unknown_addresses_are_counted),
 		cmocka_unit_test(test_peers_rate_layers),
+		cmocka_unit_test(test_repair_lcore_builds_the_same_repairs),
+		cmocka_unit_test(test_repair_lcore_busy_frames_pass_unprotected),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	il_app_stop(&app);
