@@ -478,14 +478,14 @@ static int check_chain_meta(const struct il_chain *ch, const struct il_cfg *wher
 }
 
 /* Stage types a shard can run: their state is per group and per instance
- * (a control stage opens one channel per shard, "<chan>.<k>"). The others
- * (FT-TCP rings, pair, FEC, LEC, impairment) keep state or files of their
- * own that one instance per shard would duplicate (docs/scaling.md, "Where
- * the implementation stands"). */
+ * (a control stage opens one channel per shard, "<chan>.<k>"; a lec stage
+ * protects its shard's groups). The others (FT-TCP rings, pair, FEC,
+ * impairment) keep state or files of their own that one instance per shard
+ * would duplicate (docs/scaling.md, "Where the implementation stands"). */
 static bool shardable_type(const char *type)
 {
 	return type && (!strcmp(type, "classify") || !strcmp(type, "sequencer") ||
-			!strcmp(type, "nak") || !strcmp(type, "control"));
+			!strcmp(type, "nak") || !strcmp(type, "control") || !strcmp(type, "lec"));
 }
 
 static int check_lcore(const struct il_app *app, unsigned lc, const char *key, char *err,
@@ -737,7 +737,7 @@ static int place_stages(struct il_app *app, bool dry, char *err, size_t errlen)
 				if (app->n_shards && ty && !shardable_type(ty))
 					return ERR("config: key '%s': stage '%s' is of type '%s', which "
 						   "does not run in shards yet (shards.lcores): only "
-						   "classify, sequencer, nak and control do "
+						   "classify, sequencer, nak, control and lec do "
 						   "(docs/scaling.md)",
 						   il_cfg_path(il_cfg_at(sl, s)), sn, ty);
 				if (dry) {

@@ -156,6 +156,7 @@ struct lec_ctx {
 	struct il_app *app;
 	struct il_stage *st;
 	struct il_stage *ctl; /* views from it, when named */
+	struct rte_mempool *pool; /* repairs from it: the stage's shard's (bind) */
 	char ctl_name[IL_NAME_LEN];
 	uint16_t tx;
 	uint16_t group_tx; /* repairs_to: group: the port towards the receivers */
@@ -385,7 +386,7 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 	}
 	if (unlikely(go == 0))
 		return;
-	m0 = il_pktmbuf_alloc(app->pool);
+	m0 = il_pktmbuf_alloc(x->pool);
 	if (unlikely(m0 == NULL)) {
 		st->ctr[LEC_C_DROP_NOMBUF] += go;
 		return;
@@ -434,8 +435,8 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 			 * clone references without the first frame's headers) */
 			struct rte_mbuf *ind;
 
-			m = il_app_frame_alloc(app, IL_UDP_HDRS_LEN, &f);
-			ind = m ? rte_pktmbuf_clone(m0, app->pool) : NULL;
+			m = il_stage_frame_alloc(st, IL_UDP_HDRS_LEN, &f);
+			ind = m ? rte_pktmbuf_clone(m0, x->pool) : NULL;
 			if (unlikely(ind == NULL)) {
 				st->ctr[LEC_C_DROP_NOMBUF]++;
 				rte_pktmbuf_free(m);
@@ -445,7 +446,7 @@ static void lec_send(void *arg, const struct il_lec_repair *rep, const uint32_t 
 			il_udp_frame_put(f, &path, x->ip_id++, mlen);
 			rte_pktmbuf_chain(m, ind);
 		} else {
-			m = il_app_frame_alloc(app, (uint16_t)(IL_UDP_HDRS_LEN + mlen), &f);
+			m = il_stage_frame_alloc(st, (uint16_t)(IL_UDP_HDRS_LEN + mlen), &f);
 			if (unlikely(m == NULL)) {
 				st->ctr[LEC_C_DROP_NOMBUF]++;
 				continue;
@@ -1101,6 +1102,17 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	}
 	x->tx = (uint16_t)ti;
 	x->svc = il_cfg_get(p, "repair_lcore") != NULL ? (int)svc : -1;
+	if (x->svc >= 0 && app->n_shards) {
+		il_err(err, errlen, "config: key '%s.repair_lcore': not with shards yet (each "
+		       "shard's copy of the stage would need an lcore of its own)", il_cfg_path(p));
+		goto fail;
+	}
+	/* In shards (docs/scaling.md) each shard's copy protects the groups
+	 * its shard owns: their frames, views and members' frames all reach
+	 * that shard, and a bin per group needs no other group. */
+	if (app->n_shards && st->shard >= 0)
+		for (unsigned gi = 0; gi < app->n_groups; gi++)
+			x->want[gi] = x->want[gi] && app->groups[gi].shard == st->shard;
 	st->has_service = x->svc >= 0;
 	st->service_lcore = x->svc >= 0 ? (unsigned)x->svc : 0;
 	x->ring_slots = (uint32_t)ring;
@@ -1211,8 +1223,10 @@ static int lec_bind(struct il_stage *st, char *err, size_t errlen)
 	struct lec_ctx *x = st->ctx;
 	extern const struct il_stage_type il_stage_control;
 
+	x->pool = st->pool ? st->pool : x->app->pool;
 	if (x->ctl_name[0]) {
-		struct il_stage *c = il_app_stage(x->app, x->ctl_name);
+		/* in shards, the control stage of its own shard */
+		struct il_stage *c = il_app_stage_peer(x->app, st, x->ctl_name);
 
 		if (c == NULL || c->type != &il_stage_control)
 			return ERR("config: key 'stages.%s.control': '%s' is not a control stage",
