@@ -13,7 +13,13 @@
  * so the ratios come from runs side by side.
  *
  *   build/bench/scale/bench_scale [--seconds S] [--rounds R] [--frames K]
- *       [--size B] [-- EAL options]   (default EAL: --lcores 0@0,1@0,2@1)
+ *       [--size B] [--lec] [-- EAL options]   (default EAL: --lcores 0@0,1@0,2@1)
+ *
+ * --lec puts the lec stage after the sequencer (its defaults: one bin per
+ * group at the peers' rate, each group's repairs once to its address, on a
+ * net_null port), each group a view of 10 receivers (a VIEW frame that
+ * goes round with the group's frames): appliance-side LEC per shard, each
+ * shard's copy protecting its own group (docs/scaling.md).
  *
  * Two modes, run side by side in every round:
  *   pmd:   il_worker_main over the net_ring port (the appliance's loop as it
@@ -69,6 +75,7 @@ struct sample {
 };
 
 static struct sample samples[2][N_CONF][MAX_ROUNDS];
+static bool with_lec;
 static const char *const mode_name[2] = {"pmd", "chain"};
 static struct rte_ring *chain_ring[N_CONF][2];
 
@@ -100,11 +107,16 @@ static int chain_main(void *arg)
 static void config_text(const struct conf *c, unsigned idx, char *buf, size_t len)
 {
 	unsigned n = c->shards ? c->shards : 1;
+	char sink[96] = "";
+
+	if (with_lec) /* where the repairs go: dropped by net_null */
+		snprintf(sink, sizeof(sink), ", sink: { device: net_null%u%s }", idx,
+			 c->shards > 1 ? ", queues: 2" : "");
 	size_t off = (size_t)snprintf(buf, len,
 		"name: scale%u\n"
 		"epoch: 9\n"
-		"ports: { in: { device: net_ring%u%s } }\n", idx, idx,
-		c->shards > 1 ? ", queues: 2" : "");
+		"ports: { in: { device: net_ring%u%s }%s }\n", idx, idx,
+		c->shards > 1 ? ", queues: 2" : "", sink);
 	if (c->shards)
 		off += (size_t)snprintf(buf + off, len - off,
 			"shards: { lcores: [%s], assign: config }\n", c->shards == 1 ? "1" : "1, 2");
@@ -117,7 +129,9 @@ static void config_text(const struct conf *c, unsigned idx, char *buf, size_t le
 		"stages:\n"
 		"  classify: { type: classify }\n"
 		"  seq: { type: sequencer, history: 16384 }\n"
-		"pipeline: [ { lcore: 1, chains: [ { rx: in, stages: [classify, seq], tx: in } ] } ]\n");
+		"%s"
+		"pipeline: [ { lcore: 1, chains: [ { rx: in, stages: [classify, seq%s], tx: in } ] } ]\n",
+		with_lec ? "  lec: { type: lec, group_tx: sink }\n" : "", with_lec ? ", lec" : "");
 }
 
 /* A native DATA frame of group `group`, one message of `size` bytes, UDP
@@ -144,6 +158,29 @@ static struct rte_mbuf *make_frame(struct il_app *app, uint16_t group, unsigned 
 	r = il_rec_put(r, (uint16_t)size);
 	memset(r, 0x42, size);
 	il_udp_csum_set(f + IL_ETH_HLEN);
+	return m;
+}
+
+/* The VIEW of group `group`: ten receivers (ids 10g+1..10g+10). */
+static struct rte_mbuf *make_view(struct il_app *app, uint16_t group)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(app->pool);
+	unsigned body = il_view_len(10, 0);
+	uint8_t *f;
+
+	if (!m)
+		return NULL;
+	f = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(IL_UDP_HDRS_LEN + IL_HDR_LEN + body));
+	if (!f) {
+		rte_pktmbuf_free(m);
+		return NULL;
+	}
+	struct il_path p = {.src_ip = 0x0a0000feu, .src_port = 7400, .dst_port = 7400, .ttl = 8};
+	il_path_mcast(&p, 0xef010200u + group);
+	struct il_hdr_fields h = {.type = IL_T_VIEW, .group_id = group, .flags = IL_F_STAMPED};
+	uint8_t *b = il_view_put(il_frame_put(f, &p, 0, &h, (uint16_t)body), 1, 10, 0);
+	for (uint32_t i = 1; i <= 10; i++)
+		b = il_view_member_put(b, 10u * group + i, IL_ROLE_RECEIVER);
 	return m;
 }
 
@@ -238,7 +275,8 @@ int main(int argc, char **argv)
 	unsigned rounds = 5, frames = 512, size = 20;
 	static const struct option opts[] = {
 		{"seconds", 1, NULL, 's'}, {"rounds", 1, NULL, 'r'},
-		{"frames", 1, NULL, 'f'}, {"size", 1, NULL, 'b'}, {NULL, 0, NULL, 0},
+		{"frames", 1, NULL, 'f'}, {"size", 1, NULL, 'b'}, {"lec", 0, NULL, 'l'},
+		{NULL, 0, NULL, 0},
 	};
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -247,9 +285,10 @@ int main(int argc, char **argv)
 		case 'r': rounds = (unsigned)atoi(optarg); break;
 		case 'f': frames = (unsigned)atoi(optarg); break;
 		case 'b': size = (unsigned)atoi(optarg); break;
+		case 'l': with_lec = true; break;
 		default:
 			fprintf(stderr, "usage: bench_scale [--seconds S] [--rounds R] [--frames K] "
-				"[--size B] [-- EAL options]\n");
+				"[--size B] [--lec] [-- EAL options]\n");
 			return 2;
 		}
 	}
@@ -272,7 +311,7 @@ int main(int argc, char **argv)
 	}
 	eal[ne++] = (char *)"--no-huge";
 	eal[ne++] = (char *)"-m";
-	eal[ne++] = (char *)"1024";
+	eal[ne++] = (char *)(with_lec ? "3072" : "1024"); /* three lec stages' tables */
 	eal[ne++] = (char *)"--no-pci";
 	eal[ne++] = pfx;
 	eal[ne++] = (char *)"--log-level";
@@ -280,6 +319,9 @@ int main(int argc, char **argv)
 	eal[ne++] = (char *)"--vdev=net_ring0";
 	eal[ne++] = (char *)"--vdev=net_ring1";
 	eal[ne++] = (char *)"--vdev=net_ring2";
+	eal[ne++] = (char *)"--vdev=net_null0";
+	eal[ne++] = (char *)"--vdev=net_null1";
+	eal[ne++] = (char *)"--vdev=net_null2";
 	eal[ne] = NULL;
 	if (rte_eal_init(ne, eal) < 0) {
 		fprintf(stderr, "bench_scale: EAL init failed\n");
@@ -300,7 +342,9 @@ int main(int argc, char **argv)
 		for (unsigned w = 0; w < c->app.n_workers; w++) {
 			struct rte_mbuf *m[1000];
 			for (unsigned k = 0; k < frames; k++) {
-				m[k] = make_frame(&c->app, (uint16_t)(w + 1), size);
+				/* with lec, the group's view goes round with its frames */
+				m[k] = with_lec && k == 0 ? make_view(&c->app, (uint16_t)(w + 1)) :
+					make_frame(&c->app, (uint16_t)(w + 1), size);
 				if (!m[k]) {
 					fprintf(stderr, "bench_scale: pool empty\n");
 					return 1;
@@ -317,7 +361,9 @@ int main(int argc, char **argv)
 			chain_ring[i][w] = rte_ring_create(rn, 1024, (int)rte_socket_id(),
 							   RING_F_SP_ENQ | RING_F_SC_DEQ);
 			for (unsigned k = 0; k < frames && chain_ring[i][w]; k++) {
-				struct rte_mbuf *f = make_frame(&c->app, (uint16_t)(w + 1), size);
+				struct rte_mbuf *f = with_lec && k == 0 ?
+					make_view(&c->app, (uint16_t)(w + 1)) :
+					make_frame(&c->app, (uint16_t)(w + 1), size);
 				if (!f || rte_ring_enqueue(chain_ring[i][w], f)) {
 					fprintf(stderr, "bench_scale: cannot prime the chain ring\n");
 					return 1;
@@ -349,6 +395,18 @@ int main(int argc, char **argv)
 		}
 	loadavg(la1, sizeof(la1));
 	printf("load average after: %s\n", la1);
+	for (unsigned i = 0; with_lec && i < N_CONF; i++) /* LEC was at work */
+		for (unsigned s = 0; s < confs[i].app.n_stages; s++) {
+			const struct il_stage *st = confs[i].app.stages[s];
+			double prot = (double)stage_ctr(st, "protected");
+
+			if (strcmp(st->type->name, "lec"))
+				continue;
+			printf("%-20s %-6s protected %.0f frames, %.3f repairs and %.3f unprotected "
+			       "per protected frame\n", confs[i].label, st->name, prot,
+			       prot > 0 ? (double)stage_ctr(st, "repairs") / prot : 0,
+			       prot > 0 ? (double)stage_ctr(st, "unprotected") / prot : 0);
+		}
 	double agg[N_CONF][MAX_ROUNDS], v[MAX_ROUNDS];
 	for (int mode = 0; mode < 2; mode++) {
 	printf("\nmode %s, medians over %u rounds:\n", mode_name[mode], rounds);

@@ -203,6 +203,7 @@ struct lec_ctx {
 	 * the views in force (notes), in order, and sends the repairs it hands
 	 * back. */
 	int svc;                     /* the repair lcore; -1: all on the chain lcore */
+	unsigned instance;           /* its number in the process (object names) */
 	uint32_t ring_slots;
 	struct rte_ring *to_svc;     /* frames and notes: chain -> repair lcore (SP/SC) */
 	struct rte_ring *from_svc;   /* repairs: repair lcore -> chain (SP/SC) */
@@ -1177,7 +1178,11 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 		goto fail;
 	}
 	char hname[RTE_HASH_NAMESIZE];
-	snprintf(hname, sizeof(hname), "il_lec_%.20s", st->name); /* per process */
+	/* names are per process, which may hold several appliances (benchmarks) */
+	static unsigned instances;
+
+	x->instance = __atomic_fetch_add(&instances, 1, __ATOMIC_RELAXED);
+	snprintf(hname, sizeof(hname), "il_lec_%u", x->instance);
 	struct rte_hash_parameters hp = {
 		.name = hname,
 		.entries = (uint32_t)members < 16 ? 16 : (uint32_t)members,
@@ -1271,9 +1276,9 @@ static int lec_bind(struct il_stage *st, char *err, size_t errlen)
 		const unsigned flags = RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ;
 		const int sock = (int)rte_lcore_to_socket_id((unsigned)x->svc);
 
-		snprintf(name, sizeof(name), "il_lec_to_%.16s", st->name);
+		snprintf(name, sizeof(name), "il_lec_to_%u", x->instance);
 		x->to_svc = rte_ring_create(name, x->ring_slots, sock, flags);
-		snprintf(name, sizeof(name), "il_lec_back_%.14s", st->name);
+		snprintf(name, sizeof(name), "il_lec_back_%u", x->instance);
 		x->from_svc = x->to_svc ? rte_ring_create(name, x->ring_slots, sock, flags) : NULL;
 		if (x->from_svc == NULL)
 			return ERR("stage '%s': cannot create the repair lcore's rings of %u slots "
