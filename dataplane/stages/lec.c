@@ -811,7 +811,9 @@ static uint16_t lec_front(struct il_stage *st, struct rte_mbuf **pkts, uint16_t 
 		uint8_t kind = il_meta(m)->kind;
 
 		if (likely(kind == IL_K_DATA || kind == IL_K_CONTROL || kind == IL_K_NAK)) {
-			rte_mbuf_refcnt_update(m, 1);
+			/* a free puts back a reference of every segment */
+			for (struct rte_mbuf *seg = m; seg != NULL; seg = seg->next)
+				rte_mbuf_refcnt_update(seg, 1);
 			hand[j++] = m;
 		}
 	}
