@@ -38,6 +38,12 @@ for b in $(find build/bench -type f -executable -name 'bench_*' | sort); do
   fi
   printf '%-40s ok\n' "$b"
 done
+# and bench_scale with the lec stage in its shards
+if ! out=$(timeout 120 build/bench/scale/bench_scale --seconds 0.1 --rounds 1 --lec 2>&1); then
+  printf '%s\n' "$out" | tail -n 20
+  echo "bench_scale --lec did not start" >&2
+  exit 1
+fi
 
 step "unit tests (ASan + UBSan)"
 if [ ! -f build-san/build.ninja ]; then
