@@ -642,6 +642,66 @@ static uint16_t gidx(unsigned id)
 	return (uint16_t)(app2.group_idx_by_id[id] - 1);
 }
 
+/* Raw insertion where the group's address is not the filter's (the
+ * destination, its MAC and both checksums change), for payloads of every
+ * length from 4 to 40 bytes, odd ones too, with a UDP checksum and
+ * without, four frames a burst: the checksums verify in full, and every
+ * frame's history entry holds exactly its bytes, the copied ones (made
+ * one frame late, seq.c seq_tally) and those held by reference alike. */
+static void test_raw_insertion_steers_and_checksums(void **state)
+{
+	(void)state;
+	struct il_stage *const seqs[] = {sq_a, sq_b};
+
+	for (unsigned k = 0; k < 2; k++) {
+		struct il_stage *sq2 = seqs[k];
+		const struct il_seq *s2 = sq2->ctx;
+
+		for (unsigned len = 0; len <= 36; len += 4) {
+			struct rte_mbuf *p[4];
+			uint16_t olen[4];
+			const unsigned id = 3 + len % 5;
+
+			for (unsigned i = 0; i < 4; i++) {
+				p[i] = frame((uint16_t)(20000 + id), IL_T_DATA, (uint16_t)id, 1 + i, 0, 1,
+					     len + i, (i & 1) == 0);
+				olen[i] = (uint16_t)p[i]->pkt_len;
+			}
+			uint16_t n = cl2->type->process(cl2, p, 4);
+			assert_int_equal(n, 4);
+			assert_int_equal(sq2->type->process(sq2, p, n), 4);
+			for (unsigned i = 0; i < 4; i++) {
+				const uint8_t *f = rte_pktmbuf_mtod(p[i], const uint8_t *);
+				const struct rte_ipv4_hdr *ip = (const void *)(f + 14);
+				const uint8_t mac[6] = {0x01, 0x00, 0x5e, 0x02, 0x00, (uint8_t)id};
+				bool by_ref;
+
+				assert_int_equal(p[i]->pkt_len, olen[i] + IL_HDR_LEN + IL_MSG_HDR_LEN);
+				assert_memory_equal(f, mac, 6);
+				assert_int_equal(rte_be_to_cpu_32(ip->dst_addr), 0xef020000u + id);
+				assert_int_equal(rte_be_to_cpu_16(ip->total_length), p[i]->pkt_len - 14);
+				assert_int_equal(il_get16(f + 38), p[i]->pkt_len - 34);
+				assert_int_equal(il_get16(f + 36), app2.il_udp_port);
+				assert_int_equal(rte_raw_cksum(ip, 20), 0xffff);
+				assert_int_equal(il_get16(f + 40) != 0, (i & 1) == 0);
+				assert_true(udp_csum_valid(p[i]));
+				assert_int_equal(il_get32(f + 42 + IL_OFF_SENDER_ID), 0x0a000001u + i);
+				assert_int_equal(il_get16(f + 42 + IL_HDR_LEN), 4 + len + i);
+				const struct il_seq_group *g = &s2->groups[gidx(id)];
+				const struct il_hist_ent *e =
+					&g->ring[(g->head - 4 + i) & s2->mask];
+				const uint8_t *b = e->m != NULL ? rte_pktmbuf_mtod(e->m, const uint8_t *)
+							      : il_seq_hist_bytes(s2, gidx(id), e);
+				by_ref = e->m != NULL;
+				assert_int_equal(by_ref, k == 1);
+				assert_int_equal(e->len, p[i]->pkt_len);
+				assert_memory_equal(b, f, e->len);
+			}
+			rte_pktmbuf_free_bulk(p, 4);
+		}
+	}
+}
+
 /* Two sequencer instances over 200 groups: each reports all three values
  * of every group, its own, with no cut-off. */
 static void test_state_of_two_sequencers_over_many_groups(void **state)
@@ -732,6 +792,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_emit_overflow_never_overtakes_the_burst),
 		cmocka_unit_test(test_raw_filters_hashed),
 		cmocka_unit_test(test_state_of_two_sequencers_over_many_groups),
+		/* After it: it counts every group's sequence from the start. */
+		cmocka_unit_test(test_raw_insertion_steers_and_checksums),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	il_app_stop(&app2);
