@@ -80,7 +80,30 @@ static inline bool hist_copies(const struct il_seq *s, const struct rte_mbuf *m)
 	       m->data_off + RTE_ALIGN_CEIL((uint32_t)m->data_len, 64) <= m->buf_len;
 }
 
-static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_seq_group *g,
+/* What one burst adds to the stage's per-frame counters, added to them
+ * once at its end (a counter is read between bursts, never during one),
+ * and the arena copy of the frame stamped last, made after the next one
+ * is stamped: the frame's header was just written with stores of 2 to 16
+ * bytes, and the copy's 16-byte loads, which each span several of them,
+ * could not take their bytes from stores still in flight (a store-
+ * forwarding stall, about a tenth of a raw frame's cost). One frame later
+ * they have reached the cache, and the frame is still in it. */
+struct seq_tally {
+	uint64_t frames, msgs, evicted, raw;
+	uint8_t *copy_dst;
+	const uint8_t *copy_src;
+	uint32_t copy_len;
+};
+
+static inline void tally_copy_flush(struct seq_tally *t)
+{
+	if (t->copy_dst != NULL) {
+		arena_copy(t->copy_dst, t->copy_src, t->copy_len);
+		t->copy_dst = NULL;
+	}
+}
+
+static inline void hist_push(struct il_seq *s, struct seq_tally *t, struct il_seq_group *g,
 			     struct rte_mbuf *m, uint64_t first, uint32_t count, uint32_t sender,
 			     uint64_t sseq)
 {
@@ -90,7 +113,7 @@ static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_se
 	if (g->n == s->depth) {
 		if (e->m != NULL)
 			s->victims[s->n_victims++] = e->m;
-		st->ctr[SEQ_C_HIST_EVICTED]++;
+		t->evicted++;
 	} else {
 		g->n++;
 	}
@@ -103,9 +126,11 @@ static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_se
 			rte_prefetch0(&ahead->next);
 		}
 	}
+	tally_copy_flush(t);
 	if (s->copy_max && hist_copies(s, m)) {
-		arena_copy(g->arena + (size_t)idx * s->slot, rte_pktmbuf_mtod(m, const uint8_t *),
-			   m->data_len);
+		t->copy_dst = g->arena + (size_t)idx * s->slot;
+		t->copy_src = rte_pktmbuf_mtod(m, const uint8_t *);
+		t->copy_len = m->data_len;
 		e->m = NULL;
 	} else {
 		rte_mbuf_refcnt_update(m, 1);
@@ -119,8 +144,8 @@ static inline void hist_push(struct il_seq *s, struct il_stage *st, struct il_se
 	g->head++;
 	g->stamped_frames++;
 	g->pf = 0;
-	st->ctr[SEQ_C_STAMPED_FRAMES]++;
-	st->ctr[SEQ_C_STAMPED_MSGS] += count;
+	t->frames++;
+	t->msgs += count;
 }
 
 /* One's-complement sum of the four 16-bit words of 8 bytes in memory,
@@ -139,8 +164,8 @@ static inline uint64_t sum8(const uint8_t *p)
  * sender's own stable_seq (its oldest unstable message) was read by the
  * FIFO check before this. `fifo_start`: the first frame of a sender's new
  * incarnation (IL_F_FIFO_START). */
-static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m,
-				uint8_t fifo_start)
+static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct seq_tally *t,
+				struct rte_mbuf *m, uint8_t fifo_start)
 {
 	const struct il_meta *mt = il_meta(m);
 	uint8_t *base = rte_pktmbuf_mtod(m, uint8_t *);
@@ -213,7 +238,7 @@ static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct rt
 		il_put64(h + IL_OFF_GLOBAL_SEQ, gs);
 		il_put64(h + IL_OFF_STABLE_SEQ, stable);
 	}
-	hist_push(s, st, g, m, gs, cnt, il_get32(h + IL_OFF_SENDER_ID),
+	hist_push(s, t, g, m, gs, cnt, il_get32(h + IL_OFF_SENDER_ID),
 		  il_get64(h + IL_OFF_SENDER_SEQ));
 }
 
@@ -246,26 +271,48 @@ static inline uint64_t raw_sender_next(struct il_seq *s, struct il_stage *st, ui
 	}
 }
 
-/* The raw-mode header's fixed part for group gi, made again whenever the
- * epoch or uto changed since it was made (an epoch change at run time
- * costs one rebuild per group). */
-static inline const struct il_hdr1_tmpl *raw_tmpl(struct il_seq *s, unsigned gi)
+/* What a group's raw plan is made for: the epoch and uto it stamps, and
+ * a bit no made plan lacks (a zeroed plan is not made). */
+static inline uint64_t raw_plan_key(const struct il_seq *s)
 {
-	struct il_seq_group *g = &s->groups[gi];
+	return (uint64_t)s->epoch | (uint64_t)s->uto << 32 | UINT64_C(1) << 33;
+}
 
-	if (unlikely(g->tmpl_epoch != s->epoch || g->tmpl_uto != s->uto || !g->tmpl_ok)) {
-		il_hdr1_tmpl_init(&g->tmpl, &(struct il_hdr_fields){
-			.type = IL_T_DATA,
-			.flags = IL_F_STAMPED | IL_F_RAW | (s->uto ? IL_F_STABLE_VALID : 0),
-			.group_id = s->app->groups[gi].id,
-			.msg_count = 1,
-			.epoch = s->epoch,
-		});
-		g->tmpl_epoch = s->epoch;
-		g->tmpl_uto = s->uto;
-		g->tmpl_ok = true;
-	}
-	return &g->tmpl;
+/* Made for the group's first raw frame and again whenever the epoch or
+ * uto changed since (an epoch change at run time costs one rebuild per
+ * group). */
+static void __rte_noinline raw_plan_make(struct il_seq *s, unsigned gi)
+{
+	const struct il_group *grp = &s->app->groups[gi];
+	struct il_raw_plan *p = &s->groups[gi].raw;
+
+	il_hdr1_tmpl_init(&p->tmpl, &(struct il_hdr_fields){
+		.type = IL_T_DATA,
+		.flags = IL_F_STAMPED | IL_F_RAW | (s->uto ? IL_F_STABLE_VALID : 0),
+		.group_id = grp->id,
+		.msg_count = 1,
+		.epoch = s->epoch,
+	});
+	p->dst = rte_cpu_to_be_32(grp->address);
+	p->dport = rte_cpu_to_be_16(grp->out_port);
+	il_mcast_mac(p->mac, grp->address);
+	/* The UDP checksum's delta, the part every frame shares: the new
+	 * destination and port come in, and both copies of the length (the
+	 * pseudo-header's and the header's) grow by RAW_INSERT, which in one's
+	 * complement adds RAW_INSERT twice whatever the old length was (the
+	 * too-big check keeps the sum below 64 KB). In memory order, like
+	 * every word summed here. */
+	p->udp_sum = (uint64_t)p->dst + p->dport + 2u * rte_cpu_to_be_16(RAW_INSERT);
+	p->made_for = raw_plan_key(s);
+}
+
+static inline const struct il_raw_plan *raw_plan(struct il_seq *s, unsigned gi)
+{
+	struct il_raw_plan *p = &s->groups[gi].raw;
+
+	if (unlikely(p->made_for != raw_plan_key(s)))
+		raw_plan_make(s, gi);
+	return p;
 }
 
 /* Fold a 64-bit one's-complement sum to 16 bits. */
@@ -283,15 +330,16 @@ static inline uint16_t fold64(uint64_t acc)
  * header and one message record go in the gap, lengths, destination and
  * both checksums are updated, not recomputed. Returns 0, or the counter to
  * drop under. */
-static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mbuf *m)
+static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct seq_tally *t,
+			    struct rte_mbuf *m)
 {
 	struct il_meta *mt = il_meta(m);
 	const unsigned gi = mt->group_idx;
-	const struct il_group *grp = &s->app->groups[gi];
 	struct il_seq_group *g = &s->groups[gi];
 	uint8_t *old = rte_pktmbuf_mtod(m, uint8_t *);
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(old + mt->l3_off);
-	uint32_t ip_end = mt->l3_off + rte_be_to_cpu_16(ip->total_length);
+	const struct rte_ipv4_hdr *oip = (const struct rte_ipv4_hdr *)(old + mt->l3_off);
+	const struct rte_udp_hdr *oudp = (const struct rte_udp_hdr *)(old + mt->l4_off);
+	uint32_t ip_end = mt->l3_off + rte_be_to_cpu_16(oip->total_length);
 
 	if (m->pkt_len > ip_end)
 		rte_pktmbuf_trim(m, (uint16_t)(m->pkt_len - ip_end)); /* Ethernet padding */
@@ -300,7 +348,14 @@ static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mb
 	if (m->nb_segs != 1 || m->data_off < RAW_INSERT)
 		return SEQ_C_DROP_NO_HEADROOM;
 
+	/* The fields read where they are before the headers move: these loads
+	 * need not wait for the move's stores. */
+	const uint32_t src = oip->src_addr, old_dst = oip->dst_addr;
+	const uint16_t old_tot = oip->total_length, icsum = oip->hdr_checksum;
+	const uint16_t sport = oudp->src_port, dport = oudp->dst_port;
+	const uint16_t ulen = oudp->dgram_len, ucs = oudp->dgram_cksum;
 	uint8_t *base = old - RAW_INSERT;
+
 	m->data_off -= RAW_INSERT;
 	m->data_len += RAW_INSERT;
 	m->pkt_len += RAW_INSERT;
@@ -308,48 +363,43 @@ static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct rte_mb
 		memcpy(base, old, IL_UDP_HDRS_LEN); /* 42 < 44: they do not overlap */
 	else
 		memmove(base, old, mt->il_off);
-	ip = (struct rte_ipv4_hdr *)(base + mt->l3_off);
+
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(base + mt->l3_off);
 	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(base + mt->l4_off);
-	uint16_t ulen = udp->dgram_len, ucs = udp->dgram_cksum, dport = udp->dst_port;
-	uint16_t new_ulen = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(ulen) + RAW_INSERT));
-	uint16_t new_dport = rte_cpu_to_be_16(grp->out_port);
-	uint32_t old_dst = ip->dst_addr, new_dst = rte_cpu_to_be_32(grp->address);
-	uint64_t gs = g->next++;
-	uint64_t sseq = raw_sender_next(s, st, ip->src_addr, udp->src_port, (uint16_t)gi);
-	uint64_t ins = il_hdr1_put(base + mt->il_off, raw_tmpl(s, gi), ip->src_addr, sseq, gs,
-				   s->uto ? g->stable : 0,
-				   (uint16_t)(rte_be_to_cpu_16(ulen) - sizeof(*udp)));
+	const struct il_raw_plan *p = raw_plan(s, gi);
+	const uint64_t gs = g->next++;
+	const uint64_t sseq = raw_sender_next(s, st, src, sport, (uint16_t)gi);
+	const uint64_t ins = il_hdr1_put(base + mt->il_off, &p->tmpl, src, sseq, gs,
+					 s->uto ? g->stable : 0,
+					 (uint16_t)(rte_be_to_cpu_16(ulen) - sizeof(*udp)));
 
 	g->carried = g->stable;
 	/* Both checksums in 64-bit one's-complement sums of memory-order
 	 * words (16 and 32 bits fold alike; RFC 1624: new = ~(~old + ~m + m')).
-	 * UDP: out go the old length (pseudo-header and header), destination
-	 * and port, in come the new ones and the 44 inserted bytes. */
+	 * UDP: out go the old destination and port, in come the 44 inserted
+	 * bytes and what the plan sums (new destination, port and lengths). */
 	if (ucs) {
-		uint64_t acc = (uint16_t)~ucs + ins;
-		acc += 2u * ((uint16_t)~ulen + (uint32_t)new_ulen);
-		acc += (uint32_t)~old_dst + (uint64_t)new_dst;
-		acc += (uint16_t)~dport + (uint32_t)new_dport;
+		uint64_t acc = (uint16_t)~ucs + ins + p->udp_sum;
+		acc += (uint32_t)~old_dst + (uint64_t)(uint16_t)~dport;
 		udp->dgram_cksum = il_udp_csum_fix((uint16_t)~fold64(acc));
 	}
-	udp->dgram_len = new_ulen;
-	udp->dst_port = new_dport;
-	/* IPv4: the total length, and the destination when it changes (a
-	 * header that came in damaged stays so). */
-	uint16_t old_tot = ip->total_length;
-	uint16_t new_tot = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(old_tot) + RAW_INSERT));
-	uint64_t iacc = (uint16_t)~ip->hdr_checksum + (uint32_t)(uint16_t)~old_tot + new_tot;
-	if (old_dst != new_dst) {
+	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(ulen) + RAW_INSERT));
+	udp->dst_port = p->dport;
+	/* IPv4: the total length (its delta is RAW_INSERT, as for UDP), and
+	 * the destination when it changes (a header that came in damaged
+	 * stays so). */
+	uint64_t iacc = (uint16_t)~icsum + (uint64_t)rte_cpu_to_be_16(RAW_INSERT);
+	if (old_dst != p->dst) {
 		/* Steer to the group's multicast address (and its MAC). */
-		iacc += (uint32_t)~old_dst + (uint64_t)new_dst;
-		ip->dst_addr = new_dst;
-		il_mcast_mac(base, grp->address);
+		iacc += (uint32_t)~old_dst + (uint64_t)p->dst;
+		ip->dst_addr = p->dst;
+		memcpy(base, p->mac, 6);
 	}
-	ip->total_length = new_tot;
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(old_tot) + RAW_INSERT));
 	ip->hdr_checksum = (uint16_t)~fold64(iacc);
 	mt->kind = IL_K_DATA;
-	st->ctr[SEQ_C_RAW_INSERTED]++;
-	hist_push(s, st, g, m, gs, 1, rte_be_to_cpu_32(ip->src_addr), sseq);
+	t->raw++;
+	hist_push(s, t, g, m, gs, 1, rte_be_to_cpu_32(src), sseq);
 	return 0;
 }
 
@@ -495,6 +545,7 @@ static void fifo_member(struct il_seq *s, struct il_stage *st, struct rte_mbuf *
 static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct il_seq *s = st->ctx;
+	struct seq_tally t = {0};
 	uint16_t out = 0;
 
 	if (s->copy_max == 0)
@@ -521,9 +572,9 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 			fifo_member(s, st, m);
 		}
 		if (likely(kind == IL_K_DATA)) {
-			stamp_native(s, st, m, fifo_start);
+			stamp_native(s, st, &t, m, fifo_start);
 		} else if (kind == IL_K_RAW) {
-			int c = stamp_raw(s, st, m);
+			int c = stamp_raw(s, st, &t, m);
 			if (c) {
 				il_drop(st, (unsigned)c, m);
 				continue;
@@ -531,6 +582,11 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 		}
 		pkts[out++] = m;
 	}
+	tally_copy_flush(&t);
+	st->ctr[SEQ_C_STAMPED_FRAMES] += t.frames;
+	st->ctr[SEQ_C_STAMPED_MSGS] += t.msgs;
+	st->ctr[SEQ_C_HIST_EVICTED] += t.evicted;
+	st->ctr[SEQ_C_RAW_INSERTED] += t.raw;
 	if (st->io != NULL)
 		st->io->kinds |= IL_KIND_BIT(IL_K_DATA);
 	if (s->n_victims) {

@@ -51,6 +51,18 @@ struct il_seq_fifo {
 	uint64_t told_tsc;
 };
 
+/* Raw mode: what stamping a group's raw frames takes that is the same for
+ * every frame, made when the first one comes and again whenever the epoch
+ * or uto changed since (seq.c raw_plan). Values as stored in the frame. */
+struct il_raw_plan {
+	struct il_hdr1_tmpl tmpl; /* the header's fixed part */
+	uint64_t made_for;        /* raw_plan_key() it was made for; 0: not made */
+	uint64_t udp_sum;         /* the UDP checksum's delta, the part all frames share */
+	uint32_t dst;             /* the group's address */
+	uint16_t dport;           /* the group's out port */
+	uint8_t mac[6];           /* the group's Ethernet address */
+};
+
 /* Per-group sequence space and retransmission history (a ring of frames,
  * oldest at head - n). Frames hold one mbuf reference each. */
 struct il_seq_group {
@@ -67,9 +79,7 @@ struct il_seq_group {
 	uint64_t stable;
 	uint64_t carried;        /* stable_seq stamped on the last DATA frame */
 	uint64_t stamped_frames; /* DATA frames stamped so far (idle detection) */
-	struct il_hdr1_tmpl tmpl;  /* raw mode: the header's fixed part (seq.c raw_tmpl) */
-	uint32_t tmpl_epoch;
-	bool tmpl_uto, tmpl_ok;
+	struct il_raw_plan raw;   /* raw mode: what every frame shares (seq.c raw_plan) */
 	struct il_seq_fifo *fifo; /* IL_SEQ_FIFO_SLOTS entries (checked only under uto) */
 	uint32_t n_fifo;
 };

@@ -109,9 +109,15 @@ static inline uint8_t *il_rec_put(uint8_t *r, uint16_t len)
  * and returns their one's-complement sum as memory-order 32-bit words,
  * unfolded, for an incremental UDP checksum (RFC 1624). */
 struct il_hdr1_tmpl {
-	uint64_t w0;       /* bytes 0..7: version .. msg_count */
-	uint32_t epoch;    /* bytes 12..15, as stored */
+	uint64_t w0;        /* bytes 0..7: version .. msg_count */
+	uint32_t epoch;     /* bytes 12..15, as stored */
+	uint64_t fixed_sum; /* the sum of w0 and epoch: the same for every frame */
 };
+
+static inline uint64_t il_sum64w(uint64_t w)
+{
+	return (w & 0xffffffffu) + (w >> 32);
+}
 
 static inline void il_hdr1_tmpl_init(struct il_hdr1_tmpl *t, const struct il_hdr_fields *f)
 {
@@ -120,11 +126,7 @@ static inline void il_hdr1_tmpl_init(struct il_hdr1_tmpl *t, const struct il_hdr
 	il_hdr_put(h, f);
 	memcpy(&t->w0, h, 8);
 	memcpy(&t->epoch, h + IL_OFF_EPOCH, 4);
-}
-
-static inline uint64_t il_sum64w(uint64_t w)
-{
-	return (w & 0xffffffffu) + (w >> 32);
+	t->fixed_sum = il_sum64w(t->w0) + t->epoch;
 }
 
 static inline uint64_t il_hdr1_put(uint8_t *h, const struct il_hdr1_tmpl *t, uint32_t sender_raw,
@@ -144,7 +146,8 @@ static inline uint64_t il_hdr1_put(uint8_t *h, const struct il_hdr1_tmpl *t, uin
 	memcpy(h + 24, &w3, 8);
 	memcpy(h + 32, &w4, 8);
 	memcpy(h + IL_HDR_LEN, &r, 4);
-	return il_sum64w(t->w0) + il_sum64w(w1) + il_sum64w(w2) + il_sum64w(w3) + il_sum64w(w4) + r;
+	/* w1's epoch half is in fixed_sum: only the sender's address here. */
+	return t->fixed_sum + sender_raw + il_sum64w(w2) + il_sum64w(w3) + il_sum64w(w4) + r;
 }
 
 /* NAK and UNAVAIL: the inclusive range. */
