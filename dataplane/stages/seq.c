@@ -175,8 +175,9 @@ static inline uint64_t sum8(const uint8_t *p)
  * sender's own stable_seq (its oldest unstable message) was read by the
  * FIFO check before this. `fifo_start`: the first frame of a sender's new
  * incarnation (IL_F_FIFO_START). */
-static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct seq_tally *t,
-				struct rte_mbuf *m, uint8_t fifo_start)
+static __rte_always_inline void stamp_native(struct il_seq *s, struct il_stage *st,
+					      struct seq_tally *t, struct rte_mbuf *m,
+					      uint8_t fifo_start, const bool uto)
 {
 	const struct il_meta *mt = il_meta(m);
 	uint8_t *base = rte_pktmbuf_mtod(m, uint8_t *);
@@ -190,7 +191,7 @@ static inline void stamp_native(struct il_seq *s, struct il_stage *st, struct se
 	uint16_t ucs;
 
 	g->next += cnt;
-	if (s->uto) {
+	if (uto) {
 		fl |= IL_F_STABLE_VALID;
 		stable = g->stable;
 		g->carried = g->stable;
@@ -323,8 +324,8 @@ static inline const struct il_raw_plan *raw_plan(struct il_seq *s, unsigned gi)
  * header and one message record go in the gap, lengths, destination and
  * both checksums are updated, not recomputed. Returns 0, or the counter to
  * drop under. */
-static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct seq_tally *t,
-			    struct rte_mbuf *m)
+static __rte_always_inline int stamp_raw(struct il_seq *s, struct il_stage *st,
+					 struct seq_tally *t, struct rte_mbuf *m, const bool uto)
 {
 	struct il_meta *mt = il_meta(m);
 	const unsigned gi = mt->group_idx;
@@ -363,7 +364,7 @@ static inline int stamp_raw(struct il_seq *s, struct il_stage *st, struct seq_ta
 	const uint64_t gs = g->next++;
 	const uint64_t sseq = raw_sender_next(s, st, src, sport, (uint16_t)gi);
 	const uint64_t ins = il_hdr1_put(base + mt->il_off, &p->tmpl, src, sseq, gs,
-					 s->uto ? g->stable : 0,
+					 uto ? g->stable : 0,
 					 (uint16_t)(rte_be_to_cpu_16(ulen) - sizeof(*udp)));
 
 	g->carried = g->stable;
@@ -535,19 +536,20 @@ static void fifo_member(struct il_seq *s, struct il_stage *st, struct rte_mbuf *
 	s->inc_due = true;
 }
 
-static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
+/* The burst's frames in order, made twice by the compiler: with uto (the
+ * history's and the senders' FIFO checks) and without, where the loop
+ * holds nothing but the stamping. */
+static __rte_always_inline uint16_t seq_frames(struct il_seq *s, struct il_stage *st,
+					       struct seq_tally *t, struct rte_mbuf **pkts,
+					       uint16_t n, const bool uto)
 {
-	struct il_seq *s = st->ctx;
-	struct seq_tally t = {0};
 	uint16_t out = 0;
 
-	if (s->copy_max == 0)
-		prefetch_victims(s, pkts, n);
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		uint8_t kind = il_meta(m)->kind, fifo_start = 0;
 
-		if (unlikely(s->uto) && (kind == IL_K_DATA || kind == IL_K_RAW)) {
+		if (uto && (kind == IL_K_DATA || kind == IL_K_RAW)) {
 			if (hist_full_unstable(s, il_meta(m)->group_idx)) {
 				/* Evicting would lose a frame some receiver may
 				 * still NAK; refusing the new one costs its
@@ -561,13 +563,13 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 				il_drop(st, (unsigned)c, m);
 				continue;
 			}
-		} else if (unlikely(s->uto) && kind == IL_K_CONTROL) {
+		} else if (uto && kind == IL_K_CONTROL) {
 			fifo_member(s, st, m);
 		}
 		if (likely(kind == IL_K_DATA)) {
-			stamp_native(s, st, &t, m, fifo_start);
+			stamp_native(s, st, t, m, fifo_start, uto);
 		} else if (kind == IL_K_RAW) {
-			int c = stamp_raw(s, st, &t, m);
+			int c = stamp_raw(s, st, t, m, uto);
 			if (c) {
 				il_drop(st, (unsigned)c, m);
 				continue;
@@ -575,6 +577,21 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 		}
 		pkts[out++] = m;
 	}
+	return out;
+}
+
+static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct il_seq *s = st->ctx;
+	struct seq_tally t = {0};
+	uint16_t out;
+
+	if (s->copy_max == 0)
+		prefetch_victims(s, pkts, n);
+	if (unlikely(s->uto))
+		out = seq_frames(s, st, &t, pkts, n, true);
+	else
+		out = seq_frames(s, st, &t, pkts, n, false);
 	tally_copy_flush(&t);
 	st->ctr[SEQ_C_STAMPED_FRAMES] += t.frames;
 	st->ctr[SEQ_C_STAMPED_MSGS] += t.msgs;
