@@ -136,10 +136,7 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 
 		if (i + 1 < n)
 			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
-		const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
-		v = il_parse_frame_fast(f, m->data_len, c->il_port, &p);
-		if (v == IL_V_PASS)
-			v = il_parse_frame_general(f, m->data_len, c->il_port, &p);
+		v = il_parse_frame(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, c->il_port, &p);
 		mt->kind = IL_K_NONE;
 		if (unlikely(m->nb_segs > 1) && v != IL_V_PASS && v != IL_V_UDP) {
 			if (!multiseg_passes(c, m)) {
