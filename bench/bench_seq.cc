@@ -380,14 +380,21 @@ void BM_History(benchmark::State &state)
 	for (unsigned i = 0; i < 3; i++)
 		busy0[i] = ch.stages[i]->tsc_busy;
 	const double hz = double(rte_get_tsc_hz());
-	BurstCycles bc;
+	// The whole chain's and each stage's (its own cycle counter, as the
+	// appliance keeps it) median 256-frame window.
+	BurstCycles bc, bc_stage[3];
 	for (auto _ : state) {
 		if (!rx_burst(state, g_app.pool, tmpl, burst, pos))
 			break;
 		pos += 32;
+		uint64_t busy[3];
+		for (unsigned i = 0; i < 3; i++)
+			busy[i] = ch.stages[i]->tsc_busy;
 		uint64_t t0 = rte_rdtsc();
 		uint16_t k = il_chain_stages(g_cl->io, &ch, burst, 32);
 		uint64_t dt = rte_rdtsc() - t0;
+		for (unsigned i = 0; i < 3; i++)
+			bc_stage[i].add(ch.stages[i]->tsc_busy - busy[i], k);
 		cyc += dt;
 		bc.add(dt, k);
 		state.SetIterationTime(double(dt) / hz);
@@ -401,6 +408,9 @@ void BM_History(benchmark::State &state)
 	report(state, n, cyc);
 	state.SetLabel(kModes[state.range(0)]);
 	state.counters["cyc_p50"] = bc.median();
+	state.counters["classify_p50"] = bc_stage[0].median();
+	state.counters["seq_p50"] = bc_stage[1].median();
+	state.counters["nak_p50"] = bc_stage[2].median();
 	state.counters["classify_cyc"] = n ? double(c_cl) / double(n) : 0;
 	state.counters["seq_cyc"] = n ? double(c_sq) / double(n) : 0;
 	state.counters["nak_cyc"] = n ? double(c_nk) / double(n) : 0;
