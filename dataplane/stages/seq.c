@@ -81,8 +81,9 @@ static inline bool hist_copies(const struct il_seq *s, const struct rte_mbuf *m)
 }
 
 /* What one burst adds to the stage's per-frame counters, added to them
- * once at its end (a counter is read between bursts, never during one),
- * and the arena copy of the frame stamped last, made after the next one
+ * once at its end (a reader on another thread, telemetry, sees a burst's
+ * counts together, as it sees pkts_in, added before the stage runs), and
+ * the arena copy of the frame stamped last, made after the next one
  * is stamped: the frame's header was just written with stores of 2 to 16
  * bytes, and the copy's 16-byte loads, which each span several of them,
  * could not take their bytes from stores still in flight (a store-

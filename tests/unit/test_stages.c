@@ -644,7 +644,7 @@ static uint16_t gidx(unsigned id)
 
 /* Raw insertion where the group's address is not the filter's (the
  * destination, its MAC and both checksums change), for payloads of every
- * length from 4 to 40 bytes, odd ones too, with a UDP checksum and
+ * length from 4 to 43 bytes, odd ones too, with a UDP checksum and
  * without, four frames a burst: the checksums verify in full, and every
  * frame's history entry holds exactly its bytes, the copied ones (made
  * one frame late, seq.c seq_tally) and those held by reference alike. */
