@@ -541,9 +541,13 @@ unsigned il_app_launch_services(struct il_app *app)
 	for (unsigned s = 0; s < app->n_stages; s++) {
 		struct il_stage *st = app->stages[s];
 
-		if (st->has_service && st->lcore >= 0 && st->type->service &&
-		    rte_eal_remote_launch(service_main, st, st->service_lcore) == 0)
+		if (!st->has_service || st->lcore < 0 || !st->type->service)
+			continue;
+		if (rte_eal_remote_launch(service_main, st, st->service_lcore) == 0)
 			n++;
+		else /* checked free at start: not expected */
+			fprintf(stderr, "interlink: warning: stage '%s': cannot launch its service "
+				"on lcore %u (busy)\n", st->name, st->service_lcore);
 	}
 	return n;
 }
