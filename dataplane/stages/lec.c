@@ -1044,6 +1044,35 @@ static int parse_groups(struct lec_ctx *x, const struct il_cfg *p, char *err, si
 	return 0;
 }
 
+/* repair_lcore: an lcore; in shards, a list of one per shard (this copy's
+ * is its shard's entry). Absent: *lc untouched. */
+static int parse_repair_lcore(const struct il_stage *st, const struct il_cfg *p,
+			      const struct il_app *app, uint64_t *lc, char *err, size_t errlen)
+{
+	const struct il_cfg *v = il_cfg_get(p, "repair_lcore");
+
+	if (v == NULL)
+		return 0;
+	if (!app->n_shards) {
+		if (il_cfg_kind(v) == IL_CFG_SEQ)
+			return ERR("config: key '%s.repair_lcore': one lcore without shards (a "
+				   "list names one per shard)", il_cfg_path(p));
+		return il_cfg_u64(p, "repair_lcore", 0, 0, RTE_MAX_LCORE - 1, lc, err, errlen);
+	}
+	if (il_cfg_kind(v) != IL_CFG_SEQ || il_cfg_len(v) != app->n_shards)
+		return ERR("config: key '%s.repair_lcore': in shards, a list of %u lcores, one per "
+			   "shard (shards.lcores)", il_cfg_path(p), app->n_shards);
+	const char *sv = il_cfg_scalar(il_cfg_at(v, (unsigned)(st->shard > 0 ? st->shard : 0)));
+	char *end = NULL;
+	unsigned long l = sv ? strtoul(sv, &end, 10) : 0;
+
+	if (sv == NULL || *sv == '\0' || *end != '\0' || l >= RTE_MAX_LCORE)
+		return ERR("config: key '%s.repair_lcore[%d]': '%s' is not an lcore id",
+			   il_cfg_path(p), st->shard > 0 ? st->shard : 0, sv ? sv : "?");
+	*lc = l;
+	return 0;
+}
+
 static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app, char *err,
 		      size_t errlen)
 {
@@ -1091,8 +1120,7 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	    il_cfg_enum(p, "repairs_to", tos, LEC_DEFAULT_TO, &to, err, errlen) ||
 	    il_cfg_str(p, "group_tx", "out", &gtx, err, errlen) ||
 	    il_cfg_bool(p, "layer_stride", true, &stride, err, errlen) ||
-	    (il_cfg_get(p, "repair_lcore") != NULL &&
-	     il_cfg_u64(p, "repair_lcore", 0, 0, RTE_MAX_LCORE - 1, &svc, err, errlen)) ||
+	    parse_repair_lcore(st, p, app, &svc, err, errlen) ||
 	    il_cfg_u64(p, "repair_ring", LEC_DEFAULT_RING, 64, 1u << 20, &ring, err, errlen) ||
 	    parse_c_groups(x, p, err, errlen) ||
 	    parse_groups(x, p, err, errlen))
@@ -1105,11 +1133,6 @@ static int lec_create(struct il_stage *st, const struct il_cfg *p, struct il_app
 	}
 	x->tx = (uint16_t)ti;
 	x->svc = il_cfg_get(p, "repair_lcore") != NULL ? (int)svc : -1;
-	if (x->svc >= 0 && app->n_shards) {
-		il_err(err, errlen, "config: key '%s.repair_lcore': not with shards yet (each "
-		       "shard's copy of the stage would need an lcore of its own)", il_cfg_path(p));
-		goto fail;
-	}
 	/* In shards (docs/scaling.md) each shard's copy protects the groups
 	 * its shard owns: their frames, views and members' frames all reach
 	 * that shard, and a bin per group needs no other group. */

@@ -191,6 +191,7 @@ def test_repairs_to_group_go_once_to_the_group(run_pcap, where):
     ("{type: lec, repair_lcore: 0}", "'stages.lec.repair_lcore': 0 is not a worker lcore"),
     ("{type: lec, repair_lcore: 7}", "'stages.lec.repair_lcore': 7 is not a worker lcore"),
     ("{type: lec, repair_lcore: x}", "'stages.lec.repair_lcore'"),
+    ("{type: lec, repair_lcore: [2]}", "'stages.lec.repair_lcore': one lcore without shards"),
     ("{type: lec, repair_lcore: 2, repair_ring: 8}", "'stages.lec.repair_ring'"),
 ])
 def test_repairs_to_config_errors_name_the_key(run_pcap, lec, msg):

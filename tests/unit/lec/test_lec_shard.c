@@ -5,7 +5,8 @@
  * driven burst by burst: frames of shard 1's group that land on shard 0
  * are handed over with their VIEW and their members' HEARTBEATs, and the
  * repairs each copy builds name its own shard's frames only, go to its
- * group's members, and leave on its own shard's queue.
+ * group's members, and leave on its own shard's queue. The same with a
+ * repair lcore per shard (their services called here, burst by burst).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,14 +40,19 @@ static const char *cfg_text =
 	"groups:\n"
 	"  - { id: 1, address: 239.1.1.1, shard: 0 }\n"
 	"  - { id: 2, address: 239.1.1.2, shard: 1 }\n"
+	"  - { id: 3, address: 239.1.1.3, shard: 0 }\n"
+	"  - { id: 4, address: 239.1.1.4, shard: 1 }\n"
 	"stages:\n"
 	"  classify: { type: classify }\n"
 	"  seq: { type: sequencer, history: 256 }\n"
-	"  lec: { type: lec, tx: in, r: 4, c: 5, plan: regions, rate: node, repairs_to: members }\n"
+	"  lec: { type: lec, tx: in, r: 4, c: 5, plan: regions, rate: node, repairs_to: members,\n"
+	"         groups: [1, 2] }\n"
+	"  leco: { type: lec, tx: in, r: 4, c: 5, plan: regions, rate: node, repairs_to: members,\n"
+	"          groups: [3, 4], repair_lcore: [3, 4], repair_ring: 64 }\n"
 	"pipeline:\n"
 	"  - lcore: 1\n"
 	"    chains:\n"
-	"      - { rx: in, stages: [classify, seq, lec], tx: out }\n";
+	"      - { rx: in, stages: [classify, seq, lec, leco], tx: out }\n";
 
 static uint64_t ctr(const char *stage, const char *name)
 {
@@ -109,7 +115,8 @@ static struct rte_mbuf *data(uint16_t group, uint64_t sseq)
 
 /* A repair: to a member of `group` (10.0.1.<id>), naming frames of `group`
  * stamped by its owner (global sequences 1..16, epoch 9). */
-static void check_repair(struct rte_mbuf *m, uint16_t group, unsigned first_member)
+static void check_repair(struct rte_mbuf *m, uint16_t group, unsigned first_member,
+			 unsigned shard)
 {
 	static uint8_t buf[2048];
 	const uint8_t *f = rte_pktmbuf_read(m, 0, m->pkt_len, buf);
@@ -134,7 +141,7 @@ static void check_repair(struct rte_mbuf *m, uint16_t group, unsigned first_memb
 		assert_int_equal(e, 9);
 		assert_true(s >= 1 && s <= 16);
 	}
-	assert_ptr_equal(m->pool, app.shards[group - 1]->pool);
+	assert_ptr_equal(m->pool, app.shards[shard]->pool);
 }
 
 static void test_each_shard_protects_its_own_groups(void **state)
@@ -174,7 +181,7 @@ static void test_each_shard_protects_its_own_groups(void **state)
 	assert_int_equal(w0->io.n_defer, 16);
 	for (uint16_t i = 0; i < w0->io.n_defer; i++) {
 		assert_int_equal(w0->io.defer_port[i], in);
-		check_repair(w0->io.defer[i], 1, 11);
+		check_repair(w0->io.defer[i], 1, 11, 0);
 		rte_pktmbuf_free(w0->io.defer[i]);
 	}
 	w0->io.n_defer = 0;
@@ -193,11 +200,67 @@ static void test_each_shard_protects_its_own_groups(void **state)
 	n = rte_eth_rx_burst(app.ports[in].port_id, 1, got, IL_BURST);
 	assert_int_equal(n, 16);
 	for (uint16_t i = 0; i < n; i++)
-		check_repair(got[i], 2, 21);
+		check_repair(got[i], 2, 21, 1);
 	rte_pktmbuf_free_bulk(got, n);
 }
 
-static void test_repair_lcore_refused_in_shards(void **state)
+/* A repair lcore per shard (repair_lcore: [3, 4]): each shard's copy hands
+ * its own groups' frames to its own repair lcore; what comes back leaves
+ * from the shard's lcore, on its queue. */
+static void test_a_repair_lcore_per_shard(void **state)
+{
+	static const uint32_t m3[] = { 31, 32, 33, 34 }, m4[] = { 41, 42, 43, 44 };
+	struct il_worker *w0 = &app.workers[0], *w1 = &app.workers[1];
+	struct il_stage *o0 = il_app_stage(&app, "leco"), *o1 = il_app_stage(&app, "leco@1");
+	struct rte_mbuf *pkts[IL_BURST_CAP];
+	/* (the first test's frames were handed over too: a copy hands over
+	 * every DATA, control and NAK frame, and its repair lcore sorts them) */
+	const uint64_t h0 = ctr("leco", "handed_over"), h1 = ctr("leco@1", "handed_over");
+	uint16_t n = 0;
+
+	(void)state;
+	assert_non_null(o1);
+	assert_true(o0->has_service && o1->has_service);
+	assert_int_equal(o0->service_lcore, 3);
+	assert_int_equal(o1->service_lcore, 4);
+	pkts[n++] = view(3, m3, 4);
+	pkts[n++] = view(4, m4, 4);
+	for (unsigned i = 0; i < 4; i++) {
+		pkts[n++] = heartbeat(3, m3[i]);
+		pkts[n++] = heartbeat(4, m4[i]);
+	}
+	for (unsigned i = 0; i < 16; i++) {
+		pkts[n++] = data(3, i + 1);
+		pkts[n++] = data(4, i + 1);
+	}
+	n = il_chain_stages(&w0->io, &w0->chains[0], pkts, n);
+	rte_pktmbuf_free_bulk(pkts, n);
+	assert_int_equal(il_shard_drain(&app, w1), 21); /* group 4's view, HEARTBEATs, DATA */
+	assert_int_equal(ctr("leco", "handed_over") - h0, 21);
+	assert_int_equal(ctr("leco@1", "handed_over") - h1, 21);
+	assert_int_equal(ctr("leco", "repairs"), 0); /* nothing built on the shards' lcores */
+	/* the repair lcores' work, then each shard's next poll sends it */
+	while (o0->type->service(o0) | o1->type->service(o1))
+		;
+	assert_int_equal(ctr("leco", "protected"), 16);
+	assert_int_equal(ctr("leco@1", "protected"), 16);
+	w0->io.n_defer = 0;
+	w1->io.n_defer = 0;
+	il_chain_stages(&w0->io, &w0->chains[0], pkts, 0);
+	il_chain_stages(&w1->io, &w1->chains[0], pkts, 0);
+	assert_int_equal(w0->io.n_defer, 16);
+	assert_int_equal(w1->io.n_defer, 16);
+	for (uint16_t i = 0; i < 16; i++) {
+		check_repair(w0->io.defer[i], 3, 31, 0);
+		check_repair(w1->io.defer[i], 4, 41, 1);
+		rte_pktmbuf_free(w0->io.defer[i]);
+		rte_pktmbuf_free(w1->io.defer[i]);
+	}
+	w0->io.n_defer = 0;
+	w1->io.n_defer = 0;
+}
+
+static void test_repair_lcore_errors_in_shards(void **state)
 {
 	char err[512] = "";
 	static struct il_app bad;
@@ -206,7 +269,7 @@ static void test_repair_lcore_refused_in_shards(void **state)
 		"shards: { lcores: [1, 2] }\n"
 		"groups: [ { id: 1, address: 239.1.1.1 } ]\n"
 		"stages: { classify: { type: classify }, seq: { type: sequencer },\n"
-		"          lec: { type: lec, tx: in, repair_lcore: 2 } }\n"
+		"          lec: { type: lec, tx: in, repair_lcore: 3 } }\n"
 		"pipeline: [ { lcore: 1, chains: [ { rx: in, stages: [classify, seq, lec], "
 		"tx: out } ] } ]\n", "bad", err, sizeof(err));
 
@@ -215,7 +278,8 @@ static void test_repair_lcore_refused_in_shards(void **state)
 	int rc = il_app_configure(&bad, cfg, err, sizeof(err));
 	if (rc == 0)
 		rc = il_app_start(&bad, err, sizeof(err));
-	if (rc == 0 || strstr(err, "'stages.lec.repair_lcore': not with shards yet") == NULL)
+	if (rc == 0 || strstr(err, "'stages.lec.repair_lcore': in shards, a list of 2 lcores, "
+			      "one per shard") == NULL)
 		fail_msg("expected the repair_lcore error, got rc %d: %s", rc, err);
 	il_cfg_free(cfg);
 }
@@ -224,7 +288,8 @@ int main(int argc, char **argv)
 {
 	char err[512];
 	(void)argc;
-	char *eal[] = { argv[0], "--no-huge", "-m", "512", "--no-pci", "--lcores", "0@0,1@0,2@0",
+	char *eal[] = { argv[0], "--no-huge", "-m", "512", "--no-pci", "--lcores",
+			"0@0,1@0,2@0,3@0,4@0",
 			"--file-prefix", "il-lec-shard-test", "--log-level", "lib.eal:error",
 			"--vdev", "net_ring0", "--vdev", "net_ring1", "--vdev", "net_ring2",
 			"--vdev", "net_ring3", NULL };
@@ -240,7 +305,8 @@ int main(int argc, char **argv)
 	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_each_shard_protects_its_own_groups),
-		cmocka_unit_test(test_repair_lcore_refused_in_shards),
+		cmocka_unit_test(test_a_repair_lcore_per_shard),
+		cmocka_unit_test(test_repair_lcore_errors_in_shards),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	il_app_stop(&app);
