@@ -138,17 +138,13 @@ static void config_text(const struct conf *c, unsigned idx, char *buf, size_t le
  * checksum filled (as outside generators do). */
 static struct rte_mbuf *make_frame(struct il_app *app, uint16_t group, unsigned size)
 {
-	struct rte_mbuf *m = rte_pktmbuf_alloc(app->pool);
 	unsigned body = IL_MSG_HDR_LEN + size;
 	uint8_t *f;
+	struct rte_mbuf *m = il_frame_alloc(app->pool,
+					    (uint16_t)(IL_UDP_HDRS_LEN + IL_HDR_LEN + body), &f);
 
 	if (!m)
 		return NULL;
-	f = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(IL_UDP_HDRS_LEN + IL_HDR_LEN + body));
-	if (!f) {
-		rte_pktmbuf_free(m);
-		return NULL;
-	}
 	struct il_path p = {.src_ip = 0x0a000001u + group, .src_port = 5000,
 			    .dst_port = 7400, .ttl = 8};
 	il_path_mcast(&p, 0xef010200u + group);
@@ -164,17 +160,13 @@ static struct rte_mbuf *make_frame(struct il_app *app, uint16_t group, unsigned 
 /* The VIEW of group `group`: ten receivers (ids 10g+1..10g+10). */
 static struct rte_mbuf *make_view(struct il_app *app, uint16_t group)
 {
-	struct rte_mbuf *m = rte_pktmbuf_alloc(app->pool);
 	unsigned body = il_view_len(10, 0);
 	uint8_t *f;
+	struct rte_mbuf *m = il_frame_alloc(app->pool,
+					    (uint16_t)(IL_UDP_HDRS_LEN + IL_HDR_LEN + body), &f);
 
 	if (!m)
 		return NULL;
-	f = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(IL_UDP_HDRS_LEN + IL_HDR_LEN + body));
-	if (!f) {
-		rte_pktmbuf_free(m);
-		return NULL;
-	}
 	struct il_path p = {.src_ip = 0x0a0000feu, .src_port = 7400, .dst_port = 7400, .ttl = 8};
 	il_path_mcast(&p, 0xef010200u + group);
 	struct il_hdr_fields h = {.type = IL_T_VIEW, .group_id = group, .flags = IL_F_STAMPED};

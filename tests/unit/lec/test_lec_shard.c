@@ -26,7 +26,7 @@
 #include <interlink/wire.h>
 #include <interlink/wire_msg.h>
 
-#include "../tu_frame.h"
+#include "lec_stage_frames.h"
 
 static struct il_app app;
 
@@ -66,45 +66,21 @@ static uint64_t ctr(const char *stage, const char *name)
 	return 0;
 }
 
-static struct rte_mbuf *msg_frame(uint32_t src, uint16_t group, uint8_t type, uint32_t sender,
-				  unsigned body, uint8_t **b)
-{
-	uint8_t *h;
-	struct rte_mbuf *m = tu_udp_frame(app.pool, src, 0xef010100u + group, 7400,
-					  IL_HDR_LEN + body, &h);
-
-	assert_non_null(m);
-	*b = il_hdr_put(h, &(struct il_hdr_fields){ .type = type, .group_id = group,
-						     .sender_id = sender });
-	return m;
-}
-
 static struct rte_mbuf *heartbeat(uint16_t group, uint32_t id)
 {
-	uint8_t *b;
-	struct rte_mbuf *m = msg_frame(0x0a000100u + id, group, IL_T_HEARTBEAT, id,
-				       IL_MEMBER_MSG_LEN, &b);
-
-	il_member_put(b, IL_ROLE_RECEIVER, 1);
-	return m;
+	return lsf_heartbeat(app.pool, group, id);
 }
 
 static struct rte_mbuf *view(uint16_t group, const uint32_t *ids, unsigned n)
 {
-	uint8_t *b;
-	struct rte_mbuf *m = msg_frame(0xc0000201u, group, IL_T_VIEW, 0, il_view_len((uint16_t)n, 0),
-				       &b);
-
-	b = il_view_put(b, 1, (uint16_t)n, 0);
-	for (unsigned i = 0; i < n; i++)
-		b = il_view_member_put(b, ids[i], IL_ROLE_RECEIVER);
-	return m;
+	return lsf_view(app.pool, group, 1, ids, n, 0);
 }
 
 static struct rte_mbuf *data(uint16_t group, uint64_t sseq)
 {
 	uint8_t *b;
-	struct rte_mbuf *m = msg_frame(0x0a000263u, group, IL_T_DATA, 99, IL_MSG_HDR_LEN + 40, &b);
+	struct rte_mbuf *m = lsf_msg(app.pool, 0x0a000263u, group, IL_T_DATA, 99,
+				     IL_MSG_HDR_LEN + 40, &b);
 
 	il_put16(b - IL_HDR_LEN + IL_OFF_MSG_COUNT, 1);
 	il_put64(b - IL_HDR_LEN + IL_OFF_SENDER_SEQ, sseq);

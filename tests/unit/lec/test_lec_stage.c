@@ -23,7 +23,7 @@
 #include <interlink/wire.h>
 #include <interlink/wire_msg.h>
 
-#include "../tu_frame.h"
+#include "lec_stage_frames.h"
 #include "seq.h"
 
 static struct il_app app;
@@ -88,40 +88,19 @@ static uint64_t ctr(const char *name)
 static struct rte_mbuf *msg_frame(uint32_t src, uint16_t group, uint8_t type, uint32_t sender,
 				  unsigned body, uint8_t **b)
 {
-	uint8_t *h;
-	struct rte_mbuf *m = tu_udp_frame(app.pool, src, 0xef010100u + group, 7400,
-					  IL_HDR_LEN + body, &h);
-
-	assert_non_null(m);
-	*b = il_hdr_put(h, &(struct il_hdr_fields){ .type = type, .group_id = group,
-						     .sender_id = sender });
-	return m;
+	return lsf_msg(app.pool, src, group, type, sender, body, b);
 }
 
 /* A member's HEARTBEAT from its host: source MAC 02:00:00:00:00:<id>, IP 10.0.1.<id>. */
 static struct rte_mbuf *heartbeat(uint16_t group, uint32_t id)
 {
-	uint8_t *b;
-	struct rte_mbuf *m = msg_frame(0x0a000100u + id, group, IL_T_HEARTBEAT, id,
-				       IL_MEMBER_MSG_LEN, &b);
-	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-
-	il_member_put(b, IL_ROLE_RECEIVER, 1);
-	memcpy(f + 6, (uint8_t[]){ 2, 0, 0, 0, 0, (uint8_t)id }, 6);
-	return m;
+	return lsf_heartbeat(app.pool, group, id);
 }
 
+/* a sender alone, 99, besides the receivers: it gets no repairs */
 static struct rte_mbuf *view(uint16_t group, uint32_t view_id, const uint32_t *ids, unsigned n)
 {
-	uint8_t *b;
-	struct rte_mbuf *m = msg_frame(0xc0000201u, group, IL_T_VIEW, 0,
-				       il_view_len((uint16_t)(n + 1), 0), &b);
-
-	b = il_view_put(b, view_id, (uint16_t)(n + 1), 0);
-	for (unsigned i = 0; i < n; i++)
-		b = il_view_member_put(b, ids[i], IL_ROLE_RECEIVER);
-	il_view_member_put(b, 99, IL_ROLE_SENDER); /* a sender alone gets no repairs */
-	return m;
+	return lsf_view(app.pool, group, view_id, ids, n, 99);
 }
 
 static struct rte_mbuf *data(uint16_t group, uint32_t sender, uint64_t sseq, unsigned len)
@@ -139,17 +118,9 @@ static struct rte_mbuf *data(uint16_t group, uint32_t sender, uint64_t sseq, uns
 	return m;
 }
 
-/* Through classify, seq and lec; the survivors are kept (as stamped) and
- * freed; what the stage emitted is returned in out[] (caller frees). */
-static unsigned run(struct rte_mbuf **p, uint16_t n, struct rte_mbuf **out)
+/* The stamped DATA frames of a burst that went on, as receivers get them. */
+static void keep_stamped(struct rte_mbuf *const *p, uint16_t n)
 {
-	struct il_lcore_io *io = lc->io;
-	unsigned k = 0;
-
-	n = cl->type->process(cl, p, n);
-	n = sq->type->process(sq, p, n);
-	n = lc->type->process(lc, p, n);
-	n = lp->type->process(lp, p, n);
 	for (uint16_t i = 0; i < n; i++) {
 		const uint8_t *f = rte_pktmbuf_mtod(p[i], const uint8_t *);
 		struct il_parsed pr;
@@ -163,6 +134,20 @@ static unsigned run(struct rte_mbuf **p, uint16_t n, struct rte_mbuf **out)
 			nkept++;
 		}
 	}
+}
+
+/* Through classify, seq and lec; the survivors are kept (as stamped) and
+ * freed; what the stage emitted is returned in out[] (caller frees). */
+static unsigned run(struct rte_mbuf **p, uint16_t n, struct rte_mbuf **out)
+{
+	struct il_lcore_io *io = lc->io;
+	unsigned k = 0;
+
+	n = cl->type->process(cl, p, n);
+	n = sq->type->process(sq, p, n);
+	n = lc->type->process(lc, p, n);
+	n = lp->type->process(lp, p, n);
+	keep_stamped(p, n);
 	rte_pktmbuf_free_bulk(p, n);
 	for (uint16_t i = 0; i < io->n_defer; i++) {
 		assert_int_equal(io->defer_port[i], 0); /* out of "in", where the hosts are */
@@ -449,19 +434,7 @@ static unsigned run_o(struct rte_mbuf **p, uint16_t n, struct rte_mbuf **out, bo
 	n = cl->type->process(cl, p, n);
 	n = sq->type->process(sq, p, n);
 	assert_int_equal(lo->type->process(lo, p, n), n); /* everything passes */
-	for (uint16_t i = 0; i < n; i++) {
-		const uint8_t *f = rte_pktmbuf_mtod(p[i], const uint8_t *);
-		struct il_parsed pr;
-
-		if (il_parse_frame(f, rte_pktmbuf_data_len(p[i]), 7400, &pr) == IL_V_DATA &&
-		    nkept < MAXF) {
-			kept[nkept].group = pr.group_id;
-			kept[nkept].seq = il_get64(f + pr.il_off + IL_OFF_GLOBAL_SEQ);
-			kept[nkept].len = pr.payload_len;
-			memcpy(kept[nkept].b, f + pr.il_off, pr.payload_len);
-			nkept++;
-		}
-	}
+	keep_stamped(p, n);
 	rte_pktmbuf_free_bulk(p, n); /* tx completion: the frames' other reference */
 	if (serve) {
 		while (lo->type->service(lo))
