@@ -666,15 +666,26 @@ static void view_from_frame(struct lec_ctx *x, const uint8_t *h, uint32_t len,
 
 /* ---- the stage ------------------------------------------------------------ */
 
-/* The flush timer: bins older than flush_us fire short. */
+/* The flush timer: bins older than flush_us fire short, each within
+ * flush_us / LEC_FLUSH_SLICES of its age: the timer runs again when the
+ * earliest bin it left comes due (at most that often), and at least every
+ * flush_us / 4 for bins started in between. */
+#define LEC_FLUSH_SLICES 16
 static inline void lec_timers(struct lec_ctx *x, uint64_t now)
 {
 	if (unlikely(now >= x->next_flush)) {
-		x->next_flush = now + x->flush_tsc / 4;
-		if (x->flush_tsc)
-			il_lec_flush_aged(x->l, now, x->flush_tsc);
-		else
+		if (!x->flush_tsc) {
 			x->next_flush = UINT64_MAX;
+			return;
+		}
+		il_lec_flush_aged(x->l, now, x->flush_tsc);
+		uint64_t next = now + x->flush_tsc / 4;
+		uint64_t due = il_lec_next_due(x->l);
+		uint64_t soonest = now + x->flush_tsc / LEC_FLUSH_SLICES;
+
+		if (due < next)
+			next = due > soonest ? due : soonest;
+		x->next_flush = next;
 	}
 }
 

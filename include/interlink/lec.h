@@ -287,6 +287,13 @@ uint32_t il_lec_flush(struct il_lec *l, unsigned min_fill);
  * whose rounds end by age still repair different sets of messages.
  * Returns the repairs sent. */
 uint32_t il_lec_flush_aged(struct il_lec *l, uint64_t now_ns, uint64_t age_ns);
+/* When the earliest instance the last il_lec_flush_aged() left holding
+ * messages comes due, in its clock (UINT64_MAX: none). An instance that
+ * starts after that call comes due age_ns after its first message at the
+ * earliest, so a caller that calls again at this time, and at least every
+ * age_ns / k (k >= 1), fires every instance within one call's lateness of
+ * its age. */
+uint64_t il_lec_next_due(const struct il_lec *l);
 
 /* In ops.send, when rep->payload is NULL (an instance with defer_xor or
  * decode): the XOR of rep's messages (rep->src, rep->src_len), zero-

@@ -262,6 +262,7 @@ struct il_lec *il_lec_create(const struct il_lec_cfg *cfg, const struct il_lec_o
 #endif
 	l->isal = IL_LEC_HAVE_ISAL && !l->avx2 && cfg->xor_impl != IL_LEC_XOR_REF;
 	l->rng = cfg->seed ? cfg->seed : 0x5eed1ec0ffeeull;
+	l->next_due = UINT64_MAX;
 
 	layout(l, &cv);
 	block = lec_alloc(l, cv.off);

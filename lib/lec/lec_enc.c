@@ -339,6 +339,7 @@ static uint32_t flush_if(struct il_lec *l, unsigned min_fill, bool aged, uint64_
 			 uint64_t age_ns)
 {
 	uint64_t sent = l->st.repairs_sent;
+	uint64_t due_min = UINT64_MAX;
 
 	for (uint32_t d = 0; d < l->nbins; d++) {
 		struct lec_bin *b = &l->bin[l->bin_order[d]];
@@ -354,12 +355,19 @@ static uint32_t flush_if(struct il_lec *l, unsigned min_fill, bool aged, uint64_
 				uint64_t age = age_ns + age_ns *
 					lec_inst_layer(l->cfg.layer_stride, s % per) /
 					b->layers;
-				if (now_ns < age || in->t_first > now_ns - age)
+				if (now_ns < age || in->t_first > now_ns - age) {
+					/* not yet: when it will be */
+					uint64_t due = in->t_first + age;
+					if (due < due_min)
+						due_min = due;
 					continue;
+				}
 			}
 			fire(l, b, in, true);
 		}
 	}
+	if (aged)
+		l->next_due = due_min;
 	return (uint32_t)(l->st.repairs_sent - sent);
 }
 
@@ -370,9 +378,16 @@ uint32_t il_lec_flush(struct il_lec *l, unsigned min_fill)
 
 uint32_t il_lec_flush_aged(struct il_lec *l, uint64_t now_ns, uint64_t age_ns)
 {
-	if (now_ns < age_ns)
+	if (now_ns < age_ns) {
+		l->next_due = age_ns; /* an early clock: nothing can be due before */
 		return 0;
+	}
 	return flush_if(l, 1, true, now_ns, age_ns);
+}
+
+uint64_t il_lec_next_due(const struct il_lec *l)
+{
+	return l->next_due;
 }
 
 void il_lec_repair_xor(const struct il_lec_repair *rep, uint8_t *dst, uint32_t dst_slack)

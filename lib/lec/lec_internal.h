@@ -212,6 +212,9 @@ struct il_lec {
 	uint32_t nbins;
 	struct lec_inst *inst;
 	struct il_lec_id *inst_ids;
+	/* il_lec_flush_aged: when the earliest instance it left holding comes
+	 * due (UINT64_MAX: none) */
+	uint64_t next_due;
 	uint8_t *acc_buf;
 	uint32_t *inst_fr;
 	/* by reference: the frames the bins hold, and the free ones (a stack) */

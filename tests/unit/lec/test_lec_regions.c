@@ -838,8 +838,12 @@ static void test_flush_aged(void **state)
 	for (uint64_t s = 1; s <= 3; s++)
 		t_data(l, 2, s, 1000 + s);
 	assert_int_equal(il_lec_flush_aged(l, 1500, 1000), 0);
+	/* when the round comes due: its first message's time plus the age */
+	assert_true(il_lec_next_due(l) == 2001);
 	assert_int_equal(il_lec_flush_aged(l, 2000, 1000), 0); /* 1001 > 1000 */
+	assert_true(il_lec_next_due(l) == 2001);
 	assert_int_equal(il_lec_flush_aged(l, 2001, 1000), 1);
+	assert_true(il_lec_next_due(l) == UINT64_MAX); /* nothing left holding */
 	assert_int_equal(cap.nrep, 1);
 	assert_int_equal(cap.rep[0].count, 3);
 	assert_int_equal(cap.rep[0].n, 3);
@@ -851,6 +855,10 @@ static void test_flush_aged(void **state)
 	assert_int_equal(cap.rep[1].count, 8);
 	assert_int_equal(cap.rep[1].ids[0].seq, 4);
 	assert_int_equal(il_lec_flush_aged(l, 100000, 1000), 0);
+	assert_true(il_lec_next_due(l) == UINT64_MAX);
+	t_data(l, 2, 12, 100500);
+	assert_int_equal(il_lec_flush_aged(l, 100600, 1000), 0);
+	assert_true(il_lec_next_due(l) == 101500);
 	il_lec_free(l);
 	t_cap_free(&cap);
 }
