@@ -18,6 +18,12 @@ class Cfg:
     build = ROOT / "build"
     gen_cpu, dut_cpu, sink_cpu = "0", "1", None
     nice = []  # ["nice", "-n", "-10"] with --nice
+    huge = False  # DPDK's memory in hugepages (profile.py --huge), not --no-huge
+
+
+def no_huge():
+    """The EAL option for DPDK's memory: 4 KB pages (--no-huge), unless Cfg.huge."""
+    return [] if Cfg.huge else ["--no-huge"]
 
 
 def log(msg):

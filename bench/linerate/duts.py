@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from common import (TESTPMD, Cfg, log_has, port_ids, port_stats, rm_prefix, sh,
+from common import (TESTPMD, Cfg, log_has, no_huge, port_ids, port_stats, rm_prefix, sh,
                     telemetry, wait_for)
 
 MEMIF_RSIZE = 12  # 4096-entry memif rings, the depth of a typical NIC rx ring
@@ -111,6 +111,7 @@ class MemifDut(Dut):
 class Appliance(MemifDut):
     """The interlink binary, default pipeline (classify -> sequencer -> nak)."""
     name = "appliance"
+    extra_args = ()  # more --set options (bench/linerate/profile.py)
 
     def start(self):
         self.prefix = f"lrapp{self.tag}"
@@ -119,7 +120,7 @@ class Appliance(MemifDut):
         dev_in, dev_out = self.devices()
         self.proc = subprocess.Popen(
             Cfg.nice + ["taskset", "-c", Cfg.dut_cpu, str(Cfg.build / "dataplane" / "interlink"),
-                        *appliance_args(self.prefix, dev_in, dev_out)],
+                        *appliance_args(self.prefix, dev_in, dev_out), *self.extra_args],
             stdout=self.open_log("appliance"), stderr=subprocess.STDOUT)
         # The socket exists from the probe on, but a memif client that connects before the
         # port is started is turned away and does not retry: wait for the banner, printed
@@ -195,8 +196,9 @@ class FecPair(Appliance):
 def appliance_args(prefix, dev_in, dev_out):
     return ["--set", "status_interval_ms=0", "--set", f"name={prefix}",
             "--set", f"ports.in.device={dev_in}", "--set", f"ports.out.device={dev_out}",
-            "--set", 'eal=[--no-huge, -m, "1024", --lcores, "0@{0},1@{0}", '
-                     '--log-level, "lib.eal:error"]'.format(Cfg.dut_cpu)]
+            "--set", 'eal=[{1}-m, "1024", --lcores, "0@{0},1@{0}", '
+                     '--log-level, "lib.eal:error"]'.format(Cfg.dut_cpu,
+                                                             "" if Cfg.huge else "--no-huge, ")]
 
 
 class Testpmd(MemifDut):
@@ -210,7 +212,7 @@ class Testpmd(MemifDut):
         for sock in (self.in_sock, self.out_sock):
             sock.unlink(missing_ok=True)
         dev_in, dev_out = self.devices()
-        cmd = Cfg.nice + ["stdbuf", "-oL", "taskset", "-c", Cfg.dut_cpu, TESTPMD, "--no-huge",
+        cmd = Cfg.nice + ["stdbuf", "-oL", "taskset", "-c", Cfg.dut_cpu, TESTPMD, *no_huge(),
                           "-m", "1024", "--file-prefix", self.prefix, "--no-pci",
                           "--lcores", f"0@{Cfg.dut_cpu},1@{Cfg.dut_cpu}",
                           "--log-level", "lib.eal:error", "--vdev", dev_in, "--vdev", dev_out,

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 import frames
-from common import TESTPMD, Cfg, log, rm_prefix, wait_for
+from common import TESTPMD, Cfg, log, no_huge, rm_prefix, wait_for
 
 FWD_RE = re.compile(r"Forward statistics for port (\d+)\s+-+\s+RX-packets:\s+(\d+)\s+"
                     r"RX-dropped:\s+(\d+)\s+RX-total:\s+\d+\s+TX-packets:\s+(\d+)\s+"
@@ -43,7 +43,7 @@ class TestpmdGen:
         self.tmp = Path(tmp)
         self.kind = "txonly" if case["mode"] == "raw" else "pcap"
         self.case = case
-        eal = ["--no-huge", "-m", "1024", "--file-prefix", self.prefix, "--no-pci",
+        eal = [*no_huge(), "-m", "1024", "--file-prefix", self.prefix, "--no-pci",
                "--lcores", f"0@{Cfg.gen_cpu},1@{Cfg.gen_cpu}", "--log-level", "lib.eal:error"]
         common = ["-i", f"--burst={burst}", "--total-num-mbufs=32768"]
         if self.kind == "txonly":
