@@ -299,6 +299,9 @@ def main():
                     help="groups per host of the degree part (Fig. 10), at most 128 (the "
                          "appliance's 256 groups at 128 with 8 hosts)")
     ap.add_argument("--size", type=int, default=1000)
+    ap.add_argument("--agg", type=int, default=AGG,
+                    help="frames a second each host receives, all its groups together "
+                         f"(default {AGG}, the paper's)")
     ap.add_argument("--from-json", default=None, help="only draw the plots of a result file")
     ap.add_argument("--resume", default=None,
                     help="a result file: its clean points are kept, the others run again")
@@ -311,7 +314,8 @@ def main():
         return
     only = set(a.only.split(","))
     n, s = a.hosts, 4
-    res = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_before": os.getloadavg()}
+    res = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_before": os.getloadavg(),
+           "agg": a.agg}
     secs = 4 if a.quick else 8
 
     def tmpdir(tag):
@@ -335,7 +339,7 @@ def main():
                               else a.app_layer_stride == "true")) if v is not None}
     if "loss" in only:
         groups = layout(n, 4, s, 1)
-        rate = AGG / (4 * s)
+        rate = a.agg / (4 * s)
         ps = [0.05, 0.25] if a.quick else [0.01, 0.05, 0.10, 0.15, 0.20, 0.25]
         if a.ps:
             ps = [float(x) for x in a.ps.split(",")]
@@ -362,7 +366,7 @@ def main():
         res["degree"] = []
         for d in (int(x) for x in a.degrees.split(",")):
             groups = layout(n, d, s, 2)
-            rate = AGG / (d * s)
+            rate = a.agg / (d * s)
             # Past 8 groups a host's per-group heartbeats would outnumber its data (20 ms
             # each, 50 a second per group): the heartbeat interval grows with the groups so
             # that a host sends as many as with 8; the receive window (65,536 slots per
@@ -387,7 +391,7 @@ def main():
     if "burst" in only:
         res["burst"] = []
         groups = layout(n, 4, s, 1)
-        rate = AGG / (4 * s)
+        rate = a.agg / (4 * s)
         for mode in a.burst_modes.split(","):
             for b in (10, 50, 100):
                 for stg in (1, 6):
@@ -407,7 +411,7 @@ def main():
         # message as its peers would send it)
         res["density"] = []
         groups = layout(n, 4, s, 1)
-        rate = AGG / (4 * s)
+        rate = a.agg / (4 * s)
         for p in (0.05, 0.25):
             for plan in ("regions", "groups"):
                 for arate in ("node", "peers"):
@@ -425,7 +429,7 @@ def main():
     if "cost" in only:
         res["cost"] = []
         groups = layout(n, 4, s, 1)
-        rate = AGG / (4 * s)
+        rate = a.agg / (4 * s)
         for mode in ("off", "peers", "appliance", "both"):
             r = kept("cost", mode=mode) or clean_run(
                 lambda: tmpdir("cost"), a.retries, n, groups, mode, loss_spec("uniform", 0.05),
