@@ -49,6 +49,7 @@ struct ep_lec {
 	struct il_lec *l;      /* NULL while only peers are known */
 	uint64_t tx_seq;       /* repairs we made */
 	uint64_t tick_ns;
+	uint64_t flush_due;    /* when the earliest short bin comes due */
 	uint64_t view_fail;    /* views LEC refused (too big for its limits) */
 	struct ep_rebuilt *head, **tail;
 	bool draining;
@@ -398,14 +399,26 @@ void ep_lec_tick(struct il_ep *ep, uint64_t now)
 {
 	struct ep_lec *x = ep->lec;
 
-	if (x != NULL && x->l != NULL && now - x->tick_ns >= EP_LEC_TICK_NS) {
+	if (x == NULL || x->l == NULL)
+		return;
+	bool tick = now - x->tick_ns >= EP_LEC_TICK_NS;
+	if (!tick && now < x->flush_due)
+		return;
+	/* Bins still short of r frames after a quarter of the NAK delay
+	 * fire short: the last frames of a stream (or of a quiet spell)
+	 * get their repairs before the NAK timer would ask for them. Each
+	 * within a sixteenth of that age of it: the next flush is when the
+	 * earliest bin left comes due (a bin started later is seen at a tick,
+	 * before its age). */
+	const uint64_t age = (uint64_t)ep->cfg.lec_nak_delay_us * 1000u / 4;
+	if (tick) {
 		il_lec_tick(x->l, now);
-		/* Bins still short of r frames after a quarter of the NAK delay
-		 * fire short: the last frames of a stream (or of a quiet spell)
-		 * get their repairs before the NAK timer would ask for them. */
-		il_lec_flush_aged(x->l, now, (uint64_t)ep->cfg.lec_nak_delay_us * 1000u / 4);
 		x->tick_ns = now;
 	}
+	il_lec_flush_aged(x->l, now, age);
+	uint64_t due = il_lec_next_due(x->l);
+	uint64_t soonest = now + (age >= 16 ? age / 16 : EP_LEC_TICK_NS);
+	x->flush_due = due > soonest ? due : soonest;
 }
 
 size_t ep_frame_room(const struct il_ep *ep, const struct ep_group *g)
