@@ -41,18 +41,30 @@
  * for a retransmission, does not push the working set out of the cache.
  * Whole 64-byte lines: the slot is a multiple of 64, and hist_copies()
  * checked that the mbuf's data room goes on that far past the frame. */
+#if defined(RTE_ARCH_X86)
+static inline void arena_line(uint8_t *dst, const uint8_t *src)
+{
+	__m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
+	__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + 16));
+	__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + 32));
+	__m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + 48));
+	_mm_stream_si128((__m128i *)(void *)dst, a);
+	_mm_stream_si128((__m128i *)(void *)(dst + 16), b);
+	_mm_stream_si128((__m128i *)(void *)(dst + 32), c);
+	_mm_stream_si128((__m128i *)(void *)(dst + 48), d);
+}
+#endif
+
 static inline void arena_copy(uint8_t *dst, const uint8_t *src, uint32_t len)
 {
 #if defined(RTE_ARCH_X86)
-	for (uint32_t o = 0; o < len; o += 64) {
-		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(src + o));
-		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 16));
-		__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 32));
-		__m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 48));
-		_mm_stream_si128((__m128i *)(void *)(dst + o), a);
-		_mm_stream_si128((__m128i *)(void *)(dst + o + 16), b);
-		_mm_stream_si128((__m128i *)(void *)(dst + o + 32), c);
-		_mm_stream_si128((__m128i *)(void *)(dst + o + 48), d);
+	/* The first two lines unrolled: no stamped frame is empty, and most
+	 * of those copied take one or two. */
+	arena_line(dst, src);
+	if (len > 64) {
+		arena_line(dst + 64, src + 64);
+		for (uint32_t o = 128; o < len; o += 64)
+			arena_line(dst + o, src + o);
 	}
 #else
 	rte_memcpy(dst, src, len);
@@ -209,7 +221,7 @@ static __rte_always_inline int stamp_raw_at(struct il_seq *s, struct il_stage *s
 	uint8_t *old = rte_pktmbuf_mtod(m, uint8_t *);
 	const struct rte_ipv4_hdr *oip = (const struct rte_ipv4_hdr *)(old + l3_off);
 	const struct rte_udp_hdr *oudp = (const struct rte_udp_hdr *)(old + l4_off);
-	uint32_t ip_end = l3_off + rte_be_to_cpu_16(oip->total_length);
+	uint32_t ip_end = l3_off + ntohs(oip->total_length);
 
 	if (m->pkt_len > ip_end)
 		rte_pktmbuf_trim(m, (uint16_t)(m->pkt_len - ip_end)); /* Ethernet padding */
@@ -224,6 +236,23 @@ static __rte_always_inline int stamp_raw_at(struct il_seq *s, struct il_stage *s
 	const uint16_t old_tot = oip->total_length, icsum = oip->hdr_checksum;
 	const uint16_t sport = oudp->src_port, dport = oudp->dst_port;
 	const uint16_t ulen = oudp->dgram_len, ucs = oudp->dgram_cksum;
+	const struct il_raw_plan *p = raw_plan(s, gi);
+	/* Both checksums in 64-bit one's-complement sums of memory-order
+	 * words (16 and 32 bits fold alike; RFC 1624: new = ~(~old + ~m + m')),
+	 * what comes from the old headers summed at once, so that few of
+	 * their fields stay live (values the compiler would spill).
+	 * UDP: out go the old destination and port, in come the 44 inserted
+	 * bytes (added once they are written) and what the plan sums (new
+	 * destination, port and lengths). */
+	const uint64_t uacc = (uint16_t)~ucs + p->udp_sum + (uint32_t)~old_dst +
+			      (uint64_t)(uint16_t)~dport;
+	/* IPv4: the total length (its delta is RAW_INSERT, as for UDP), and
+	 * the destination when it changes (a header that came in damaged
+	 * stays so). */
+	uint64_t iacc = (uint16_t)~icsum + (uint64_t)rte_cpu_to_be_16(RAW_INSERT);
+	const bool steer = old_dst != p->dst;
+	if (steer)
+		iacc += (uint32_t)~old_dst + (uint64_t)p->dst;
 	uint8_t *base = old - RAW_INSERT;
 
 	m->data_off -= RAW_INSERT;
@@ -236,37 +265,26 @@ static __rte_always_inline int stamp_raw_at(struct il_seq *s, struct il_stage *s
 
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(base + l3_off);
 	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(base + l4_off);
-	const struct il_raw_plan *p = raw_plan(s, gi);
+
+	if (steer) {
+		/* Steer to the group's multicast address (and its MAC). */
+		ip->dst_addr = p->dst;
+		memcpy(base, p->mac, 6);
+	}
+	ip->total_length = htons((uint16_t)(ntohs(old_tot) + RAW_INSERT));
+	ip->hdr_checksum = (uint16_t)~fold64(iacc);
+	udp->dgram_len = htons((uint16_t)(ntohs(ulen) + RAW_INSERT));
+	udp->dst_port = p->dport;
+
 	const uint64_t gs = g->next++;
 	const uint64_t sseq = raw_sender_next(s, st, src, sport, (uint16_t)gi);
 	const uint64_t ins = il_hdr1_put(base + il_off, &p->tmpl, src, sseq, gs,
 					 uto ? g->stable : 0,
-					 (uint16_t)(rte_be_to_cpu_16(ulen) - sizeof(*udp)));
+					 (uint16_t)(ntohs(ulen) - sizeof(*udp)));
 
 	g->carried = g->stable;
-	/* Both checksums in 64-bit one's-complement sums of memory-order
-	 * words (16 and 32 bits fold alike; RFC 1624: new = ~(~old + ~m + m')).
-	 * UDP: out go the old destination and port, in come the 44 inserted
-	 * bytes and what the plan sums (new destination, port and lengths). */
-	if (ucs) {
-		uint64_t acc = (uint16_t)~ucs + ins + p->udp_sum;
-		acc += (uint32_t)~old_dst + (uint64_t)(uint16_t)~dport;
-		udp->dgram_cksum = il_udp_csum_fix((uint16_t)~fold64(acc));
-	}
-	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(ulen) + RAW_INSERT));
-	udp->dst_port = p->dport;
-	/* IPv4: the total length (its delta is RAW_INSERT, as for UDP), and
-	 * the destination when it changes (a header that came in damaged
-	 * stays so). */
-	uint64_t iacc = (uint16_t)~icsum + (uint64_t)rte_cpu_to_be_16(RAW_INSERT);
-	if (old_dst != p->dst) {
-		/* Steer to the group's multicast address (and its MAC). */
-		iacc += (uint32_t)~old_dst + (uint64_t)p->dst;
-		ip->dst_addr = p->dst;
-		memcpy(base, p->mac, 6);
-	}
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(old_tot) + RAW_INSERT));
-	ip->hdr_checksum = (uint16_t)~fold64(iacc);
+	if (ucs)
+		udp->dgram_cksum = il_udp_csum_fix((uint16_t)~fold64(uacc + ins));
 	t->raw++;
 	hist_push(s, t, g, m, gs, 1, rte_be_to_cpu_32(src), sseq);
 	return 0;
