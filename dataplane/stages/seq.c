@@ -152,7 +152,8 @@ static inline void prefetch_victims(struct il_seq *s, struct rte_mbuf **pkts, ui
 {
 	for (uint16_t i = 0; i < n; i++) {
 		const struct il_meta *mt = il_meta(pkts[i]);
-		if (mt->kind != IL_K_DATA && mt->kind != IL_K_RAW)
+		if ((mt->kind != IL_K_DATA && mt->kind != IL_K_RAW) ||
+		    (mt->kind == IL_K_DATA && mt->spare == IL_SEQ_FUSED))
 			continue;
 		struct il_seq_group *g = &s->groups[mt->group_idx];
 		if (g->n == s->depth) {
@@ -297,6 +298,13 @@ static __rte_always_inline uint16_t seq_frames(struct il_seq *s, struct il_stage
 		struct rte_mbuf *m = pkts[i];
 		uint8_t kind = il_meta(m)->kind, fifo_start = 0;
 
+		if (kind == IL_K_DATA && il_meta(m)->spare == IL_SEQ_FUSED) {
+			/* Stamped by classify's fused raw path: on as the DATA
+			 * frame this stage would have made of it. */
+			il_meta(m)->spare = 0;
+			pkts[out++] = m;
+			continue;
+		}
 		if (uto && (kind == IL_K_DATA || kind == IL_K_RAW)) {
 			if (hist_full_unstable(s, il_meta(m)->group_idx)) {
 				/* Evicting would lose a frame some receiver may

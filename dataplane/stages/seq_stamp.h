@@ -210,7 +210,8 @@ static inline const struct il_raw_plan *raw_plan(struct il_seq *s, unsigned gi)
  * headers move into the headroom (the payload stays where it is), the
  * header and one message record go in the gap, lengths, destination and
  * both checksums are updated, not recomputed. Returns 0, or the counter to
- * drop under; the caller tags the frame (stamp_raw). */
+ * drop under; the caller tags the frame (stamp_raw, classify's fused raw
+ * path). */
 static __rte_always_inline int stamp_raw_at(struct il_seq *s, struct il_stage *st,
 					    struct seq_tally *t, struct rte_mbuf *m,
 					    const unsigned gi, const unsigned l3_off,
@@ -298,8 +299,10 @@ static __rte_always_inline int stamp_raw(struct il_seq *s, struct il_stage *st,
 	struct il_meta *mt = il_meta(m);
 	int r = stamp_raw_at(s, st, t, m, mt->group_idx, mt->l3_off, mt->l4_off, mt->il_off, uto);
 
-	if (likely(r == 0))
+	if (likely(r == 0)) {
 		mt->kind = IL_K_DATA;
+		mt->spare = 0; /* not IL_SEQ_FUSED */
+	}
 	return r;
 }
 
