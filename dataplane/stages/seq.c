@@ -285,12 +285,13 @@ static void fifo_member(struct il_seq *s, struct il_stage *st, struct rte_mbuf *
 	s->inc_due = true;
 }
 
-/* The burst's frames in order, made twice by the compiler: with uto (the
- * history's and the senders' FIFO checks) and without, where the loop
- * holds nothing but the stamping. */
+/* The burst's frames in order, made three times by the compiler: with uto
+ * (the history's and the senders' FIFO checks) and without, where the loop
+ * holds nothing but the stamping; without uto, with frames classify
+ * stamped already in the burst (`fused`) or none. */
 static __rte_always_inline uint16_t seq_frames(struct il_seq *s, struct il_stage *st,
 					       struct seq_tally *t, struct rte_mbuf **pkts,
-					       uint16_t n, const bool uto)
+					       uint16_t n, const bool uto, const bool fused)
 {
 	uint16_t out = 0;
 
@@ -298,7 +299,7 @@ static __rte_always_inline uint16_t seq_frames(struct il_seq *s, struct il_stage
 		struct rte_mbuf *m = pkts[i];
 		uint8_t kind = il_meta(m)->kind, fifo_start = 0;
 
-		if (kind == IL_K_DATA && il_meta(m)->spare == IL_SEQ_FUSED) {
+		if (fused && kind == IL_K_DATA && il_meta(m)->spare == IL_SEQ_FUSED) {
 			/* Stamped by classify's fused raw path: on as the DATA
 			 * frame this stage would have made of it. */
 			il_meta(m)->spare = 0;
@@ -345,9 +346,11 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 	if (s->copy_max == 0)
 		prefetch_victims(s, pkts, n);
 	if (unlikely(s->uto))
-		out = seq_frames(s, st, &t, pkts, n, true);
+		out = seq_frames(s, st, &t, pkts, n, true, true);
+	else if (st->io == NULL || (st->io->kinds & IL_SEQ_KIND_FUSED))
+		out = seq_frames(s, st, &t, pkts, n, false, true);
 	else
-		out = seq_frames(s, st, &t, pkts, n, false);
+		out = seq_frames(s, st, &t, pkts, n, false, false);
 	seq_tally_end(s, st, &t);
 	if (st->io != NULL)
 		st->io->kinds |= IL_KIND_BIT(IL_K_DATA);
