@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -35,14 +36,22 @@ il_stage *g_cl, *g_sq, *g_sq32, *g_squto, *g_nk;
 // (copy_max 0, as before the arena).
 const char *const kModes[] = {"ref", "copy"};
 il_stage *g_sqmode[2];
+// Each with a classify of its own, right before it, as in an appliance's
+// chain: classify's fused raw path stamps raw frames in classify. With
+// IL_BENCH_STAGED=1 in the environment these classify stages are
+// `fused_raw: false` (the sequencer stage stamps them), for comparison.
+il_stage *g_clmode[2];
 
 const char *kConfig =
 	"name: benchseq\n"
-	"ports: { in: { device: net_ring0 }, out: { device: net_ring1 } }\n"
+	"ports: { in: { device: net_ring0 }, out: { device: net_ring1 },\n"
+	"         a: { device: net_ring6 }, b: { device: net_ring7 } }\n"
 	"groups: [ { id: 1, address: 239.1.1.1 }, { id: 2, address: 239.1.1.2 },\n"
 	"          { id: 3, address: 239.1.1.3, raw: { dst: 239.1.1.100, port: 9000 } } ]\n"
 	"stages:\n"
 	"  classify: { type: classify }\n"
+	"  classify_ref: { type: classify }\n"
+	"  classify_copy: { type: classify }\n"
 	"  seq: { type: sequencer, history: 16384 }\n"
 	"  seq32: { type: sequencer, history: 32 }\n"
 	"  sequto: { type: sequencer, history: 16384 }\n"
@@ -50,7 +59,9 @@ const char *kConfig =
 	"  seq_copy: { type: sequencer, history: 16384 }\n"
 	"  nak: { type: nak, sequencer: seq, tx: out }\n"
 	"pipeline: [ { lcore: 1, chains: [ { rx: in, stages: [classify, seq, nak], tx: out },\n"
-	"    { rx: out, stages: [classify, seq32, sequto, seq_ref, seq_copy], tx: in } ] } ]\n"
+	"    { rx: out, stages: [classify, seq32, sequto], tx: in },\n"
+	"    { rx: a, stages: [classify_ref, seq_ref], tx: b },\n"
+	"    { rx: b, stages: [classify_copy, seq_copy], tx: a } ] } ]\n"
 	"pool_size: 120000\n";
 // history 16384 x 3 groups in seq_ref: 49152 frames held (the others copy
 // these frames), the rest of the pool cycles.
@@ -349,7 +360,11 @@ void BM_StampRaw(benchmark::State &state)
 // UDP checksum present.
 void BM_History(benchmark::State &state)
 {
-	il_stage *sq = g_sqmode[state.range(0)];
+	il_stage *sq = g_sqmode[state.range(0)], *cl = g_clmode[state.range(0)];
+	// The burst comes in on the chain of cl (classify fuses per chain).
+	for (unsigned c = 0; c < g_app.workers[0].n_chains; c++)
+		if (g_app.workers[0].chains[c].stages[0] == cl)
+			cl->io->rx_port = g_app.workers[0].chains[c].rx_port;
 	const bool raw = state.range(1) != 0, csum = state.range(2) != 0;
 	auto *s = static_cast<il_seq *>(sq->ctx);
 	std::vector<rte_mbuf *> tmpl;
@@ -363,7 +378,7 @@ void BM_History(benchmark::State &state)
 		if (!rx_burst(state, g_app.pool, tmpl, burst, pos))
 			return;
 		pos += 32;
-		uint16_t k = g_cl->type->process(g_cl, burst, 32);
+		uint16_t k = cl->type->process(cl, burst, 32);
 		k = sq->type->process(sq, burst, k);
 		rte_pktmbuf_free_bulk(burst, k);
 	}
@@ -373,7 +388,7 @@ void BM_History(benchmark::State &state)
 	// cycle counters, as in the poll loop.
 	il_chain ch{};
 	ch.n_stages = 3;
-	ch.stages[0] = g_cl;
+	ch.stages[0] = cl;
 	ch.stages[1] = sq;
 	ch.stages[2] = g_nk;
 	uint64_t busy0[3];
@@ -391,7 +406,7 @@ void BM_History(benchmark::State &state)
 		for (unsigned i = 0; i < 3; i++)
 			busy[i] = ch.stages[i]->tsc_busy;
 		uint64_t t0 = rte_rdtsc();
-		uint16_t k = il_chain_stages(g_cl->io, &ch, burst, 32);
+		uint16_t k = il_chain_stages(cl->io, &ch, burst, 32);
 		uint64_t dt = rte_rdtsc() - t0;
 		for (unsigned i = 0; i < 3; i++)
 			bc_stage[i].add(ch.stages[i]->tsc_busy - busy[i], k);
@@ -401,7 +416,7 @@ void BM_History(benchmark::State &state)
 		rte_pktmbuf_free_bulk(burst, k); // tx completion
 		n += k;
 	}
-	uint64_t c_cl = g_cl->tsc_busy - busy0[0], c_sq = sq->tsc_busy - busy0[1],
+	uint64_t c_cl = cl->tsc_busy - busy0[0], c_sq = sq->tsc_busy - busy0[1],
 		 c_nk = g_nk->tsc_busy - busy0[2];
 	if (n == 0 || sq->ctr[SEQ_C_HIST_EVICTED] - evicted0 != n)
 		state.SkipWithError("not every frame was stamped into a full history");
@@ -521,12 +536,19 @@ int main(int argc, char **argv)
 			     "--file-prefix", "il-bench-seq", "--log-level", "lib.eal:error",
 			     "--vdev", "net_ring0", "--vdev", "net_ring1", "--vdev", "net_ring2",
 			     "--vdev", "net_ring3", "--vdev", "net_ring4", "--vdev", "net_ring5",
-			     nullptr};
-	if (rte_eal_init(23, const_cast<char **>(eal)) < 0) {
+			     "--vdev", "net_ring6", "--vdev", "net_ring7", nullptr};
+	if (rte_eal_init(27, const_cast<char **>(eal)) < 0) {
 		std::fprintf(stderr, "EAL init failed\n");
 		return 1;
 	}
-	il_cfg *cfg = il_cfg_load_string(kConfig, "bench", err, sizeof(err));
+	std::string config = kConfig;
+	if (std::getenv("IL_BENCH_STAGED") != nullptr)
+		for (const char *st : {"classify_ref", "classify_copy"}) {
+			const std::string from = std::string(st) + ": { type: classify }";
+			config.replace(config.find(from), from.size(),
+				       std::string(st) + ": { type: classify, fused_raw: false }");
+		}
+	il_cfg *cfg = il_cfg_load_string(config.c_str(), "bench", err, sizeof(err));
 	if (!cfg || il_app_configure(&g_app, cfg, err, sizeof(err)) ||
 	    il_app_start(&g_app, err, sizeof(err))) {
 		std::fprintf(stderr, "%s\n", err);
@@ -544,8 +566,10 @@ int main(int argc, char **argv)
 			s->groups[g].stable = UINT64_MAX / 2;
 	}
 	g_nk = il_app_stage(&g_app, "nak");
-	for (unsigned i = 0; i < 2; i++)
+	for (unsigned i = 0; i < 2; i++) {
 		g_sqmode[i] = il_app_stage(&g_app, (std::string("seq_") + kModes[i]).c_str());
+		g_clmode[i] = il_app_stage(&g_app, (std::string("classify_") + kModes[i]).c_str());
+	}
 	il_cfg *raw_cfg[2];
 	for (unsigned i = 0; i < 2; i++) {
 		raw_cfg[i] = il_cfg_load_string(raw_config(i ? 64 : 1, i).c_str(), "bench", err,

@@ -22,6 +22,8 @@
 #include <interlink/parse.h>
 #include <interlink/wire.h>
 
+#include "seq_stamp.h"
+
 enum {
 	CL_C_UNKNOWN_GROUP = IL_V_COUNT,
 	CL_C_RAW_MATCHED,
@@ -49,6 +51,16 @@ struct classify {
 	uint16_t n_raw;
 	bool drop_other;   /* other: drop */
 	bool drop_unknown_control; /* unknown_control: drop */
+	bool fused_raw;    /* fused_raw: true (the default) */
+	/* The sequencer stage right after this one in the chains whose rx
+	 * ports are in fuse_ports: there, raw-mode frames of its groups are
+	 * stamped here, by its own code (seq_stamp.h), in the pass that
+	 * recognised them (classify_bind). NULL: every frame is left to the
+	 * stage. */
+	struct il_stage *seq_st;
+	struct il_seq *seq;
+	uint32_t fuse_ports; /* bit p: the chain that receives app port p */
+	uint8_t *fuse_group; /* per group: 1 when the sequencer keeps its state (its shard's) */
 	uint32_t raw_mask; /* slots - 1 */
 	uint64_t raw[];
 };
@@ -121,12 +133,39 @@ static bool multiseg_passes(const struct classify *c, const struct rte_mbuf *m)
 	       (c->n_raw == 0 || raw_find(c, raw_key(il_get32(ip + 16), dport)) < 0);
 }
 
+/* The fused raw path: a raw-mode frame of group gi stamped by the
+ * sequencer's own code and tagged as the DATA frame the sequencer stage
+ * would have made of it. false: dropped (counted by the sequencer). */
+static __rte_always_inline bool fused_stamp(struct classify *c, struct seq_tally *t,
+					    struct rte_mbuf *m, unsigned gi, unsigned l3_off,
+					    unsigned l4_off, unsigned il_off)
+{
+	int r = stamp_raw_at(c->seq, c->seq_st, t, m, gi, l3_off, l4_off, il_off, false);
+
+	if (unlikely(r)) {
+		il_drop(c->seq_st, (unsigned)r, m);
+		return false;
+	}
+	*il_meta(m) = (struct il_meta){.kind = IL_K_DATA, .l3_off = (uint8_t)l3_off,
+				       .l4_off = (uint8_t)l4_off, .il_off = (uint8_t)il_off,
+				       .group_idx = (uint16_t)gi, .spare = IL_SEQ_FUSED};
+	return true;
+}
+
 static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_t n)
 {
 	struct classify *c = st->ctx;
 	const struct il_app *app = c->app;
 	uint16_t out = 0;
 	uint8_t kinds = 0; /* of the survivors, for dispatch */
+	/* The fused raw path: not under uto (the sequencer's history and FIFO
+	 * checks), and, to give every frame the sequence it would get from
+	 * the stage, only until the first frame left for the stage to stamp. */
+	struct il_seq *fz = c->seq;
+	const uint8_t *fuse = fz != NULL && !fz->uto && st->io != NULL &&
+			      (c->fuse_ports >> st->io->rx_port & 1u) ? c->fuse_group : NULL;
+	struct seq_tally t = {0};
+	uint64_t n_fused = 0;
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -159,15 +198,39 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 			pkts[out++] = m;
 			continue;
 		}
+		int g = -1;
+		if (v == IL_V_UDP) {
+			g = c->n_raw ? raw_find(c, raw_key(p.dst_ip, p.dst_port)) : -1;
+			if (g >= 0 && fuse != NULL && fuse[g]) {
+				/* Stamped here, by the sequencer's code, counted
+				 * as classify and the sequencer would count it (at
+				 * the burst's end). Not a stray: a group of
+				 * another shard is not fused. */
+				n_fused++;
+				/* Without a VLAN tag, the offsets as constants. */
+				if (likely(p.il_off == IL_UDP_HDRS_LEN)) {
+					if (unlikely(!fused_stamp(c, &t, m, (unsigned)g, 14, 34,
+								  IL_UDP_HDRS_LEN)))
+						continue;
+				} else if (!fused_stamp(c, &t, m, (unsigned)g, p.l3_off, p.l4_off,
+							p.il_off)) {
+					continue;
+				}
+				kinds |= IL_SEQ_KIND_FUSED;
+				pkts[out++] = m;
+				continue;
+			}
+		}
 		mt->l3_off = p.l3_off;
 		mt->l4_off = p.l4_off;
 		mt->il_off = p.il_off;
 		if (v == IL_V_UDP) {
-			int g = c->n_raw ? raw_find(c, raw_key(p.dst_ip, p.dst_port)) : -1;
 			if (g >= 0) {
 				mt->kind = IL_K_RAW;
 				mt->group_idx = (uint16_t)g;
 				st->ctr[CL_C_RAW_MATCHED]++;
+				/* Left to the sequencer stage: another shard's
+				 * group (a stray, handed over), or no fused path. */
 			} else if (unlikely(c->drop_other)) {
 				il_drop(st, CL_C_DROP_OTHER, m);
 				continue;
@@ -201,22 +264,79 @@ static uint16_t classify_process(struct il_stage *st, struct rte_mbuf **pkts, ui
 		}
 		st->ctr[v]++;
 		mt->group_idx = (uint16_t)(gi - 1);
+		mt->spare = 0; /* not IL_SEQ_FUSED */
 		mt->kind = v == IL_V_DATA ? IL_K_DATA : IL_K_NAK;
+		if (v == IL_V_DATA)
+			fuse = NULL; /* the stage stamps it: no raw frame before it */
 		kinds |= IL_KIND_BIT(mt->kind);
 		pkts[out++] = m;
+	}
+	if (n_fused != 0) {
+		st->ctr[IL_V_UDP] += n_fused;
+		st->ctr[CL_C_RAW_MATCHED] += n_fused;
+		/* The sequencer's counters count them (stamped_frames,
+		 * raw_inserted, its drops); its pkts_in and cycles do not:
+		 * they were not handed to it, and the work is this stage's. */
+		seq_tally_end(fz, c->seq_st, &t);
 	}
 	if (st->io != NULL)
 		st->io->kinds = kinds;
 	return out;
 }
 
+/* The fused raw path, in each chain where a sequencer is the stage right
+ * after this one and no stage after that dispatches on DATA (it would not
+ * be called for a burst of frames stamped here: another sequencer, a
+ * control stage logging what is sent). One sequencer (the first such):
+ * its state is single-threaded, and on this lcore by construction. The
+ * chain is told by its rx port (each port is received by one chain). */
+static int classify_bind(struct il_stage *st, char *err, size_t errlen)
+{
+	extern const struct il_stage_type il_stage_sequencer;
+	struct classify *c = st->ctx;
+	const struct il_app *app = c->app;
+	struct il_stage *seq = NULL;
+	uint32_t ports = 0;
+
+	if (!c->fused_raw || c->n_raw == 0)
+		return 0;
+	for (unsigned w = 0; w < app->n_workers; w++)
+		for (unsigned k = 0; k < app->workers[w].n_chains; k++) {
+			const struct il_chain *ch = &app->workers[w].chains[k];
+			for (unsigned s = 0; s + 1 < ch->n_stages; s++) {
+				struct il_stage *nx = ch->stages[s + 1];
+				bool ok = ch->stages[s] == st && nx->type == &il_stage_sequencer &&
+					  (seq == NULL || nx == seq);
+				for (unsigned r = s + 2; ok && r < ch->n_stages; r++)
+					ok = !(ch->stages[r]->kinds & IL_KIND_BIT(IL_K_DATA));
+				if (ok) {
+					seq = nx;
+					ports |= 1u << ch->rx_port;
+				}
+			}
+		}
+	if (seq == NULL)
+		return 0;
+	c->fuse_group = rte_zmalloc("il_classify_fuse", app->n_groups, 0);
+	if (c->fuse_group == NULL)
+		return ERR("out of memory for stage '%s'", st->name);
+	c->seq_st = seq;
+	c->seq = seq->ctx;
+	c->fuse_ports = ports;
+	for (unsigned g = 0; g < app->n_groups; g++)
+		c->fuse_group[g] = c->seq->groups[g].ring != NULL;
+	return 0;
+}
+
 static int classify_create(struct il_stage *st, const struct il_cfg *p, struct il_app *app,
 			   char *err, size_t errlen)
 {
-	static const char *const keys[] = {"type", "other", "unknown_control", NULL};
+	static const char *const keys[] = {"type", "other", "unknown_control", "fused_raw", NULL};
 	const char *other, *unk;
+	bool fused_raw;
 
 	if (il_cfg_check_keys(p, keys, err, errlen) ||
+	    il_cfg_bool(p, "fused_raw", true, &fused_raw, err, errlen) ||
 	    il_cfg_str(p, "other", "forward", &other, err, errlen) ||
 	    il_cfg_str(p, "unknown_control", "pass", &unk, err, errlen))
 		return -1;
@@ -239,6 +359,7 @@ static int classify_create(struct il_stage *st, const struct il_cfg *p, struct i
 	c->app = app;
 	c->drop_other = strcmp(other, "drop") == 0;
 	c->drop_unknown_control = strcmp(unk, "drop") == 0;
+	c->fused_raw = fused_raw;
 	c->il_port = app->il_udp_port;
 	c->raw_mask = slots - 1;
 	/* The configuration rejects two groups with one filter. */
@@ -253,6 +374,10 @@ static int classify_create(struct il_stage *st, const struct il_cfg *p, struct i
 
 static void classify_destroy(struct il_stage *st)
 {
+	struct classify *c = st->ctx;
+
+	if (c != NULL)
+		rte_free(c->fuse_group);
 	rte_free(st->ctx);
 	st->ctx = NULL;
 }
@@ -273,6 +398,7 @@ const struct il_stage_type il_stage_classify = {
 	.counter_names = cl_counter_names,
 	.n_counters = CL_C_COUNT,
 	.create = classify_create,
+	.bind = classify_bind,
 	.process = classify_process,
 	.destroy = classify_destroy,
 	.meta_sets = IL_META_TAGS,

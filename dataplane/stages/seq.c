@@ -6,22 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <rte_ip.h>
 #include <rte_malloc.h>
-#include <rte_memcpy.h>
-#include <rte_udp.h>
-#if defined(RTE_ARCH_X86)
-#include <emmintrin.h>
-#endif
 
-#include <interlink/csum.h>
 #include <interlink/err.h>
-#include <interlink/wire.h>
-#include <interlink/wire_msg.h>
 
-#include "seq.h"
-
-#define RAW_INSERT (IL_HDR_LEN + IL_MSG_HDR_LEN)
+#include "seq_stamp.h"
 
 static const char *const seq_counter_names[SEQ_C_COUNT] = {
 	[SEQ_C_STAMPED_FRAMES] = "stamped_frames",
@@ -39,126 +28,6 @@ static const char *const seq_counter_names[SEQ_C_COUNT] = {
 	[SEQ_C_RESTAMPED] = "restamped_frames",
 };
 
-/*
- * The history. A frame of at most copy_max bytes is copied into its
- * group's arena (the slot of the same index as its ring entry) and its
- * mbuf is left to the sender's transmit, which frees it at once: the
- * history never makes the pool recycle cold mbufs, and evicting costs
- * nothing. Longer frames, or every frame with copy_max 0, are held by
- * reference, and evicting one frees an mbuf stamped `depth` frames ago
- * whose lines are long cold (prefetched a burst ahead). The alternatives
- * measured side by side (bulk release, references for the newest frames
- * only, plain stores) are in docs/benchmarks.md.
- */
-
-/* Copy a stamped frame into its arena slot with streaming stores: the
- * slot's cold lines are not fetched first, and the arena, read again only
- * for a retransmission, does not push the working set out of the cache.
- * Whole 64-byte lines: the slot is a multiple of 64, and hist_copies()
- * checked that the mbuf's data room goes on that far past the frame. */
-static inline void arena_copy(uint8_t *dst, const uint8_t *src, uint32_t len)
-{
-#if defined(RTE_ARCH_X86)
-	for (uint32_t o = 0; o < len; o += 64) {
-		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(src + o));
-		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 16));
-		__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 32));
-		__m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 48));
-		_mm_stream_si128((__m128i *)(void *)(dst + o), a);
-		_mm_stream_si128((__m128i *)(void *)(dst + o + 16), b);
-		_mm_stream_si128((__m128i *)(void *)(dst + o + 32), c);
-		_mm_stream_si128((__m128i *)(void *)(dst + o + 48), d);
-	}
-#else
-	rte_memcpy(dst, src, len);
-#endif
-}
-
-static inline bool hist_copies(const struct il_seq *s, const struct rte_mbuf *m)
-{
-	return m->data_len <= s->copy_max && m->nb_segs == 1 &&
-	       m->data_off + RTE_ALIGN_CEIL((uint32_t)m->data_len, 64) <= m->buf_len;
-}
-
-/* What one burst adds to the stage's per-frame counters, added to them
- * once at its end (a reader on another thread, telemetry, sees a burst's
- * counts together, as it sees pkts_in, added before the stage runs), and
- * the arena copy of the frame stamped last, made after the next one
- * is stamped: the frame's header was just written with stores of 2 to 16
- * bytes, and the copy's 16-byte loads, which each span several of them,
- * could not take their bytes from stores still in flight (a store-
- * forwarding stall, about a tenth of a raw frame's cost). One frame later
- * they have reached the cache, and the frame is still in it. */
-struct seq_tally {
-	uint64_t frames, msgs, evicted, raw;
-	uint8_t *copy_dst;
-	const uint8_t *copy_src;
-	uint32_t copy_len;
-};
-
-static inline void tally_copy_flush(struct seq_tally *t)
-{
-	if (t->copy_dst != NULL) {
-		arena_copy(t->copy_dst, t->copy_src, t->copy_len);
-		t->copy_dst = NULL;
-	}
-}
-
-static inline void hist_push(struct il_seq *s, struct seq_tally *t, struct il_seq_group *g,
-			     struct rte_mbuf *m, uint64_t first, uint32_t count, uint32_t sender,
-			     uint64_t sseq)
-{
-	uint32_t idx = g->head & s->mask;
-	struct il_hist_ent *e = &g->ring[idx];
-
-	if (g->n == s->depth) {
-		if (e->m != NULL)
-			s->victims[s->n_victims++] = e->m;
-		t->evicted++;
-	} else {
-		g->n++;
-	}
-	if (s->copy_max) {
-		/* The entry a burst from now evicts, if it holds a reference
-		 * (a frame longer than copy_max): its mbuf is cold. */
-		const struct rte_mbuf *ahead = g->ring[(idx + IL_BURST) & s->mask].m;
-		if (unlikely(ahead != NULL)) {
-			rte_prefetch0(ahead);
-			rte_prefetch0(&ahead->next);
-		}
-	}
-	tally_copy_flush(t);
-	if (s->copy_max && hist_copies(s, m)) {
-		t->copy_dst = g->arena + (size_t)idx * s->slot;
-		t->copy_src = rte_pktmbuf_mtod(m, const uint8_t *);
-		t->copy_len = m->data_len;
-		e->m = NULL;
-	} else {
-		rte_mbuf_refcnt_update(m, 1);
-		e->m = m;
-	}
-	e->first = first;
-	e->count = (uint16_t)count;
-	e->len = (uint16_t)m->pkt_len;
-	e->sender = sender;
-	e->sender_seq = sseq;
-	g->head++;
-	g->stamped_frames++;
-	g->pf = 0;
-	t->frames++;
-	t->msgs += count;
-}
-
-/* Fold a 64-bit one's-complement sum to 16 bits. Adding a word rotated by
- * half its width puts the sum of both halves, end-around carry included,
- * in the upper half (Linux's csum_fold): two rotates instead of four
- * mask-shift-add rounds. */
-static inline uint16_t fold64(uint64_t acc)
-{
-	uint32_t s = (uint32_t)((acc + (acc >> 32 | acc << 32)) >> 32);
-
-	return (uint16_t)((s + (s >> 16 | s << 16)) >> 16);
-}
 
 /* One's-complement sum of the four 16-bit words of 8 bytes in memory,
  * unfolded: the two 32-bit halves added in 64 bits. */
@@ -247,46 +116,11 @@ static __rte_always_inline void stamp_native(struct il_seq *s, struct il_stage *
 		  il_get64(h + IL_OFF_SENDER_SEQ));
 }
 
-/* Raw-mode senders: the per-source FIFO sequence of every (source
- * address, source port, group) seen, in an open-addressing table at most
- * half full (linear probing, never deleted from: a source keeps its
- * numbering for the appliance's lifetime). Read for every raw frame, so it
- * is a multiply and a probe or two, not a general hash table's lookup. A
- * slot with seq 0 is empty: a used slot has numbered one frame at least. */
-static inline uint64_t raw_sender_next(struct il_seq *s, struct il_stage *st, uint32_t ip_be,
-				       uint16_t port_be, uint16_t gi)
-{
-	uint64_t key = (uint64_t)ip_be << 32 | (uint32_t)port_be << 16 | gi;
-	uint32_t i = (uint32_t)((key * UINT64_C(0x9e3779b97f4a7c15)) >> 32) & s->raw_mask;
-
-	for (;; i = (i + 1) & s->raw_mask) {
-		struct il_raw_sender *r = &s->raw_senders[i];
-
-		if (likely(r->key == key && r->seq != 0))
-			return ++r->seq;
-		if (r->seq == 0) {
-			if (unlikely(s->raw_sender_n == s->raw_sender_cap)) {
-				st->ctr[SEQ_C_RAW_SENDER_TABLE_FULL]++;
-				return 0;
-			}
-			s->raw_sender_n++;
-			r->key = key;
-			return r->seq = 1;
-		}
-	}
-}
-
-/* What a group's raw plan is made for: the epoch and uto it stamps, and
- * a bit no made plan lacks (a zeroed plan is not made). */
-static inline uint64_t raw_plan_key(const struct il_seq *s)
-{
-	return (uint64_t)s->epoch | (uint64_t)s->uto << 32 | UINT64_C(1) << 33;
-}
 
 /* Made for the group's first raw frame and again whenever the epoch or
  * uto changed since (an epoch change at run time costs one rebuild per
  * group). */
-static void __rte_noinline raw_plan_make(struct il_seq *s, unsigned gi)
+void __rte_noinline il_seq_raw_plan_make(struct il_seq *s, unsigned gi)
 {
 	const struct il_group *grp = &s->app->groups[gi];
 	struct il_raw_plan *p = &s->groups[gi].raw;
@@ -311,93 +145,6 @@ static void __rte_noinline raw_plan_make(struct il_seq *s, unsigned gi)
 	p->made_for = raw_plan_key(s);
 }
 
-static inline const struct il_raw_plan *raw_plan(struct il_seq *s, unsigned gi)
-{
-	struct il_raw_plan *p = &s->groups[gi].raw;
-
-	if (unlikely(p->made_for != raw_plan_key(s)))
-		raw_plan_make(s, gi);
-	return p;
-}
-
-/* Raw mode: plain UDP matched by a group's filter. The 42 bytes of
- * headers move into the headroom (the payload stays where it is), the
- * header and one message record go in the gap, lengths, destination and
- * both checksums are updated, not recomputed. Returns 0, or the counter to
- * drop under. */
-static __rte_always_inline int stamp_raw(struct il_seq *s, struct il_stage *st,
-					 struct seq_tally *t, struct rte_mbuf *m, const bool uto)
-{
-	struct il_meta *mt = il_meta(m);
-	const unsigned gi = mt->group_idx;
-	struct il_seq_group *g = &s->groups[gi];
-	uint8_t *old = rte_pktmbuf_mtod(m, uint8_t *);
-	const struct rte_ipv4_hdr *oip = (const struct rte_ipv4_hdr *)(old + mt->l3_off);
-	const struct rte_udp_hdr *oudp = (const struct rte_udp_hdr *)(old + mt->l4_off);
-	uint32_t ip_end = mt->l3_off + rte_be_to_cpu_16(oip->total_length);
-
-	if (m->pkt_len > ip_end)
-		rte_pktmbuf_trim(m, (uint16_t)(m->pkt_len - ip_end)); /* Ethernet padding */
-	if (m->pkt_len + RAW_INSERT > (uint32_t)s->app->frame_max + (mt->l3_off - 14u))
-		return SEQ_C_DROP_RAW_TOO_BIG;
-	if (m->nb_segs != 1 || m->data_off < RAW_INSERT)
-		return SEQ_C_DROP_NO_HEADROOM;
-
-	/* The fields read where they are before the headers move: these loads
-	 * need not wait for the move's stores. */
-	const uint32_t src = oip->src_addr, old_dst = oip->dst_addr;
-	const uint16_t old_tot = oip->total_length, icsum = oip->hdr_checksum;
-	const uint16_t sport = oudp->src_port, dport = oudp->dst_port;
-	const uint16_t ulen = oudp->dgram_len, ucs = oudp->dgram_cksum;
-	uint8_t *base = old - RAW_INSERT;
-
-	m->data_off -= RAW_INSERT;
-	m->data_len += RAW_INSERT;
-	m->pkt_len += RAW_INSERT;
-	if (likely(mt->il_off == IL_UDP_HDRS_LEN))
-		memcpy(base, old, IL_UDP_HDRS_LEN); /* 42 < 44: they do not overlap */
-	else
-		memmove(base, old, mt->il_off);
-
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(base + mt->l3_off);
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(base + mt->l4_off);
-	const struct il_raw_plan *p = raw_plan(s, gi);
-	const uint64_t gs = g->next++;
-	const uint64_t sseq = raw_sender_next(s, st, src, sport, (uint16_t)gi);
-	const uint64_t ins = il_hdr1_put(base + mt->il_off, &p->tmpl, src, sseq, gs,
-					 uto ? g->stable : 0,
-					 (uint16_t)(rte_be_to_cpu_16(ulen) - sizeof(*udp)));
-
-	g->carried = g->stable;
-	/* Both checksums in 64-bit one's-complement sums of memory-order
-	 * words (16 and 32 bits fold alike; RFC 1624: new = ~(~old + ~m + m')).
-	 * UDP: out go the old destination and port, in come the 44 inserted
-	 * bytes and what the plan sums (new destination, port and lengths). */
-	if (ucs) {
-		uint64_t acc = (uint16_t)~ucs + ins + p->udp_sum;
-		acc += (uint32_t)~old_dst + (uint64_t)(uint16_t)~dport;
-		udp->dgram_cksum = il_udp_csum_fix((uint16_t)~fold64(acc));
-	}
-	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(ulen) + RAW_INSERT));
-	udp->dst_port = p->dport;
-	/* IPv4: the total length (its delta is RAW_INSERT, as for UDP), and
-	 * the destination when it changes (a header that came in damaged
-	 * stays so). */
-	uint64_t iacc = (uint16_t)~icsum + (uint64_t)rte_cpu_to_be_16(RAW_INSERT);
-	if (old_dst != p->dst) {
-		/* Steer to the group's multicast address (and its MAC). */
-		iacc += (uint32_t)~old_dst + (uint64_t)p->dst;
-		ip->dst_addr = p->dst;
-		memcpy(base, p->mac, 6);
-	}
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(old_tot) + RAW_INSERT));
-	ip->hdr_checksum = (uint16_t)~fold64(iacc);
-	mt->kind = IL_K_DATA;
-	t->raw++;
-	hist_push(s, t, g, m, gs, 1, rte_be_to_cpu_32(src), sseq);
-	return 0;
-}
-
 /* The history evicts its oldest frame for every frame it takes in, and
  * that mbuf went cold long ago: fetch the burst's victims before the
  * stamping loop needs them. */
@@ -405,7 +152,8 @@ static inline void prefetch_victims(struct il_seq *s, struct rte_mbuf **pkts, ui
 {
 	for (uint16_t i = 0; i < n; i++) {
 		const struct il_meta *mt = il_meta(pkts[i]);
-		if (mt->kind != IL_K_DATA && mt->kind != IL_K_RAW)
+		if ((mt->kind != IL_K_DATA && mt->kind != IL_K_RAW) ||
+		    (mt->kind == IL_K_DATA && mt->spare == IL_SEQ_FUSED))
 			continue;
 		struct il_seq_group *g = &s->groups[mt->group_idx];
 		if (g->n == s->depth) {
@@ -537,12 +285,13 @@ static void fifo_member(struct il_seq *s, struct il_stage *st, struct rte_mbuf *
 	s->inc_due = true;
 }
 
-/* The burst's frames in order, made twice by the compiler: with uto (the
- * history's and the senders' FIFO checks) and without, where the loop
- * holds nothing but the stamping. */
+/* The burst's frames in order, made three times by the compiler: with uto
+ * (the history's and the senders' FIFO checks) and without, where the loop
+ * holds nothing but the stamping; without uto, with frames classify
+ * stamped already in the burst (`fused`) or none. */
 static __rte_always_inline uint16_t seq_frames(struct il_seq *s, struct il_stage *st,
 					       struct seq_tally *t, struct rte_mbuf **pkts,
-					       uint16_t n, const bool uto)
+					       uint16_t n, const bool uto, const bool fused)
 {
 	uint16_t out = 0;
 
@@ -550,6 +299,13 @@ static __rte_always_inline uint16_t seq_frames(struct il_seq *s, struct il_stage
 		struct rte_mbuf *m = pkts[i];
 		uint8_t kind = il_meta(m)->kind, fifo_start = 0;
 
+		if (fused && kind == IL_K_DATA && il_meta(m)->spare == IL_SEQ_FUSED) {
+			/* Stamped by classify's fused raw path: on as the DATA
+			 * frame this stage would have made of it. */
+			il_meta(m)->spare = 0;
+			pkts[out++] = m;
+			continue;
+		}
 		if (uto && (kind == IL_K_DATA || kind == IL_K_RAW)) {
 			if (hist_full_unstable(s, il_meta(m)->group_idx)) {
 				/* Evicting would lose a frame some receiver may
@@ -590,20 +346,14 @@ static uint16_t seq_process(struct il_stage *st, struct rte_mbuf **pkts, uint16_
 	if (s->copy_max == 0)
 		prefetch_victims(s, pkts, n);
 	if (unlikely(s->uto))
-		out = seq_frames(s, st, &t, pkts, n, true);
+		out = seq_frames(s, st, &t, pkts, n, true, true);
+	else if (st->io == NULL || (st->io->kinds & IL_SEQ_KIND_FUSED))
+		out = seq_frames(s, st, &t, pkts, n, false, true);
 	else
-		out = seq_frames(s, st, &t, pkts, n, false);
-	tally_copy_flush(&t);
-	st->ctr[SEQ_C_STAMPED_FRAMES] += t.frames;
-	st->ctr[SEQ_C_STAMPED_MSGS] += t.msgs;
-	st->ctr[SEQ_C_HIST_EVICTED] += t.evicted;
-	st->ctr[SEQ_C_RAW_INSERTED] += t.raw;
+		out = seq_frames(s, st, &t, pkts, n, false, false);
+	seq_tally_end(s, st, &t);
 	if (st->io != NULL)
 		st->io->kinds |= IL_KIND_BIT(IL_K_DATA);
-	if (s->n_victims) {
-		rte_pktmbuf_free_bulk(s->victims, s->n_victims);
-		s->n_victims = 0;
-	}
 	return out;
 }
 

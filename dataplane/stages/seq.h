@@ -125,6 +125,19 @@ enum seq_ctr {
 	SEQ_C_COUNT
 };
 
+/* il_meta.spare of a raw-mode frame that classify's fused raw path has
+ * stamped already (classify.c, seq_stamp.h): its kind is DATA and the
+ * sequencer stage passes it on untouched. classify clears spare on every
+ * other DATA frame, and a stray handed to another shard carries its chain
+ * there (a small number), so no other frame has this value. */
+#define IL_SEQ_FUSED 0xffffu
+
+/* io->kinds: the burst holds DATA frames classify's fused raw path stamped
+ * (a bit no enum il_kind has). The sequencer does not dispatch on it: a
+ * burst of such frames only goes past it. classify fuses only where no
+ * stage after the sequencer dispatches on DATA. */
+#define IL_SEQ_KIND_FUSED 0x80u
+
 /* Start epoch `epoch` at global sequence 1 in every group (seq.c). */
 void il_seq_restart(struct il_seq *s, uint32_t epoch);
 

@@ -603,7 +603,9 @@ static char *many_groups_config(void)
 					      "  - { id: %u, address: 239.2.0.%u }\n", id, id);
 	snprintf(text + o, sizeof(text) - o,
 		 "stages:\n"
-		 "  classify: { type: classify }\n"
+		 /* The tests below call classify and then a sequencer of their
+		  * choice by hand: classify only tags (fused_raw: test_fused_raw.c). */
+		 "  classify: { type: classify, fused_raw: false }\n"
 		 "  seq_a: { type: sequencer, history: 4 }\n"
 		 "  seq_b: { type: sequencer, history: 4, copy_max: 0 }\n"
 		 "pipeline:\n"

@@ -37,16 +37,22 @@ static inline struct rte_mbuf *tu_udp_frame(struct rte_mempool *pool, uint32_t s
 }
 
 /* Every mbuf in the pool gets `hash` (where the stages' il_meta lives) set
- * to junk, as a PMD's RSS hash or an earlier user of the mbuf leaves it. */
-static inline unsigned tu_pool_dirty(struct rte_mempool *pool)
+ * to junk (every byte `junk`), as a PMD's RSS hash or an earlier user of
+ * the mbuf leaves it. */
+static inline unsigned tu_pool_dirty_with(struct rte_mempool *pool, uint8_t junk)
 {
 	static struct rte_mbuf *all[1 << 16];
 	unsigned n = 0;
 
 	while (n < sizeof(all) / sizeof(all[0]) && (all[n] = rte_pktmbuf_alloc(pool)) != NULL)
-		memset(&all[n++]->hash, 0xa5, sizeof(all[0]->hash));
+		memset(&all[n++]->hash, junk, sizeof(all[0]->hash));
 	rte_pktmbuf_free_bulk(all, n);
 	return n;
+}
+
+static inline unsigned tu_pool_dirty(struct rte_mempool *pool)
+{
+	return tu_pool_dirty_with(pool, 0xa5);
 }
 
 #endif
