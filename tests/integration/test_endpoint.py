@@ -91,7 +91,9 @@ def test_two_hosts_agree_on_order_and_deliver_uniformly(tmp_path, app_sets):
         assert seq["drop_fifo_gap"] > 0 and ctrl["tx_resume"] > 0, (seq, ctrl)
         resends = [tuple(map(int, RESEND.search(o).groups())) for o in outs]
         assert sum(r[0] + r[2] for r in resends) > 0, resends
-        assert all(r[1] + r[3] > 0 for r in resends), resends
+        # The hosts resent; not necessarily each: a frame carries many messages (4000 in
+        # about 125 frames), so one host's 60-odd frames all pass the 5% about one run in 20.
+        assert sum(r[1] + r[3] for r in resends) > 0, resends
         for po, _ in runs:
             assert len(po) == 2 * count  # no message P-delivered twice (none stamped twice)
         print(f"\nloss before the sequencer: drop_fifo_gap {seq['drop_fifo_gap']} "
